@@ -1,0 +1,67 @@
+"""Reads behind the cap, the `spend` command and the reports."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+
+from django.db.models import Sum
+
+from ledger.models import SpendDaily
+
+
+def utc_today() -> date:
+    return datetime.now(timezone.utc).date()
+
+
+def spent_nanousd(day: date) -> int:
+    return SpendDaily.objects.filter(day=day).aggregate(total=Sum("cost_nanousd"))["total"] or 0
+
+
+@dataclass
+class SpendTotals:
+    first_day: date | None
+    last_day: date | None
+    calls: int
+    errors: int
+    unpriced_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    cost_nanousd: int
+    rows: list[SpendDaily]
+
+
+def spend_totals(*, since: date | None = None, until: date | None = None) -> SpendTotals:
+    """Spend between two UTC days, inclusive, with the rows behind it."""
+    rows = SpendDaily.objects.all()
+    if since:
+        rows = rows.filter(day__gte=since)
+    if until:
+        rows = rows.filter(day__lte=until)
+    listed = list(rows.order_by("day", "key_name", "requested_model", "provider", "upstream_model"))
+    return SpendTotals(
+        first_day=listed[0].day if listed else since,
+        last_day=listed[-1].day if listed else until,
+        calls=sum(r.calls for r in listed),
+        errors=sum(r.errors for r in listed),
+        unpriced_calls=sum(r.unpriced_calls for r in listed),
+        prompt_tokens=sum(r.prompt_tokens for r in listed),
+        completion_tokens=sum(r.completion_tokens for r in listed),
+        cached_tokens=sum(r.cached_tokens for r in listed),
+        reasoning_tokens=sum(r.reasoning_tokens for r in listed),
+        cost_nanousd=sum(r.cost_nanousd for r in listed),
+        rows=listed,
+    )
+
+
+def recent_models(limit: int = 50) -> list[str]:
+    """Requested model ids served in the last week, most used first (for /v1/models)."""
+    since = utc_today().toordinal() - 7
+    rows = (
+        SpendDaily.objects.filter(day__gte=date.fromordinal(since))
+        .values("requested_model")
+        .annotate(n=Sum("calls"))
+        .order_by("-n")[:limit]
+    )
+    return [r["requested_model"] for r in rows]

@@ -1,0 +1,99 @@
+"""Typed readers for environment variables.
+
+Every deploy-time value of Marina comes from the environment through these
+helpers, so a malformed value fails loudly at start-up instead of quietly
+becoming a default.
+"""
+from __future__ import annotations
+
+import os
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A malformed environment variable; the message names it."""
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_secret(name: str) -> str:
+    """A secret from NAME, or from the file named by NAME_FILE (Docker/K8s style)."""
+    value = os.environ.get(name, "").strip()
+    path = os.environ.get(f"{name}_FILE", "").strip()
+    if not value and path:
+        try:
+            value = Path(path).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"{name}_FILE: cannot read {path}: {exc.strerror}") from None
+    return value
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false, not {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def env_money_or_off(name: str, default: str) -> Decimal | None:
+    """A dollar amount, or None for `off`."""
+    raw = os.environ.get(name, default).strip()
+    if raw.lower() in {"off", "none", "disabled"}:
+        return None
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise ConfigError(f"{name} must be a dollar amount or 'off', not {raw!r}") from None
+    if value < 0:
+        raise ConfigError(f"{name} must not be negative")
+    return value
+
+
+def env_pairs(name: str) -> dict[str, str]:
+    """`a=x,b=y` into a dict; for provider lists and model aliases."""
+    raw = os.environ.get(name, "").strip()
+    pairs: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in raw.split(","))):
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConfigError(f"{name}: expected name=value, got {entry!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs

@@ -1,0 +1,172 @@
+"""Marina's one settings file. Every deploy-time value is read from the
+environment (see .env.example for the full list); defaults suit local
+development: SQLite in the project root, the API closed until keys are set."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from marina.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_money_or_off,
+    env_pairs,
+    env_secret,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = env_secret("MARINA_SECRET_KEY") or "dev-only-not-secret-change-me"
+DEBUG = env_bool("MARINA_DEBUG", False)
+ALLOWED_HOSTS = env_str("MARINA_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
+CSRF_TRUSTED_ORIGINS = [o for o in env_str("MARINA_CSRF_TRUSTED_ORIGINS").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_tables2",
+    "passthru",
+    "ledger",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "marina.urls"
+ASGI_APPLICATION = "marina.asgi.application"
+WSGI_APPLICATION = "marina.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------
+# SQLite (a file in the project root) is the embedded default; DATABASE_URL
+# (postgres://...) is how several processes and hosts share one ledger.
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'marina.db'}",
+        conn_max_age=None,  # ledger writes run on one long-lived thread per process
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        # WAL lets readers (reports) run beside the writer; IMMEDIATE takes the
+        # write lock up front so concurrent writers wait (busy timeout) instead
+        # of failing with "database is locked" on lock upgrade.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    }
+    # A file, not :memory:, so the live-server and ledger threads in tests see
+    # the same database as the test itself.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-marina.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True  # serve static files without a collectstatic step
+
+LOGIN_URL = "/admin/login/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("MARINA_LOG_LEVEL", "INFO")},
+    # httpx logs every request line at INFO; keep the gateway's log quiet.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+}
+
+# --- The /v1 model API -------------------------------------------------------
+# MODEL_API_KEYS: comma list of `secret` or `secret:name`. Only names (or a
+# short hash of a nameless key) ever leave this module's settings.
+MODEL_API_KEYS = env_secret("MODEL_API_KEYS")
+MARINA_OPEN_API = env_str("MARINA_OPEN_API") == "true"  # exactly "true", as in the reference
+
+MARINA_MAX_REQUEST_BYTES = env_int("MARINA_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MARINA_MAX_REQUEST_BYTES + 1024
+MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.001)
+MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
+MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
+MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
+# Friendly names for upstream ids, listed by /v1/models: `fast=openrouter/openai/gpt-5.2`.
+MARINA_MODEL_ALIASES = env_pairs("MARINA_MODEL_ALIASES")
+
+# Built-in providers: prefix -> default base URL of an OpenAI-compatible API.
+# Each base URL can be overridden by MARINA_<PROVIDER>_BASE_URL and each key
+# comes from <PROVIDER>_API_KEY (or <PROVIDER>_API_KEY_FILE).
+BUILTIN_PROVIDERS = {
+    "openrouter": "https://openrouter.ai/api/v1",
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com/v1",
+    "google": "https://generativelanguage.googleapis.com/v1beta/openai",
+    "groq": "https://api.groq.com/openai/v1",
+    "deepseek": "https://api.deepseek.com/v1",
+    "mistral": "https://api.mistral.ai/v1",
+    "xai": "https://api.x.ai/v1",
+    "together": "https://api.together.xyz/v1",
+    "cerebras": "https://api.cerebras.ai/v1",
+}
+# Extra OpenAI-compatible providers (a local vLLM or llama.cpp server):
+# MARINA_EXTRA_PROVIDERS=local=http://127.0.0.1:8000/v1 ; key (optional) LOCAL_API_KEY.
+MARINA_EXTRA_PROVIDERS = env_pairs("MARINA_EXTRA_PROVIDERS")
+
+
+def _provider(name: str, default_url: str) -> dict[str, str]:
+    key_env = f"{name.upper().replace('-', '_')}_API_KEY"
+    return {
+        "base_url": env_str(f"MARINA_{name.upper().replace('-', '_')}_BASE_URL", default_url).rstrip("/"),
+        "api_key": env_secret(key_env),
+        "key_env": key_env,
+    }
+
+
+MARINA_PROVIDERS = {name: _provider(name, url) for name, url in BUILTIN_PROVIDERS.items()}
+if not MARINA_PROVIDERS["google"]["api_key"]:
+    MARINA_PROVIDERS["google"]["api_key"] = env_secret("GEMINI_API_KEY")
+for _name, _url in MARINA_EXTRA_PROVIDERS.items():
+    MARINA_PROVIDERS[_name] = _provider(_name, _url) | {"keyless_ok": "yes"}

@@ -1,0 +1,79 @@
+"""The /v1 router: parse, delegate, return. Errors are mapped in marina/api.py."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.core.exceptions import RequestDataTooBig
+from ninja import Router
+
+from passthru.chat import chat_completions
+from passthru.context import Inbound
+from passthru.errors import ApiError
+from passthru.models_list import list_models
+from passthru.responses import Outbound
+from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList
+
+router = Router(tags=["v1"])
+
+_ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 504)}
+
+
+def inbound(request: HttpRequest) -> Inbound:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > settings.MARINA_MAX_REQUEST_BYTES:
+        raise _too_large(int(declared))
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        raise _too_large(None) from None
+    return Inbound(
+        method=request.method or "POST",
+        path=request.path,
+        headers={k.lower(): v for k, v in request.headers.items()},
+        body=body,
+    )
+
+
+def _too_large(size: int | None) -> ApiError:
+    return ApiError(
+        413,
+        f"Request body{f' is {size} bytes; it' if size else ''} exceeds "
+        f"MARINA_MAX_REQUEST_BYTES={settings.MARINA_MAX_REQUEST_BYTES}.",
+        code="request_too_large",
+    )
+
+
+def to_django(out: Outbound) -> HttpResponseBase:
+    response: HttpResponseBase
+    if out.stream is not None:
+        response = StreamingHttpResponse(out.stream, status=out.status, content_type=out.content_type)
+    else:
+        response = HttpResponse(out.body, status=out.status, content_type=out.content_type)
+    for name, value in out.headers.items():
+        response[name] = value
+    return response
+
+
+@router.post(
+    "/chat/completions",
+    response={200: dict, **_ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ChatCompletionRequest.model_json_schema()}},
+        }
+    },
+    summary="Create a chat completion (passthru or formation)",
+)
+async def create_chat_completion(request: HttpRequest) -> HttpResponseBase:
+    return to_django(await chat_completions(inbound(request)))
+
+
+@router.get("/models", response={200: ModelList, 401: ErrorEnvelope}, summary="List usable model ids")
+async def models(request: HttpRequest) -> dict:
+    return await list_models(request.headers.get("authorization"))
+
+
+@router.get("/health", response=Health, summary="Liveness", auth=None)
+async def health(request: HttpRequest) -> dict:
+    return {"status": "ok", "engine": "marina"}

@@ -1,0 +1,196 @@
+"""POST /v1/chat/completions: authenticate, validate, then pass through or
+run a formation, and trace every request whatever its outcome."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.conf import settings
+
+from ledger import services
+from marina.redact import redact
+from passthru import auth, formations, spendcap, upstream
+from passthru.calls import call_json, encode, fail_span
+from passthru.context import Inbound, RequestContext
+from passthru.errors import ApiError, UpstreamError
+from passthru.pricing import format_usd
+from passthru.providers import resolve
+from passthru.responses import SSE, Outbound, error_out
+from passthru.streaming import Meter, relay_or_error, wants_usage, with_usage_requested
+
+log = logging.getLogger(__name__)
+
+
+async def chat_completions(inbound: Inbound) -> Outbound:
+    """Answer one chat-completions request; its trace is committed before return
+    (for streams: when the stream ends)."""
+    ctx = RequestContext.for_request(inbound)
+    try:
+        ctx.key_name = auth.authenticate(inbound.headers.get("authorization")).key_name
+        body = parse_body(inbound.body)
+        ctx.requested_model = body["model"]
+        ctx.stream = body.get("stream") is True
+        if settings.MARINA_TRACE_BODIES:
+            ctx.body = redact(body)
+        formation = formations.find(body["model"])
+        if formation is not None:
+            ctx.route = formation.name
+            out = await formation.run(ctx, body)
+        elif ctx.stream:
+            ctx.route = "passthru"
+            return await _stream(ctx, body)
+        else:
+            ctx.route = "passthru"
+            out = await _plain(ctx, body)
+    except ApiError as exc:
+        out = error_out(exc)
+        kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+        await _finish(ctx, out, error_kind=kind, error_message=exc.message)
+        return out
+    await _finish(ctx, out)
+    return out
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a dict, or 400/413 naming the offending `param`."""
+    if len(raw) > settings.MARINA_MAX_REQUEST_BYTES:
+        raise ApiError(
+            413,
+            f"Request body is {len(raw)} bytes; the limit is MARINA_MAX_REQUEST_BYTES={settings.MARINA_MAX_REQUEST_BYTES}.",
+            code="request_too_large",
+        )
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "The request body is not valid JSON.", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ApiError(400, "'model' is required and must be a non-empty string.", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "'messages' is required and must be a non-empty array.", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ApiError(400, f"messages[{i}] must be an object with a string 'role'.", param=f"messages[{i}]")
+    for name, kind, label in (
+        ("stream", bool, "a boolean"),
+        ("n", int, "an integer"),
+        ("tools", list, "an array"),
+        ("stream_options", dict, "an object"),
+    ):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            raise ApiError(400, f"'{name}' must be {label}.", param=name)
+    return body
+
+
+async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
+    route = resolve(body["model"])
+    done = await call_json(ctx, route, body)
+    headers: dict[str, str] = {}
+    if done.ok:
+        headers["x-marina-upstream-model"] = route.served_id
+        if done.usage.cost_nanousd is not None:
+            headers["x-marina-cost-usd"] = format_usd(done.usage.cost_nanousd)
+        if done.usage.cached_tokens:
+            headers["x-marina-cache-read-tokens"] = str(done.usage.cached_tokens)
+    # The upstream's status and body as they came, errors included.
+    return Outbound(done.status, headers, done.body, content_type="application/json")
+
+
+async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
+    route = resolve(body["model"])
+    await spendcap.check()
+    client_wants_usage = wants_usage(body)
+    sent = {**(body if client_wants_usage else with_usage_requested(body)), "model": route.upstream_model}
+    span = ctx.open_span("upstream", provider=route.provider.name, upstream_model=route.upstream_model)
+    if settings.MARINA_TRACE_BODIES:
+        span.body = {"request": redact(sent)}
+    stream = upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers())
+    meter = Meter(route, span, hide_usage_chunk=not client_wants_usage)
+    try:
+        await stream.__aenter__()
+    except UpstreamError as exc:
+        _stop_clock(ctx, meter)
+        fail_span(span, exc)
+        raise
+    span.http_status = stream.status
+    if stream.status != 200 or not stream.content_type.startswith(SSE):
+        # An error (or a provider that ignored stream=true): relay it whole.
+        try:
+            raw = await stream.read()
+        finally:
+            await stream.__aexit__(None, None, None)
+        _stop_clock(ctx, meter)
+        if stream.status != 200:
+            span.status, span.error_kind = "error", f"http_{stream.status}"
+        out = Outbound(stream.status, {}, raw, content_type=stream.content_type or "application/json")
+        await _finish(ctx, out, error_kind=span.error_kind)
+        return out
+    headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
+    out = Outbound(200, headers, content_type=SSE)
+    out.stream = _relay_and_record(ctx, stream, meter, out)
+    _common_headers(ctx, out)
+    return out
+
+
+def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
+    elapsed = time.perf_counter() - meter.started
+    ctx.upstream_seconds += elapsed
+    meter.span.duration_ms = elapsed * 1000
+
+
+async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound) -> AsyncIterator[bytes]:
+    """Yield the events, then trace the request however the stream ended:
+    finished, failed upstream, or cancelled by a client that went away."""
+    status, error_kind, error_message = "ok", "", ""
+    try:
+        async for event in relay_or_error(stream.chunks(), meter):
+            yield event
+    except UpstreamError as exc:
+        status, error_kind, error_message = "error", exc.kind, exc.message
+        meter.span.status, meter.span.error_kind = "error", exc.kind
+    except (asyncio.CancelledError, GeneratorExit):
+        status, error_kind, error_message = "cancelled", "client_disconnected", "The client disconnected mid-stream."
+        meter.span.status, meter.span.error_kind = "cancelled", "client_disconnected"
+        raise
+    finally:
+        await stream.__aexit__(None, None, None)  # closes the upstream call, cancelled or not
+        _stop_clock(ctx, meter)
+        if meter.usage is not None:
+            u = meter.usage
+            meter.span.prompt_tokens, meter.span.completion_tokens = u.prompt_tokens, u.completion_tokens
+            meter.span.cached_tokens, meter.span.reasoning_tokens = u.cached_tokens, u.reasoning_tokens
+            meter.span.cost_nanousd, meter.span.cost_source = u.cost_nanousd, u.cost_source
+        record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
+        # Not awaited: a cancelled task cannot wait, and the writer thread
+        # commits the record on its own either way.
+        services.submit(services.record_request, record)
+
+
+def _common_headers(ctx: RequestContext, out: Outbound) -> None:
+    out.headers["x-request-id"] = ctx.request_id
+    out.headers["x-marina-overhead-ms"] = f"{ctx.overhead_ms():.2f}"
+
+
+async def _finish(ctx: RequestContext, out: Outbound, *, error_kind: str = "", error_message: str = "") -> None:
+    """Stamp the common headers and commit the trace (awaited: exact on return)."""
+    _common_headers(ctx, out)
+    if out.status >= 400 and not error_kind:
+        error_kind = next((s.error_kind for s in ctx.spans if s.error_kind), f"http_{out.status}")
+    record = ctx.trace(
+        http_status=out.status,
+        status="ok" if out.status < 400 else "error",
+        error_kind=error_kind,
+        error_message=error_message,
+    )
+    try:
+        await services.arecord_request(record)
+    except Exception:  # the ledger must never turn an answered call into a 500
+        log.exception("could not record trace %s", ctx.request_id)

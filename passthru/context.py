@@ -1,0 +1,91 @@
+"""Per-request state: who called, what was asked, and the spans collected
+on the way. Turned into one ledger.records.TraceRecord at the end."""
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ledger.records import SpanRecord, TraceRecord
+
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
+
+
+def new_request_id() -> str:
+    return f"req-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Inbound:
+    """An HTTP request as the /v1 core sees it, independent of the framework."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+
+
+@dataclass
+class RequestContext:
+    inbound: Inbound
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    key_name: str = ""
+    requested_model: str = ""
+    route: str = ""
+    formation_label: str = ""
+    session: str = ""
+    stream: bool = False
+    upstream_seconds: float = 0.0  # time spent waiting on providers, for x-marina-overhead-ms
+    spans: list[SpanRecord] = field(default_factory=list)
+    body: Any = None
+
+    @classmethod
+    def for_request(cls, inbound: Inbound) -> RequestContext:
+        offered = inbound.headers.get("x-request-id", "")
+        request_id = offered if _CLIENT_ID.match(offered) else new_request_id()
+        return cls(inbound=inbound, request_id=request_id, session=inbound.headers.get("x-marina-session", "")[:128])
+
+    def upstream_headers(self) -> dict[str, str]:
+        """Headers forwarded to providers: the client's, with our request id."""
+        return {**self.inbound.headers, "x-request-id": self.request_id}
+
+    def open_span(self, name: str, *, parent_seq: int | None = None, **values: Any) -> SpanRecord:
+        span = SpanRecord(
+            seq=len(self.spans), name=name, parent_seq=parent_seq, started_at=datetime.now(timezone.utc), **values
+        )
+        self.spans.append(span)
+        return span
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def overhead_ms(self) -> float:
+        return max(0.0, self.elapsed_ms() - self.upstream_seconds * 1000)
+
+    def trace(self, *, http_status: int, status: str, error_kind: str = "", error_message: str = "") -> TraceRecord:
+        return TraceRecord(
+            request_id=self.request_id,
+            started_at=self.started_at,
+            path=self.inbound.path,
+            method=self.inbound.method,
+            duration_ms=self.elapsed_ms(),
+            overhead_ms=self.overhead_ms(),
+            key_name=self.key_name,
+            requested_model=self.requested_model,
+            route=self.route,
+            formation_label=self.formation_label,
+            session=self.session,
+            stream=self.stream,
+            status=status,
+            http_status=http_status,
+            error_kind=error_kind,
+            error_message=error_message,
+            body=self.body,
+            spans=self.spans,
+        )

@@ -1,0 +1,104 @@
+"""What one upstream call cost, and where that figure came from.
+
+The provider's own `usage.cost` wins (OpenRouter reports it). Otherwise the
+tokens are priced with genai-prices, pydantic's maintained price tables: they
+ship inside the package (no network at run time), know cached-input rates and
+are updated with each release. An unknown model stays unpriced (None): never a
+made-up zero."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Any
+
+from genai_prices import Usage as _PriceUsage
+from genai_prices import calc_price
+
+NANO = Decimal("1e-9")
+
+# Cost sources stored with every call.
+SOURCE_PROVIDER = "provider"
+SOURCE_PRICE_TABLE = "price_table"
+SOURCE_NONE = "none"
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_nanousd: int | None = None
+    cost_source: str = SOURCE_NONE
+
+    def add(self, other: Usage) -> None:
+        """Sum another call into this one (formations report the total)."""
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.reasoning_tokens += other.reasoning_tokens
+        if other.cost_nanousd is not None:
+            self.cost_nanousd = (self.cost_nanousd or 0) + other.cost_nanousd
+            if self.cost_source == SOURCE_NONE:
+                self.cost_source = other.cost_source
+
+
+def to_nanousd(dollars: Decimal) -> int:
+    return int(dollars.quantize(NANO, rounding=ROUND_HALF_EVEN) / NANO)
+
+
+def format_usd(nanousd: int) -> str:
+    """8 fraction digits, as the x-marina-cost-usd header has it."""
+    return f"{Decimal(nanousd) * NANO:.8f}"
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def usage_from(payload: dict[str, Any] | None) -> Usage | None:
+    """Token counts from an OpenAI-shaped `usage` object (None if absent)."""
+    if not isinstance(payload, dict):
+        return None
+    prompt_details = payload.get("prompt_tokens_details") or {}
+    completion_details = payload.get("completion_tokens_details") or {}
+    return Usage(
+        prompt_tokens=_int(payload.get("prompt_tokens")),
+        completion_tokens=_int(payload.get("completion_tokens")),
+        cached_tokens=_int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else 0,
+        reasoning_tokens=(
+            _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else 0
+        ),
+    )
+
+
+def price(usage: Usage, *, provider: str, upstream_model: str, reported: dict[str, Any] | None) -> None:
+    """Fill usage.cost_nanousd and cost_source in place."""
+    cost = (reported or {}).get("cost")
+    if isinstance(cost, (int, float, str)) and not isinstance(cost, bool):
+        try:
+            usage.cost_nanousd = to_nanousd(Decimal(str(cost)))
+            usage.cost_source = SOURCE_PROVIDER
+            return
+        except InvalidOperation:
+            pass
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # OpenAI counts cached and reasoning tokens inside prompt/completion
+            # tokens; genai-prices' input/output tokens are the same totals.
+            calc = calc_price(
+                _PriceUsage(
+                    input_tokens=usage.prompt_tokens,
+                    cache_read_tokens=usage.cached_tokens,
+                    output_tokens=usage.completion_tokens,
+                ),
+                model_ref=upstream_model,
+                provider_id=provider,
+            )
+    except (LookupError, ValueError):
+        usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE
+        return
+    usage.cost_nanousd = to_nanousd(calc.total_price)
+    usage.cost_source = SOURCE_PRICE_TABLE

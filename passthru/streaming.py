@@ -1,0 +1,95 @@
+"""Relay an upstream SSE stream to the client, metering it on the way.
+
+Events are passed on as they complete. Usage comes from the final chunk; when
+Marina itself asked for it (the client did not set
+stream_options.include_usage), the usage-only chunk is kept from the client."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ledger.records import SpanRecord
+from passthru.errors import UpstreamError
+from passthru.pricing import Usage, price, usage_from
+from passthru.providers import Route
+
+DONE = b"data: [DONE]\n\n"
+
+
+def wants_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def with_usage_requested(body: dict[str, Any]) -> dict[str, Any]:
+    options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+    return {**body, "stream_options": {**options, "include_usage": True}}
+
+
+def error_event(message: str, kind: str) -> bytes:
+    payload = {"error": {"message": message, "type": "server_error", "param": None, "code": "upstream_error"}}
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+class Meter:
+    """Watches the events going by: first-token time, usage, the end marker."""
+
+    def __init__(self, route: Route, span: SpanRecord, *, hide_usage_chunk: bool) -> None:
+        self.route = route
+        self.span = span
+        self.hide_usage_chunk = hide_usage_chunk
+        self.started = time.perf_counter()
+        self.usage: Usage | None = None
+        self.saw_done = False
+
+    def keep(self, event: bytes) -> bool:
+        """Record what the event says; False if the client must not see it."""
+        if self.span.ttft_ms is None:
+            self.span.ttft_ms = (time.perf_counter() - self.started) * 1000
+        data = event.strip()
+        if data == b"data: [DONE]":
+            self.saw_done = True
+            return False  # Marina writes the one [DONE] itself, last
+        # Only chunks that carry a usage object are parsed; the rest pass untouched.
+        if b'"usage"' not in data or not data.startswith(b"data:"):
+            return True
+        try:
+            chunk = json.loads(data[5:])
+        except ValueError:
+            return True
+        usage = usage_from(chunk.get("usage")) if isinstance(chunk, dict) else None
+        if usage is None:
+            return True
+        price(usage, provider=self.route.provider.name, upstream_model=self.route.upstream_model, reported=chunk["usage"])
+        self.usage = usage
+        return not (self.hide_usage_chunk and not chunk.get("choices"))
+
+
+async def relay(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIterator[bytes]:
+    """Re-cut raw bytes into whole SSE events and yield the ones to pass on.
+
+    A transport failure mid-stream becomes an OpenAI-shaped error event (the
+    status line has already gone out); the UpstreamError is re-raised after it
+    so the caller can trace it."""
+    buffer = b""
+    async for raw in chunks:
+        buffer += raw.replace(b"\r\n", b"\n")
+        while b"\n\n" in buffer:
+            event, buffer = buffer.split(b"\n\n", 1)
+            if event and meter.keep(event):
+                yield event + b"\n\n"
+    if buffer.strip() and meter.keep(buffer):
+        yield buffer.strip() + b"\n\n"
+    yield DONE
+
+
+async def relay_or_error(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIterator[bytes]:
+    try:
+        async for event in relay(chunks, meter):
+            yield event
+    except UpstreamError as exc:
+        yield error_event(exc.message, exc.kind)
+        yield DONE
+        raise

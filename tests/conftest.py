@@ -1,0 +1,114 @@
+"""Shared fixtures: no network but loopback, a scripted upstream, and a live
+Marina (its real ASGI app under uvicorn, in a thread, on an ephemeral port)."""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+
+from tests.upstream import ScriptedUpstream
+
+MARINA_KEY = "sk-marina-test-key-0123456789"
+PROVIDER_KEY = "sk-or-test-provider-key-9876543210"
+
+# --- No test reaches beyond loopback ----------------------------------------
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _check_address(sock: socket.socket, address: object) -> None:
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return  # Unix sockets (PostgreSQL's) are local by definition
+    host = address[0] if isinstance(address, tuple) else str(address)
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    raise OSError(f"test tried to reach {host}: only loopback is allowed in tests")
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    _check_address(self, address)
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    _check_address(self, address)
+    return _real_connect_ex(self, address)
+
+
+socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+
+
+# --- The scripted upstream --------------------------------------------------
+@pytest.fixture(scope="session")
+def _upstream_server() -> Iterator[ScriptedUpstream]:
+    server = ScriptedUpstream().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def upstream(_upstream_server: ScriptedUpstream) -> Iterator[ScriptedUpstream]:
+    _upstream_server.reset()
+    yield _upstream_server
+    _upstream_server.reset()
+
+
+@pytest.fixture
+def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-untyped-def]
+    """Marina configured for tests: one named key, OpenRouter pointed at the scripted upstream."""
+    settings.MODEL_API_KEYS = f"{MARINA_KEY}:tester"
+    settings.MARINA_OPEN_API = False
+    providers = {name: dict(conf) for name, conf in settings.MARINA_PROVIDERS.items()}
+    providers["openrouter"] = {"base_url": upstream.base_url, "api_key": PROVIDER_KEY, "key_env": "OPENROUTER_API_KEY"}
+    providers["openai"] = {"base_url": upstream.base_url, "api_key": "", "key_env": "OPENAI_API_KEY"}
+    settings.MARINA_PROVIDERS = providers
+    settings.MARINA_DAILY_SPEND_CAP_USD = None
+    return settings
+
+
+# --- A live Marina ------------------------------------------------------------
+class _ThreadedServer(uvicorn.Server):
+    def install_signal_handlers(self) -> None:  # only the main thread may
+        pass
+
+
+@pytest.fixture(scope="session")
+def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    from marina.asgi import application
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = _ThreadedServer(uvicorn.Config(application, lifespan="off", log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(5)
+    from ledger.services import close_writer_connection
+
+    with django_db_blocker.unblock():
+        close_writer_connection()
+
+
+@pytest.fixture
+def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # type: ignore[no-untyped-def]
+    """Base URL of a live Marina (append /v1 for clients). Uses transactional_db:
+    the server and the ledger writer run in other threads, so the test's data
+    must really be committed."""
+    return _marina_server

@@ -1,0 +1,231 @@
+"""A scripted OpenAI-compatible upstream on 127.0.0.1, for tests and benches.
+
+It answers POST /v1/chat/completions from a queue of scripted steps (JSON
+replies, SSE streams, errors, delays, resets, stalls) or, when the queue is
+empty, with a default completion; and it records every request it received.
+
+    up = ScriptedUpstream().start()
+    up.script(Reply(json=completion("hi")), Reset())
+    ... point a provider's base URL at up.base_url ...
+    up.requests[0].body["reasoning_effort"]
+"""
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def completion(
+    content: str | None = "Hello from the scripted upstream.",
+    *,
+    model: str = "scripted-model",
+    tool_calls: list[dict[str, Any]] | None = None,
+    prompt_tokens: int = 12,
+    completion_tokens: int = 5,
+    cached_tokens: int = 0,
+    reasoning_tokens: int = 0,
+    cost: float | None = None,
+) -> dict[str, Any]:
+    """An OpenAI chat.completion object."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
+    }
+    if cost is not None:
+        usage["cost"] = cost
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "usage": usage,
+    }
+
+
+def tool_call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def sse_chunks(text: str = "Hello there, streamed.", *, model: str = "scripted-model", pieces: int = 4) -> list[dict[str, Any]]:
+    """Content delta chunks, then a finish chunk (no usage chunk: see Sse)."""
+    step = max(1, len(text) // pieces)
+    parts = [text[i : i + step] for i in range(0, len(text), step)]
+    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    chunks += [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in parts]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return chunks
+
+
+@dataclass
+class Reply:
+    json: Any = None
+    status: int = 200
+    delay: float = 0.0  # seconds before the first byte
+    raw: bytes | None = None  # sent instead of json
+    content_type: str = "application/json"
+
+
+@dataclass
+class Sse:
+    chunks: list[dict[str, Any]] | None = None  # default: sse_chunks()
+    usage: dict[str, Any] | None = field(default_factory=lambda: {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17})
+    delay: float = 0.0
+    gap: float = 0.0  # seconds between chunks
+    stall_after: int | None = None  # stop sending (but keep the socket open) after N chunks
+    stall_seconds: float = 30.0
+    reset_after: int | None = None  # reset the connection after N chunks
+    done: bool = True
+
+
+@dataclass
+class Reset:
+    """Close the connection with a TCP reset before answering."""
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+Step = Reply | Sse | Reset
+
+
+class ScriptedUpstream:
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self.steps: deque[Step] = deque()
+        self.handler: Callable[[Any], Step | None] | None = None  # decides per request when set
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+
+    # --- control -----------------------------------------------------------
+    def start(self) -> ScriptedUpstream:
+        upstream = self
+
+        class Handler(_Handler):
+            owner = upstream
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+
+    @property
+    def base_url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def script(self, *steps: Step) -> None:
+        with self.lock:
+            self.steps.extend(steps)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.steps.clear()
+            self.requests.clear()
+            self.handler = None
+
+    def next_step(self, body: Any) -> Step:
+        with self.lock:
+            if self.steps:
+                return self.steps.popleft()
+        if self.handler is not None:
+            step = self.handler(body)
+            if step is not None:
+                return step
+        if isinstance(body, dict) and body.get("stream"):
+            return Sse()
+        return Reply(json=completion(model=str(body.get("model")) if isinstance(body, dict) else "scripted-model"))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: ScriptedUpstream
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        with self.owner.lock:
+            self.owner.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        step = self.owner.next_step(body)
+        if isinstance(step, Reset):
+            self._reset()
+        elif isinstance(step, Sse):
+            self._sse(step, body)
+        else:
+            self._reply(step)
+
+    def _reset(self) -> None:
+        # SO_LINGER 0 makes close() send RST instead of FIN.
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
+    def _reply(self, step: Reply) -> None:
+        time.sleep(step.delay)
+        data = step.raw if step.raw is not None else json.dumps(step.json).encode()
+        self.send_response(step.status)
+        self.send_header("content-type", step.content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse(self, step: Sse, body: Any) -> None:
+        time.sleep(step.delay)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        chunks = list(step.chunks if step.chunks is not None else sse_chunks())
+        wants_usage = isinstance(body, dict) and (body.get("stream_options") or {}).get("include_usage")
+        if wants_usage and step.usage is not None:
+            base = {k: v for k, v in chunks[-1].items() if k != "choices"} if chunks else {"object": "chat.completion.chunk"}
+            chunks.append({**base, "choices": [], "usage": step.usage})
+        try:
+            for i, chunk in enumerate(chunks):
+                if step.reset_after is not None and i == step.reset_after:
+                    self._reset()
+                    return
+                if step.stall_after is not None and i == step.stall_after:
+                    time.sleep(step.stall_seconds)
+                    return
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+                time.sleep(step.gap)
+            if step.done:
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client (Marina) went away: that is what some tests check
