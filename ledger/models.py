@@ -123,3 +123,85 @@ class Span(models.Model):
     @property
     def cost_usd(self) -> Decimal | None:
         return usd(self.cost_nanousd)
+
+
+class BenchmarkRun(models.Model):
+    """One imported benchmark run (a τ² results.json), never edited after import
+    except for its group and label."""
+
+    class TargetKind(models.TextChoices):
+        MODEL = "model"
+        CREW = "crew"
+
+    benchmark = models.CharField(max_length=64, db_index=True)  # tau2-<domain>
+    domain = models.CharField(max_length=64)
+    target_kind = models.CharField(max_length=8, choices=TargetKind.choices)
+    target = models.CharField(max_length=200, db_index=True)
+    group = models.CharField(max_length=120, blank=True, db_index=True)
+    label = models.CharField(max_length=200, blank=True)
+    seed = models.BigIntegerField(null=True, blank=True)
+    task_split = models.CharField(max_length=64, blank=True)
+    num_trials = models.PositiveIntegerField()
+    agent_model = models.CharField(max_length=200, blank=True)  # as served: LiteLLM's openai/ dropped
+    user_model = models.CharField(max_length=200, blank=True)
+    agent_args = models.JSONField(default=dict, blank=True)  # credentials removed
+    user_args = models.JSONField(default=dict, blank=True)
+    tau2_version = models.CharField(max_length=64, blank=True)
+    tau2_commit = models.CharField(max_length=64, blank=True)
+    source_sha256 = models.CharField(max_length=64, unique=True)
+    cost_nanousd = models.BigIntegerField(null=True, blank=True)
+    cost_source = models.CharField(max_length=32, default="none")  # cli, spend, tau2, none
+    simulations = models.PositiveIntegerField()  # all simulations in the file
+    infra_errors = models.PositiveIntegerField(default=0)  # excluded from the figures
+    status = models.CharField(max_length=16, default="complete")
+    comparable = models.BooleanField(default=False)  # matches the leaderboard's settings
+    comparability_reasons = models.JSONField(default=list, blank=True)
+    mean_reward = models.FloatField(null=True, blank=True)
+    pass_hat_k = models.JSONField(default=list, blank=True)  # [pass^1, pass^2, ...]
+    started_at = models.DateTimeField(null=True, blank=True)  # first simulation start
+    ended_at = models.DateTimeField(null=True, blank=True)  # last simulation end
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.benchmark} {self.target}"
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        return usd(self.cost_nanousd)
+
+    @property
+    def evaluated(self) -> int:
+        return self.simulations - self.infra_errors
+
+    @property
+    def cost_per_item_usd(self) -> Decimal | None:
+        if self.cost_nanousd is None or not self.evaluated:
+            return None
+        return usd(self.cost_nanousd) / self.evaluated  # type: ignore[operator]
+
+
+class BenchmarkItem(models.Model):
+    """One (task, trial) simulation: `<task>#<trial>`. Append-only; no conversation."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="items")
+    item_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=190)
+    trial = models.PositiveIntegerField()
+    reward = models.FloatField(null=True, blank=True)  # None: not evaluated (infrastructure error)
+    correct = models.BooleanField()  # reward within 1e-6 of 1, as τ² decides
+    infra_error = models.BooleanField(default=False)
+    termination_reason = models.CharField(max_length=64, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    agent_cost_usd = models.FloatField(null=True, blank=True)  # τ²'s own LiteLLM estimate
+    user_cost_usd = models.FloatField(null=True, blank=True)
+    reward_breakdown = models.JSONField(default=dict, blank=True)  # DB, ACTION, COMMUNICATE, NL_ASSERTION...
+
+    class Meta:
+        ordering = ["run", "task_id", "trial"]
+        constraints = [models.UniqueConstraint(fields=["run", "item_id"], name="item_unique_per_run")]
+
+    def __str__(self) -> str:
+        return self.item_id

@@ -129,4 +129,5 @@ async def arecord_request(trace: TraceRecord) -> None:
 
 def close_writer_connection() -> None:
     """Close the writer thread's connection (tests do, before dropping a database)."""
-    submit(connection.close).result()
+    # `connection` must be looked up on the writer thread: it is per-thread.
+    submit(lambda: connection.close()).result()

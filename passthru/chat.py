@@ -20,7 +20,7 @@ from passthru.errors import ApiError, UpstreamError
 from passthru.pricing import format_usd
 from passthru.providers import resolve
 from passthru.responses import SSE, Outbound, error_out
-from passthru.streaming import Meter, relay_or_error, wants_usage, with_usage_requested
+from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +147,9 @@ def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
 
 
 async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound) -> AsyncIterator[bytes]:
-    """Yield the events, then trace the request however the stream ended:
-    finished, failed upstream, or cancelled by a client that went away."""
+    """Yield the events, trace the request however the stream ended (finished,
+    failed upstream, or cancelled by a client that went away), then [DONE]:
+    a client that saw the end of the stream can already find its trace."""
     status, error_kind, error_message = "ok", "", ""
     try:
         async for event in relay_or_error(stream.chunks(), meter):
@@ -157,21 +158,35 @@ async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter:
         status, error_kind, error_message = "error", exc.kind, exc.message
         meter.span.status, meter.span.error_kind = "error", exc.kind
     except (asyncio.CancelledError, GeneratorExit):
-        status, error_kind, error_message = "cancelled", "client_disconnected", "The client disconnected mid-stream."
         meter.span.status, meter.span.error_kind = "cancelled", "client_disconnected"
-        raise
-    finally:
-        await stream.__aexit__(None, None, None)  # closes the upstream call, cancelled or not
-        _stop_clock(ctx, meter)
-        if meter.usage is not None:
-            u = meter.usage
-            meter.span.prompt_tokens, meter.span.completion_tokens = u.prompt_tokens, u.completion_tokens
-            meter.span.cached_tokens, meter.span.reasoning_tokens = u.cached_tokens, u.reasoning_tokens
-            meter.span.cost_nanousd, meter.span.cost_source = u.cost_nanousd, u.cost_source
-        record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
-        # Not awaited: a cancelled task cannot wait, and the writer thread
-        # commits the record on its own either way.
+        await stream.__aexit__(None, None, None)  # cancel the upstream call now
+        _close_span(ctx, meter)
+        record = ctx.trace(
+            http_status=out.status,
+            status="cancelled",
+            error_kind="client_disconnected",
+            error_message="The client disconnected mid-stream.",
+        )
+        # Not awaited: a cancelled task cannot wait; the writer thread commits it.
         services.submit(services.record_request, record)
+        raise
+    await stream.__aexit__(None, None, None)
+    _close_span(ctx, meter)
+    record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
+    try:
+        await services.arecord_request(record)
+    except Exception:
+        log.exception("could not record trace %s", ctx.request_id)
+    yield DONE
+
+
+def _close_span(ctx: RequestContext, meter: Meter) -> None:
+    _stop_clock(ctx, meter)
+    if meter.usage is not None:
+        u, span = meter.usage, meter.span
+        span.prompt_tokens, span.completion_tokens = u.prompt_tokens, u.completion_tokens
+        span.cached_tokens, span.reasoning_tokens = u.cached_tokens, u.reasoning_tokens
+        span.cost_nanousd, span.cost_source = u.cost_nanousd, u.cost_source
 
 
 def _common_headers(ctx: RequestContext, out: Outbound) -> None:

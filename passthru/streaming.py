@@ -68,7 +68,8 @@ class Meter:
 
 
 async def relay(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIterator[bytes]:
-    """Re-cut raw bytes into whole SSE events and yield the ones to pass on.
+    """Re-cut raw bytes into whole SSE events and yield the ones to pass on
+    (the closing [DONE] is the caller's to send, after it has traced the call).
 
     A transport failure mid-stream becomes an OpenAI-shaped error event (the
     status line has already gone out); the UpstreamError is re-raised after it
@@ -82,7 +83,6 @@ async def relay(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIterator[byt
                 yield event + b"\n\n"
     if buffer.strip() and meter.keep(buffer):
         yield buffer.strip() + b"\n\n"
-    yield DONE
 
 
 async def relay_or_error(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIterator[bytes]:
@@ -91,5 +91,4 @@ async def relay_or_error(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIte
             yield event
     except UpstreamError as exc:
         yield error_event(exc.message, exc.kind)
-        yield DONE
         raise
