@@ -1,0 +1,18 @@
+"""gunicorn settings for Marina (ASGI workers). Every value can be set from
+the environment; see .env.example."""
+from __future__ import annotations
+
+import os
+
+bind = os.environ.get("MARINA_BIND", "127.0.0.1:3300")
+workers = int(os.environ.get("MARINA_WORKERS", os.environ.get("WEB_CONCURRENCY", "2")))
+worker_class = "uvicorn_worker.UvicornWorker"
+# Reasoning models can think for minutes before the first byte; the worker
+# timeout is a heartbeat (async workers keep beating while they wait), and
+# graceful_timeout is how long SIGTERM lets in-flight calls run to the end.
+timeout = int(os.environ.get("MARINA_WORKER_TIMEOUT", "900"))
+graceful_timeout = int(os.environ.get("MARINA_GRACEFUL_TIMEOUT", "660"))
+keepalive = 75  # above typical client/LB idle timeouts, so pooled connections survive
+accesslog = os.environ.get("MARINA_ACCESS_LOG") or None  # off by default: traces hold per-request data
+errorlog = "-"
+loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
