@@ -133,6 +133,9 @@ MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
+# Serve POST /v1/chat/completions from the core without Django's handler and
+# middleware (marina/fastpath.py; same responses, ~several ms less CPU per call).
+MARINA_FASTPATH = env_bool("MARINA_FASTPATH", True)
 # Friendly names for upstream ids, listed by /v1/models: `fast=openrouter/openai/gpt-5.2`.
 MARINA_MODEL_ALIASES = env_pairs("MARINA_MODEL_ALIASES")
 

@@ -21,11 +21,11 @@ _ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 5
 def inbound(request: HttpRequest) -> Inbound:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > settings.MARINA_MAX_REQUEST_BYTES:
-        raise _too_large(int(declared))
+        raise request_too_large(int(declared))
     try:
         body = request.body
     except RequestDataTooBig:
-        raise _too_large(None) from None
+        raise request_too_large(None) from None
     return Inbound(
         method=request.method or "POST",
         path=request.path,
@@ -34,7 +34,8 @@ def inbound(request: HttpRequest) -> Inbound:
     )
 
 
-def _too_large(size: int | None) -> ApiError:
+def request_too_large(size: int | None) -> ApiError:
+    """413 for a body over MARINA_MAX_REQUEST_BYTES (also used by marina/fastpath.py)."""
     return ApiError(
         413,
         f"Request body{f' is {size} bytes; it' if size else ''} exceeds "

@@ -1,0 +1,328 @@
+"""Overhead and throughput: the fake upstream directly, through Marina, and
+through LiteLLM's proxy, under wrk, with a τ²-sized body.
+
+    python bench/overhead.py                 # the whole matrix, a few minutes
+    python bench/overhead.py --skip-litellm  # Marina and direct only
+    python bench/overhead.py --duration 3 --concurrency 1,32
+
+Marina runs as in production: gunicorn with gunicorn.conf.py, 2 workers, the
+ledger and traces on (SQLite in a temporary directory, the spend cap on).
+LiteLLM's proxy is installed on first use into its own virtualenv
+(~/.cache/marina/litellm-venv, version LITELLM_VERSION) and runs with 2
+workers and no database. All three see the same fake upstream (bench/fake_upstream.py).
+
+Printed per target, mode and concurrency: requests/s, p50/p99 latency, errors,
+server CPU time per request (user+system of the whole process tree, from
+/proc) and, at the end, resident memory per worker and Marina's ratios to
+direct and to LiteLLM, all from the same run."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tau2_body  # noqa: E402
+from common import (  # noqa: E402
+    LOOPBACK_ONLY_ENV,
+    ROOT,
+    Server,
+    ensure_wrk,
+    free_port,
+    marina_env,
+    migrate,
+    start,
+    tcp_ready,
+)
+
+BENCH = Path(__file__).resolve().parent
+LITELLM_VERSION = os.environ.get("LITELLM_VERSION", "1.108.7")
+LITELLM_VENV = Path(os.environ.get("LITELLM_VENV", Path.home() / ".cache/marina/litellm-venv"))
+MARINA_KEY = "sk-marina-bench-key-0000"
+LITELLM_KEY = "sk-litellm-bench-key-0000"
+MODEL = "gpt-4.1-mini"
+
+
+@dataclass
+class Result:
+    target: str
+    mode: str
+    concurrency: int
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    cpu_ms_per_req: float
+    upstream_cpu_ms_per_req: float
+
+
+def ensure_litellm() -> Path:
+    """The litellm CLI of its own virtualenv, created on first use."""
+    exe = LITELLM_VENV / "bin" / "litellm"
+    marker = LITELLM_VENV / f".installed-{LITELLM_VERSION}"
+    if exe.exists() and marker.exists():
+        return exe
+    print(f"installing litellm[proxy]=={LITELLM_VERSION} into {LITELLM_VENV} (a few minutes, once) ...", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(LITELLM_VENV)], check=True)
+    done = subprocess.run(
+        [str(LITELLM_VENV / "bin" / "pip"), "install", "-q", f"litellm[proxy]=={LITELLM_VERSION}"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"installing litellm failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    marker.touch()
+    return exe
+
+
+def wrk(wrk_bin: str, url: str, body: Path, key: str, concurrency: int, seconds: float) -> dict[str, int]:
+    threads = 1 if concurrency == 1 else 2
+    cmd = [wrk_bin, f"-t{threads}", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
+           "-s", str(BENCH / "wrk_post.lua"), url, "--", str(body), key]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("WRKJSON "))
+    return json.loads(line[len("WRKJSON "):])
+
+
+def measure(wrk_bin: str, target: str, server: Server | None, upstream: Server, url: str, body: Path, key: str,
+            mode: str, concurrency: int, seconds: float) -> Result:
+    cpu0 = server.cpu() if server else 0.0
+    up0 = upstream.cpu()
+    raw = wrk(wrk_bin, url, body, key, concurrency, seconds)
+    cpu1 = server.cpu() if server else 0.0
+    up1 = upstream.cpu()
+    n = max(raw["requests"], 1)
+    errors = raw["connect"] + raw["read"] + raw["write"] + raw["status"] + raw["timeout"]
+    return Result(
+        target=target,
+        mode=mode,
+        concurrency=concurrency,
+        requests=raw["requests"],
+        seconds=raw["duration_us"] / 1e6,
+        rps=raw["requests"] / (raw["duration_us"] / 1e6),
+        p50_ms=raw["p50_us"] / 1000,
+        p99_ms=raw["p99_us"] / 1000,
+        errors=errors,
+        cpu_ms_per_req=(cpu1 - cpu0) * 1000 / n,
+        upstream_cpu_ms_per_req=(up1 - up0) * 1000 / n,
+    )
+
+
+def write_bodies(tmp: Path) -> dict[tuple[str, str], Path]:
+    bodies = {}
+    for target, model in (("direct", MODEL), ("marina", f"openai/{MODEL}"), ("litellm", MODEL)):
+        for mode in ("plain", "stream"):
+            path = tmp / f"{target}-{mode}.json"
+            path.write_bytes(tau2_body.encoded(model, stream=mode == "stream"))
+            bodies[(target, mode)] = path
+    return bodies
+
+
+def start_litellm(tmp: Path, upstream_port: int) -> Server:
+    exe = ensure_litellm()
+    port = free_port()
+    config = tmp / "litellm.yaml"
+    config.write_text(
+        "model_list:\n"
+        f"  - model_name: {MODEL}\n"
+        "    litellm_params:\n"
+        f"      model: openai/{MODEL}\n"
+        f"      api_base: http://127.0.0.1:{upstream_port}/v1\n"
+        "      api_key: sk-fake-upstream-key\n"
+        "general_settings:\n"
+        f"  master_key: {LITELLM_KEY}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)}
+    env.update(LOOPBACK_ONLY_ENV)
+    env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "PYTHONUNBUFFERED": "1"})
+    return start(
+        "litellm",
+        [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "2"],
+        env=env,
+        base_url=f"http://127.0.0.1:{port}",
+        ready_path="/health/liveliness",
+        log_dir=tmp,
+        timeout=180,
+        cwd=tmp,
+    )
+
+
+def start_marina(tmp: Path, upstream_port: int, db_url: str) -> Server:
+    port = free_port()
+    env = marina_env(db_url=db_url, upstream_port=upstream_port, bind=f"127.0.0.1:{port}", key=MARINA_KEY)
+    migrate(env)
+    return start(
+        "marina",
+        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "marina.asgi:application"],
+        env=env,
+        base_url=f"http://127.0.0.1:{port}",
+        ready_path="/v1/health",
+        log_dir=tmp,
+    )
+
+
+def ledger_counts(db_path: Path) -> tuple[int, int, int]:
+    """(traces, traces not ok, spend_daily calls) in Marina's bench database."""
+    with sqlite3.connect(db_path) as db:
+        traces = db.execute("select count(*) from ledger_trace").fetchone()[0]
+        bad = db.execute("select count(*) from ledger_trace where status != 'ok'").fetchone()[0]
+        calls = db.execute("select coalesce(sum(calls), 0) from spend_daily").fetchone()[0]
+    return traces, bad, calls
+
+
+def fmt_table(results: list[Result]) -> str:
+    direct = {(r.mode, r.concurrency): r for r in results if r.target == "direct"}
+    lines = [
+        "| target | mode | c | req/s | p50 ms | p99 ms | added p50 ms | errors | server CPU ms/req |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        d = direct.get((r.mode, r.concurrency))
+        added = f"{r.p50_ms - d.p50_ms:+.2f}" if d and r.target != "direct" else ""
+        cpu = f"{r.cpu_ms_per_req:.2f}" if r.target != "direct" else f"(upstream {r.upstream_cpu_ms_per_req:.2f})"
+        lines.append(
+            f"| {r.target} | {r.mode} | {r.concurrency} | {r.rps:.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {added} | {r.errors} | {cpu} |"
+        )
+    return "\n".join(lines)
+
+
+def fmt_ratios(results: list[Result]) -> str:
+    by = {(r.target, r.mode, r.concurrency): r for r in results}
+    lines = [
+        "| mode | c | Marina added p50 / p99 ms | Marina req/s ÷ direct | Marina req/s ÷ LiteLLM | LiteLLM CPU ÷ Marina CPU per req |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for (target, mode, c), m in by.items():
+        if target != "marina":
+            continue
+        d, l = by.get(("direct", mode, c)), by.get(("litellm", mode, c))
+        added = f"{m.p50_ms - d.p50_ms:+.2f} / {m.p99_ms - d.p99_ms:+.2f}" if d else "-"
+        vs_direct = f"{m.rps / d.rps:.2f}" if d else "-"
+        vs_l = f"{m.rps / l.rps:.1f}×" if l else "-"
+        cpu = f"{l.cpu_ms_per_req / m.cpu_ms_per_req:.1f}×" if l and m.cpu_ms_per_req else "-"
+        lines.append(f"| {mode} | {c} | {added} | {vs_direct} | {vs_l} | {cpu} |")
+    return "\n".join(lines)
+
+
+def goals(results: list[Result], rss: dict[str, list[float]]) -> list[str]:
+    by = {(r.target, r.mode, r.concurrency): r for r in results}
+    out = []
+
+    def line(ok: bool, text: str) -> None:
+        out.append(f"[{'PASS' if ok else 'MISS'}] {text}")
+
+    m1, d1 = by.get(("marina", "plain", 1)), by.get(("direct", "plain", 1))
+    if m1 and d1:
+        line(m1.p50_ms - d1.p50_ms <= 2.0, f"added p50 at c=1 (plain) ≤ 2 ms: {m1.p50_ms - d1.p50_ms:+.2f} ms")
+        line(m1.p99_ms - d1.p99_ms <= 10.0, f"added p99 at c=1 (plain) ≤ 10 ms: {m1.p99_ms - d1.p99_ms:+.2f} ms")
+    for (target, mode, c), m in by.items():
+        l = by.get(("litellm", mode, c))
+        if target == "marina" and l and c >= 32:
+            ratio = l.cpu_ms_per_req / m.cpu_ms_per_req if m.cpu_ms_per_req else float("inf")
+            line(ratio >= 6, f"CPU/request ≤ 1/6 of LiteLLM's, {mode} c={c}: "
+                             f"{m.cpu_ms_per_req:.2f} vs {l.cpu_ms_per_req:.2f} ms ({ratio:.1f}×)")
+    if rss.get("marina"):
+        line(max(rss["marina"]) < 150, f"RSS per Marina worker < 150 MB: {', '.join(f'{v:.0f}' for v in rss['marina'])} MB")
+    errors = sum(r.errors for r in results if r.target == "marina")
+    line(errors == 0, f"zero errors through Marina: {errors}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=6.0, help="seconds per wrk run (default 6)")
+    parser.add_argument("--concurrency", default="1,32,128", help="comma list (default 1,32,128)")
+    parser.add_argument("--modes", default="plain,stream")
+    parser.add_argument("--skip-litellm", action="store_true", help="measure direct and Marina only")
+    parser.add_argument("--gap-ms", type=float, default=1.0, help="fake upstream's pause between SSE events")
+    parser.add_argument("--json", type=Path, help="also write the results here as JSON")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    modes = args.modes.split(",")
+    wrk_bin = ensure_wrk()
+
+    servers: list[Server] = []
+    with tempfile.TemporaryDirectory(prefix="marina-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        try:
+            bodies = write_bodies(tmp)
+            up_port = free_port()
+            upstream = start(
+                "upstream",
+                [sys.executable, str(BENCH / "fake_upstream.py"), "--port", str(up_port), "--gap-ms", str(args.gap_ms)],
+                env={**os.environ, **LOOPBACK_ONLY_ENV},
+                base_url=f"http://127.0.0.1:{up_port}",
+                ready_path="/v1/models",
+                log_dir=tmp,
+            )
+            servers.append(upstream)
+            tcp_ready(up_port)
+            db_path = tmp / "marina-bench.sqlite3"
+            marina = start_marina(tmp, up_port, f"sqlite:///{db_path}")
+            servers.append(marina)
+            litellm = None if args.skip_litellm else start_litellm(tmp, up_port)
+            if litellm:
+                servers.append(litellm)
+            targets: list[tuple[str, Server | None, str, str]] = [
+                ("direct", None, upstream.base_url, ""),
+                ("marina", marina, marina.base_url, MARINA_KEY),
+            ]
+            if litellm:
+                targets.append(("litellm", litellm, litellm.base_url, LITELLM_KEY))
+            rss_idle = {name: s.worker_rss() for name, _, s in ((t[0], None, t[1]) for t in targets) if s}
+            # Warm every path (imports, connection pools, price tables) before measuring.
+            for name, _, url, key in targets:
+                for mode in modes:
+                    wrk(wrk_bin, f"{url}/v1/chat/completions", bodies[(name, mode)], key, 8, 1)
+
+            results: list[Result] = []
+            # Targets interleave within each (mode, c), so that noise from the
+            # shared machine falls on all three alike.
+            for mode in modes:
+                for c in levels:
+                    for name, server, url, key in targets:
+                        r = measure(wrk_bin, name, server, upstream, f"{url}/v1/chat/completions",
+                                    bodies[(name, mode)], key, mode, c, args.duration)
+                        results.append(r)
+                        print(f"  {name:8} {mode:6} c={c:<4} {r.rps:8.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
+                              f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
+                              file=sys.stderr, flush=True)
+            rss = {name: s.worker_rss() for name, _, s in ((t[0], None, t[1]) for t in targets) if s}
+            traces, bad, calls = ledger_counts(db_path)
+        finally:
+            for server in reversed(servers):
+                server.stop()
+
+    litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
+    print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
+          f"{args.duration:g} s per run; body {len(tau2_body.encoded('openai/' + MODEL))} bytes; "
+          f"LiteLLM {litellm_version})\n")
+    print(fmt_table(results))
+    print("\n### Marina's ratios (same run)\n")
+    print(fmt_ratios(results))
+    print("\n### Memory (resident MB per worker)\n")
+    for name in rss:
+        print(f"- {name}: idle {', '.join(f'{v:.0f}' for v in rss_idle.get(name, []))}; "
+              f"after load {', '.join(f'{v:.0f}' for v in rss[name])}")
+    print(f"\n### Ledger\n\n- Marina traced {traces} requests ({bad} not ok); spend_daily counts {calls} calls "
+          f"(wrk counted {sum(r.requests for r in results if r.target == 'marina')} completed in the measured runs, plus warm-up)")
+    print("\n### Goals\n")
+    for g in goals(results, rss):
+        print(f"- {g}")
+    if args.json:
+        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "rss_mb": rss, "rss_idle_mb": rss_idle,
+                                         "traces": traces, "traces_not_ok": bad, "spend_calls": calls}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""An ASGI fast path for `POST /v1/chat/completions`, in front of Django.
+
+Why: Django's ASGI handler and middleware cost ~4–9 ms of CPU per call here
+(performance-notes.md; docs/performance.md): WhiteNoise is a sync-only
+middleware, so every request hops to a worker thread and back, and the
+request_started/finished signals and `response.close()` each start another.
+The chat route is the one every agent turn takes, so it is served straight from
+the framework-neutral core, `passthru.chat.chat_completions(Inbound) -> Outbound`,
+which the Ninja operation also calls. Everything else (and this route, when the
+fast path is off or the request is unusual) goes to Django unchanged.
+
+What it keeps identical to the Django route (tests/test_fastpath.py sends the
+same requests both ways and compares):
+- status, body, headers (the core's, plus exactly those Django's middleware
+  adds to this route: Content-Length, X-Frame-Options, X-Content-Type-Options,
+  Referrer-Policy, Cross-Origin-Opener-Policy), header encoding;
+- the request headers the core sees (lower-cased, names with `_` dropped,
+  repeats joined with `,`, as django.core.handlers.asgi.ASGIRequest does);
+- a Host outside ALLOWED_HOSTS is left to Django (its 400);
+- a client that disconnects cancels the call, as Django's handler does, so a
+  stream is traced `cancelled`.
+
+It turns itself off (with a warning) when the settings would make Django do
+something it does not copy: a different MIDDLEWARE list, SSL redirects, HSTS,
+X-Forwarded-Host or a script prefix. MARINA_FASTPATH=off turns it off outright.
+One deliberate difference: an unexpected exception becomes a 500 in OpenAI's
+error envelope, not Django's HTML error page.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import aclosing
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from django.http.response import ResponseHeaders
+
+from passthru.api import request_too_large
+from passthru.chat import chat_completions
+from passthru.context import Inbound
+from passthru.errors import ApiError
+from passthru.responses import Outbound, error_out
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+CHAT_PATH = "/v1/chat/completions"
+
+# The middleware whose effect on the chat route _middleware_headers() copies.
+# Any other list sends every request through Django.
+KNOWN_MIDDLEWARE = (
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+)
+
+
+def incompatible_settings() -> str:
+    """Why the fast path cannot stand in for Django with these settings ('' if it can)."""
+    if tuple(settings.MIDDLEWARE) != KNOWN_MIDDLEWARE:
+        return "MIDDLEWARE differs from the list the fast path copies"
+    if settings.SECURE_SSL_REDIRECT:
+        return "SECURE_SSL_REDIRECT is on"
+    if settings.SECURE_HSTS_SECONDS:
+        return "SECURE_HSTS_SECONDS is set"
+    if settings.USE_X_FORWARDED_HOST:
+        return "USE_X_FORWARDED_HOST is on"
+    if settings.FORCE_SCRIPT_NAME:
+        return "FORCE_SCRIPT_NAME is set"
+    if settings.DISALLOWED_USER_AGENTS:
+        return "DISALLOWED_USER_AGENTS is set"
+    return ""
+
+
+def wrap(django_app: ASGIApp) -> ASGIApp:
+    """Django's ASGI app with the fast path in front, when settings allow it."""
+    if not settings.MARINA_FASTPATH:
+        return django_app
+    reason = incompatible_settings()
+    if reason:
+        log.warning("ASGI fast path off: %s; every request goes through Django", reason)
+        return django_app
+    return FastPath(django_app)
+
+
+def _middleware_headers(streaming: bool, body: bytes) -> list[tuple[str, str]]:
+    """Headers Django's middleware adds to this route's responses, in the order
+    it adds them (response phase: XFrameOptions, then Common, then Security)."""
+    added = [("X-Frame-Options", settings.X_FRAME_OPTIONS.upper())]
+    if not streaming:
+        added.append(("Content-Length", str(len(body))))
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        added.append(("X-Content-Type-Options", "nosniff"))
+    policy = settings.SECURE_REFERRER_POLICY
+    if policy:
+        value = ",".join([v.strip() for v in policy.split(",")] if isinstance(policy, str) else policy)
+        added.append(("Referrer-Policy", value))
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        added.append(("Cross-Origin-Opener-Policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY))
+    return added
+
+
+def _encode_headers(pairs: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    # The usual case is plain ASCII; anything else gets Django's own treatment
+    # (MIME-encoded non-Latin-1 values, BadHeaderError on newlines).
+    if all(v.isascii() and "\n" not in v and "\r" not in v for _, v in pairs):
+        return [(k.encode("ascii"), v.encode("ascii")) for k, v in pairs]
+    converted = ResponseHeaders({})
+    out = []
+    for name, value in pairs:
+        converted[name] = value
+        out.append((name.encode("ascii"), converted[name].encode("latin-1")))
+    return out
+
+
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The request headers as the Ninja operation hands them to the core."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", ()):
+        name = raw_name.decode("latin-1").lower()
+        if "_" in name:  # Django drops these (hyphen/underscore spoofing)
+            continue
+        value = raw_value.decode("latin-1")
+        headers[name] = f"{headers[name]},{value}" if name in headers else value
+    return headers
+
+
+def _host_allowed(host: str | None) -> bool:
+    if not host:
+        return False  # Django falls back to SERVER_NAME; let it
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None if the client went away first."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class _Call:
+    """One request's state shared with its disconnect watcher."""
+
+    __slots__ = ("task", "started", "finished", "aborted")
+
+    def __init__(self) -> None:
+        self.task = asyncio.current_task()
+        self.started = False  # the status line has gone out
+        self.finished = False
+        self.aborted = False
+
+
+async def _watch_disconnect(receive: Receive, call: _Call) -> None:
+    # Django's handler cancels the view when the client disconnects; so do we.
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    if not call.finished and call.task is not None:
+        call.aborted = True
+        call.task.cancel()
+
+
+class FastPath:
+    """ASGI app: the chat route served from the core, the rest by Django."""
+
+    def __init__(self, django_app: ASGIApp) -> None:
+        self.django_app = django_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == CHAT_PATH and scope["method"] == "POST" and not scope.get("root_path"):
+            headers = request_headers(scope)
+            if _host_allowed(headers.get("host")):
+                await self.chat(headers, receive, send)
+                return
+        await self.django_app(scope, receive, send)
+
+    async def chat(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > settings.MARINA_MAX_REQUEST_BYTES:
+            await _respond(send, error_out(request_too_large(int(declared))), _Call())
+            return
+        body = await _read_body(receive)
+        if body is None:
+            return
+        call = _Call()
+        watcher = asyncio.create_task(_watch_disconnect(receive, call))
+        try:
+            try:
+                out = await chat_completions(Inbound(method="POST", path=CHAT_PATH, headers=headers, body=body))
+            except ApiError as exc:  # the Ninja route maps these in marina/api.py
+                out = error_out(exc)
+            await _respond(send, out, call)
+        except asyncio.CancelledError:
+            if not call.aborted:
+                raise
+            # The client went away: nothing to answer, as with Django's handler.
+            if call.task is not None:
+                call.task.uncancel()
+        except Exception:
+            log.exception("unhandled error in %s", CHAT_PATH)
+            if not call.started:
+                await _respond(send, error_out(ApiError(500, "Internal server error.", code="server_error")), call)
+        finally:
+            call.finished = True
+            watcher.cancel()
+
+
+async def _respond(send: Send, out: Outbound, call: _Call) -> None:
+    streaming = out.stream is not None
+    pairs = [("Content-Type", out.content_type), *out.headers.items(), *_middleware_headers(streaming, out.body)]
+    encoded = _encode_headers(pairs)
+    call.started = True
+    await send({"type": "http.response.start", "status": out.status, "headers": encoded})
+    if out.stream is None:
+        await send({"type": "http.response.body", "body": out.body})
+        return
+    async with aclosing(out.stream) as events:  # type: ignore[type-var]
+        async for event in events:
+            if event:
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
