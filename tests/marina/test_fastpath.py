@@ -1,0 +1,273 @@
+"""The ASGI fast path answers exactly as the Django route does.
+
+Two live servers share one process, database and scripted upstream: one runs
+`marina.asgi.application` (fast path in front), the other
+`marina.asgi.django_application` (Django's handler, middleware and the Ninja
+operation). Each case sends the same request to both, with the upstream
+scripted the same way, and compares status, headers, body, and the trace with
+its spans."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from ledger.models import Trace
+from marina import fastpath
+from marina.asgi import application, django_application
+from tests.conftest import MARINA_KEY
+from tests.upstream import Reply, Reset, Sse, completion, sse_chunks
+
+VARYING_HEADERS = {"date", "server", "x-request-id", "x-marina-overhead-ms"}
+TRACE_FIELDS = (
+    "method path key_name requested_model route formation_label session stream status http_status "
+    "error_kind error_message prompt_tokens completion_tokens cost_nanousd body"
+).split()
+SPAN_FIELDS = (
+    "seq parent_seq name provider upstream_model status http_status error_kind prompt_tokens "
+    "completion_tokens cached_tokens reasoning_tokens cost_nanousd cost_source detail body"
+).split()
+
+
+class _ThreadedServer(uvicorn.Server):
+    def install_signal_handlers(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="session")
+def _django_only_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = _ThreadedServer(uvicorn.Config(django_application, lifespan="off", log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(5)
+
+
+@pytest.fixture
+def urls(marina_url: str, _django_only_server: str) -> dict[str, str]:
+    return {"fast": marina_url, "django": _django_only_server}
+
+
+def _trace_view(request_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    trace = Trace.objects.filter(request_id=request_id).first()
+    if trace is None:
+        return None
+    spans = [{f: getattr(s, f) for f in SPAN_FIELDS} for s in trace.spans.order_by("seq")]
+    return {f: getattr(trace, f) for f in TRACE_FIELDS}, spans
+
+
+def _wait_for_trace(request_id: str, timeout: float = 5.0) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = _trace_view(request_id)
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    return None
+
+
+def _headers_view(response: httpx.Response) -> list[tuple[str, str]]:
+    return sorted((k.lower(), v) for k, v in response.headers.multi_items() if k.lower() not in VARYING_HEADERS)
+
+
+def _fixed_replies(body: Any) -> Reply | Sse:
+    """The upstream's default answers with a fixed `created`, so that the two
+    servers' answers can be compared byte for byte."""
+    if isinstance(body, dict) and body.get("stream"):
+        return Sse(chunks=[{**c, "created": 1_700_000_000} for c in sse_chunks()])
+    model = str(body.get("model")) if isinstance(body, dict) else "scripted-model"
+    return Reply(json={**completion(model=model), "created": 1_700_000_000})
+
+
+def both(
+    urls: dict[str, str],
+    upstream: Any,
+    script: Callable[[], None],
+    *,
+    content: bytes,
+    headers: dict[str, str] | None = None,
+    expect_trace: bool = True,
+) -> dict[str, tuple[httpx.Response, Any]]:
+    """Send one request to each server (scripting the upstream before each)
+    and return {name: (response, trace view)}."""
+    seen = {}
+    for name, base in urls.items():
+        upstream.reset()
+        upstream.handler = _fixed_replies
+        script()
+        request_id = f"req-{name}-{time.monotonic_ns()}"
+        sent = {"authorization": f"Bearer {MARINA_KEY}", "content-type": "application/json", "x-request-id": request_id}
+        sent.update(headers or {})
+        with httpx.Client(timeout=10) as client:
+            response = client.post(f"{base}/v1/chat/completions", content=content, headers=sent)
+            response.read()
+        trace = _wait_for_trace(request_id) if expect_trace else _trace_view(request_id)
+        seen[name] = (response, trace)
+    return seen
+
+
+def assert_same(seen: dict[str, tuple[httpx.Response, Any]]) -> httpx.Response:
+    (fast, fast_trace), (django, django_trace) = seen["fast"], seen["django"]
+    assert fast.status_code == django.status_code
+    assert fast.content == django.content
+    assert _headers_view(fast) == _headers_view(django)
+    for response in (fast, django):
+        if "x-marina-overhead-ms" in django.headers:
+            assert float(response.headers["x-marina-overhead-ms"]) >= 0
+    assert ("x-request-id" in fast.headers) == ("x-request-id" in django.headers)
+    assert fast_trace == django_trace
+    return fast
+
+
+def _body(**extra: Any) -> bytes:
+    import json
+
+    return json.dumps({"model": "openrouter/openai/gpt-5.2", "messages": [{"role": "user", "content": "ping"}], **extra}).encode()
+
+
+def test_fast_path_is_in_front_by_default():
+    assert isinstance(application, fastpath.FastPath)
+    assert fastpath.incompatible_settings() == ""
+
+
+def test_plain_completion(urls, upstream):
+    reply = Reply(json=completion("pong", cost=0.00123))  # one payload: `created` must not tick between the two
+    seen = both(urls, upstream, lambda: upstream.script(reply), content=_body())
+    response = assert_same(seen)
+    assert response.status_code == 200 and response.headers["x-marina-cost-usd"] == "0.00123000"
+    assert seen["fast"][1][0]["status"] == "ok" and seen["fast"][1][1][0]["cost_nanousd"] == 1_230_000
+
+
+def test_stream_with_and_without_usage(urls, upstream):
+    response = assert_same(both(urls, upstream, lambda: None, content=_body(stream=True)))
+    assert response.headers["content-type"] == "text/event-stream"
+    assert response.content.endswith(b"data: [DONE]\n\n") and b'"usage"' not in response.content
+    response = assert_same(
+        both(urls, upstream, lambda: None, content=_body(stream=True, stream_options={"include_usage": True}))
+    )
+    assert b'"usage"' in response.content
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status"),
+    [
+        (_body(), {"authorization": "Bearer wrong"}, 401),
+        (_body(), {"authorization": ""}, 401),
+        (b"{not json", {}, 400),
+        (b"[1, 2]", {}, 400),
+        (_body(messages=[]), {}, 400),
+        (_body(stream="yes"), {}, 400),
+        (_body(model="nosuchprovider/x"), {}, 404),
+        (_body(model="openai/gpt-4o"), {}, 503),  # the openai provider has no key in tests
+    ],
+)
+def test_errors_marina_decides(urls, upstream, content, headers, status):
+    response = assert_same(both(urls, upstream, lambda: None, content=content, headers=headers))
+    assert response.status_code == status and "error" in response.json()
+
+
+def test_upstream_error_status_is_relayed(urls, upstream):
+    reply = Reply(json={"error": {"message": "boom", "type": "server_error"}}, status=500)
+    response = assert_same(both(urls, upstream, lambda: upstream.script(reply), content=_body()))
+    assert response.status_code == 500
+
+
+def test_upstream_reset_and_bad_json(urls, upstream):
+    response = assert_same(both(urls, upstream, lambda: upstream.script(Reset(), Reset()), content=_body()))
+    assert response.status_code == 502
+    response = assert_same(both(urls, upstream, lambda: upstream.script(Reply(raw=b"<html>")), content=_body()))
+    assert response.json()["error"]["code"] == "upstream_error"
+
+
+def test_stream_reset_midway(urls, upstream):
+    response = assert_same(both(urls, upstream, lambda: upstream.script(Sse(reset_after=2)), content=_body(stream=True)))
+    assert b'"upstream_error"' in response.content
+
+
+def test_declared_body_too_large_is_413_without_a_trace(urls, upstream, settings):
+    settings.MARINA_MAX_REQUEST_BYTES = 2048
+    before = Trace.objects.count()
+    response = assert_same(both(urls, upstream, lambda: None, content=_body(pad="x" * 4096), expect_trace=False))
+    assert response.status_code == 413 and Trace.objects.count() == before
+
+
+def test_request_headers_reach_the_core_alike(urls, upstream):
+    """Underscored names are dropped and repeats joined, as Django does; the
+    session header and user agent land in the trace and upstream request."""
+    seen = both(
+        urls,
+        upstream,
+        lambda: None,
+        content=_body(),
+        headers={"x-marina-session": "s-1", "user-agent": "agent/1", "x_marina_session": "spoof"},
+    )
+    assert_same(seen)
+    assert seen["fast"][1][0]["session"] == "s-1"
+
+
+def test_non_latin1_header_values_are_encoded_like_django(urls, upstream):
+    # The served model id goes into x-marina-upstream-model.
+    response = assert_same(both(urls, upstream, lambda: None, content=_body(model="openrouter/模型")))
+    assert response.headers["x-marina-upstream-model"].startswith("=?utf-8?")
+
+
+def test_disallowed_host_goes_to_django(urls, upstream):
+    before = Trace.objects.count()
+    response = assert_same(both(urls, upstream, lambda: None, content=_body(), headers={"host": "evil.example"}, expect_trace=False))
+    assert response.status_code == 400 and Trace.objects.count() == before
+
+
+def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
+    views = {}
+    for name, base in urls.items():
+        upstream.reset()
+        upstream.script(Sse(stall_after=2, stall_seconds=3))
+        request_id = f"req-gone-{name}"
+        headers = {"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id}
+        with httpx.Client(timeout=10) as client:
+            with client.stream("POST", f"{base}/v1/chat/completions", content=_body(stream=True), headers=headers) as response:
+                next(response.iter_raw())  # the first event, then hang up
+        views[name] = _wait_for_trace(request_id)
+    assert views["fast"] == views["django"]
+    assert views["fast"] is not None and views["fast"][0]["status"] == "cancelled"
+    assert views["fast"][0]["error_kind"] == "client_disconnected"
+
+
+def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
+    """Django cancels the view when the client hangs up; the fast path does
+    the same, so both leave the same ledger behind."""
+    counts = {}
+    for name, base in urls.items():
+        upstream.reset()
+        upstream.script(Reply(json=completion("late"), delay=1.0))
+        before = Trace.objects.count()
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                f"{base}/v1/chat/completions",
+                content=_body(),
+                headers={"authorization": f"Bearer {MARINA_KEY}"},
+                timeout=httpx.Timeout(10, read=0.3),
+            )
+        time.sleep(1.5)
+        counts[name] = Trace.objects.count() - before
+    assert counts["fast"] == counts["django"]
+
+
+def test_other_routes_still_go_to_django(urls):
+    for base in urls.values():
+        assert httpx.get(f"{base}/v1/health").json() == {"status": "ok", "engine": "marina"}
+        missing = httpx.get(f"{base}/v1/chat/completions/extra")
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
