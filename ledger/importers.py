@@ -294,7 +294,9 @@ def _cost(
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:
-            raise LedgerInputError(source, "--cost-from-spend: the run has no simulation times, so its days are unknown")
+            raise LedgerInputError(
+                source, "--cost-from-spend: the run has no simulation times, so its days are unknown"
+            )
         first, last = started.date(), ended.date()
         totals = SpendDaily.objects.filter(requested_model__in=models, day__gte=first, day__lte=last).aggregate(
             cost=Sum("cost_nanousd"), calls=Sum("calls"), unpriced=Sum("unpriced_calls")
