@@ -109,7 +109,10 @@ def convert_tau2(
     beside it). Nothing is written when the input is refused."""
     ledger = load_tau2(results_path, require_clean=require_clean, progress=progress)
     target = Path(out) if out else default_ledger_path(results_path)
-    write_ledger(ledger, target)
+    try:
+        write_ledger(ledger, target)
+    except OSError as exc:
+        raise LedgerInputError(target, f"cannot write: {exc.strerror}") from None
     return ledger, target
 
 

@@ -47,7 +47,11 @@ def scrub(path: str | Path, out: str | Path | None = None, *, progress: bool | N
         raw = open(path, "rb")
     except OSError as exc:
         raise LedgerInputError(path, f"cannot read: {exc.strerror}") from None
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raw.close()
+        raise LedgerInputError(target, f"cannot write: {exc.strerror}") from None
     try:
         with raw, os.fdopen(fd, "w", encoding="utf-8") as sink:
             metered = MeteredFile(raw, total=os.fstat(raw.fileno()).st_size, label=f"scrubbing {path.name}",

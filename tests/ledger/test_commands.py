@@ -206,3 +206,10 @@ def test_spend_per_model_and_total():
     assert [m["model"] for m in data["models"]] == ["openrouter/a", "openrouter/b"]
     error, _ = refused("spend", "--day", "yesterday")
     assert error.returncode == 2
+
+
+def test_an_unwritable_output_is_named(tmp_path):
+    nowhere = tmp_path / "missing-dir" / "out.json"
+    for command in ("tau2_convert", "tau2_scrub"):
+        error, _ = refused(command, str(fixture("airline-oracle")), "--out", str(nowhere))
+        assert (error.returncode, str(error)) == (2, f"{nowhere}: cannot write: No such file or directory")
