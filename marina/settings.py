@@ -103,7 +103,10 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Static files are served by whitenoise straight from the app and static/
+# folders (finders), so no collectstatic step is needed; a collected
+# STATIC_ROOT is used only when one exists.
+STATIC_ROOT = BASE_DIR / "staticfiles" if (BASE_DIR / "staticfiles").is_dir() else None
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
