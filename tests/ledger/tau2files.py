@@ -7,11 +7,8 @@ from pathlib import Path
 from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[2]
-# CI lays shared/ beside the clone; a developer's worktree has it at /work/shared.
-FIXTURES = next(
-    (p for p in (_ROOT.parent / "shared" / "fixtures" / "tau2", Path("/work/shared/fixtures/tau2")) if p.is_dir()),
-    _ROOT.parent / "shared" / "fixtures" / "tau2",
-)
+# shared/ lies beside the checkout, for developers and CI alike.
+FIXTURES = _ROOT.parent / "shared" / "fixtures" / "tau2"
 NAMES = ["airline-oracle", "retail-oracle", "airline-skipped-samples", "airline-infra-errors"]
 FAKE_KEY = "sk-test-not-a-real-key"  # what every fixture stores as llm_args.api_key
 REAL_LOOKING_KEY = "sk-or-v1-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
