@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
+from collections import defaultdict
 from datetime import date
 
 from django.db import close_old_connections, connection, transaction
@@ -103,7 +105,43 @@ def record_request(trace: TraceRecord) -> Trace:
         if upstream:
             with connection.cursor() as cursor:
                 cursor.executemany(_SPEND_UPSERT, [_spend_row(trace, s) for s in upstream])
+        if upstream:
+            # Counted once the transaction commits. On the writer thread,
+            # where both this and spend_snapshot() run, the two never
+            # interleave, so a snapshot counts each call exactly once
+            # (elsewhere a call may be counted twice: too high, never too low).
+            transaction.on_commit(lambda: _count_recorded(upstream))
     return row
+
+
+# This process's recorded spend per UTC day, in nano-dollars: lets the spend
+# cap add this process's own calls to a periodically read total
+# (passthru/spendcap.py) instead of querying spend_daily before every call.
+_recorded: defaultdict[date, int] = defaultdict(int)
+_recorded_lock = threading.Lock()
+
+
+def _count_recorded(spans: list[SpanRecord]) -> None:
+    with _recorded_lock:
+        for span in spans:
+            _recorded[span.started_at.date()] += span.cost_nanousd or 0
+        for day in [d for d in _recorded if len(_recorded) > 3 and d < max(_recorded)]:
+            del _recorded[day]  # keep only the latest days
+
+
+def recorded_nanousd(day: date) -> int:
+    """What this process has recorded for `day` so far (committed calls only)."""
+    return _recorded.get(day, 0)
+
+
+def spend_snapshot(day: date) -> tuple[int, int]:
+    """(spend_daily total for `day`, recorded_nanousd(day)) read together, so
+    that the total already includes exactly the counted calls. Run it on the
+    writer thread (`submit`)."""
+    from ledger.selectors import spent_nanousd
+
+    with _recorded_lock:
+        return spent_nanousd(day), _recorded.get(day, 0)
 
 
 # One writer thread per process, holding one persistent connection: Django's

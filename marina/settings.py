@@ -137,6 +137,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MARINA_MAX_REQUEST_BYTES + 1024
 MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
+# Seconds a process may go on its last read of today's total spend (plus its
+# own calls since) before reading it again; 0 reads it before every call.
+MARINA_SPEND_CAP_REFRESH_SECONDS = env_float("MARINA_SPEND_CAP_REFRESH_SECONDS", 1.0, minimum=0.0)
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
 # Serve POST /v1/chat/completions from the core without Django's handler and
 # middleware (marina/fastpath.py; same responses, ~several ms less CPU per call).

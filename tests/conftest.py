@@ -74,6 +74,12 @@ def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-unty
     providers["openai"] = {"base_url": upstream.base_url, "api_key": "", "key_env": "OPENAI_API_KEY"}
     settings.MARINA_PROVIDERS = providers
     settings.MARINA_DAILY_SPEND_CAP_USD = None
+    # Each test starts from its own empty ledger: read the spend total before
+    # every call (tests/passthru/test_spendcap.py covers the cached snapshot).
+    settings.MARINA_SPEND_CAP_REFRESH_SECONDS = 0
+    from passthru import spendcap
+
+    spendcap.forget()
     return settings
 
 
