@@ -4,114 +4,37 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Sequence
 from datetime import date
 
 from django.db import close_old_connections, connection, transaction
 
-from ledger.models import Span, Trace
 from ledger.records import SpanRecord, TraceRecord
-
-_SPEND_UPSERT = """
-INSERT INTO spend_daily (day, key_name, requested_model, provider, upstream_model, calls, errors,
-    unpriced_calls, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost_nanousd)
-VALUES (%s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (day, key_name, requested_model, provider, upstream_model) DO UPDATE SET
-    calls = spend_daily.calls + 1,
-    errors = spend_daily.errors + excluded.errors,
-    unpriced_calls = spend_daily.unpriced_calls + excluded.unpriced_calls,
-    prompt_tokens = spend_daily.prompt_tokens + excluded.prompt_tokens,
-    completion_tokens = spend_daily.completion_tokens + excluded.completion_tokens,
-    cached_tokens = spend_daily.cached_tokens + excluded.cached_tokens,
-    reasoning_tokens = spend_daily.reasoning_tokens + excluded.reasoning_tokens,
-    cost_nanousd = spend_daily.cost_nanousd + excluded.cost_nanousd
-"""
+from ledger.trace_writer import insert_traces
 
 
-def _spend_row(trace: TraceRecord, span: SpanRecord) -> tuple[object, ...]:
-    day: date = span.started_at.date()  # started_at is UTC: Marina runs with TIME_ZONE=UTC
-    return (
-        day,
-        trace.key_name,
-        trace.requested_model,
-        span.provider,
-        span.upstream_model,
-        0 if span.status == "ok" else 1,
-        1 if span.cost_nanousd is None else 0,
-        span.prompt_tokens,
-        span.completion_tokens,
-        span.cached_tokens,
-        span.reasoning_tokens,
-        span.cost_nanousd or 0,
-    )
-
-
-def record_request(trace: TraceRecord) -> Trace:
-    """Write one request's trace, its spans and its spend in one transaction.
+def record_request(trace: TraceRecord) -> int:
+    """Write one request's trace, its spans and its spend in one transaction;
+    returns the trace's id.
 
     Spend grows by one call per upstream call (a span with a provider); the
     upsert is a single statement, so no increment is lost between processes."""
-    upstream = [s for s in trace.spans if s.is_upstream_call]
-    costs = [s.cost_nanousd for s in upstream if s.cost_nanousd is not None]
+    return record_requests([trace])[0]
+
+
+def record_requests(traces: Sequence[TraceRecord]) -> list[int]:
+    """record_request for several requests, in one transaction."""
     with transaction.atomic():
-        row = Trace.objects.create(
-            request_id=trace.request_id,
-            started_at=trace.started_at,
-            duration_ms=trace.duration_ms,
-            overhead_ms=trace.overhead_ms,
-            method=trace.method,
-            path=trace.path[:100],
-            key_name=trace.key_name,
-            requested_model=trace.requested_model[:200],
-            route=trace.route,
-            formation_label=trace.formation_label[:64],
-            session=trace.session[:128],
-            stream=trace.stream,
-            status=trace.status,
-            http_status=trace.http_status,
-            error_kind=trace.error_kind,
-            error_message=trace.error_message[:500],
-            prompt_tokens=sum(s.prompt_tokens for s in upstream),
-            completion_tokens=sum(s.completion_tokens for s in upstream),
-            cost_nanousd=sum(costs) if costs else None,
-            body=trace.body,
-        )
-        if trace.spans:
-            Span.objects.bulk_create(
-                Span(
-                    trace=row,
-                    seq=s.seq,
-                    parent_seq=s.parent_seq,
-                    name=s.name,
-                    provider=s.provider,
-                    upstream_model=s.upstream_model[:200],
-                    status=s.status,
-                    http_status=s.http_status,
-                    error_kind=s.error_kind,
-                    started_at=s.started_at,
-                    duration_ms=s.duration_ms,
-                    ttft_ms=s.ttft_ms,
-                    prompt_tokens=s.prompt_tokens,
-                    completion_tokens=s.completion_tokens,
-                    cached_tokens=s.cached_tokens,
-                    reasoning_tokens=s.reasoning_tokens,
-                    cost_nanousd=s.cost_nanousd,
-                    cost_source=s.cost_source,
-                    detail=s.detail,
-                    body=s.body,
-                )
-                for s in trace.spans
-            )
-        if upstream:
-            with connection.cursor() as cursor:
-                cursor.executemany(_SPEND_UPSERT, [_spend_row(trace, s) for s in upstream])
+        ids = insert_traces(traces)
+        upstream = [s for t in traces for s in t.spans if s.is_upstream_call]
         if upstream:
             # Counted once the transaction commits. On the writer thread,
             # where both this and spend_snapshot() run, the two never
             # interleave, so a snapshot counts each call exactly once
             # (elsewhere a call may be counted twice: too high, never too low).
             transaction.on_commit(lambda: _count_recorded(upstream))
-    return row
+    return ids
 
 
 # This process's recorded spend per UTC day, in nano-dollars: lets the spend
@@ -160,9 +83,46 @@ def submit(fn, *args) -> concurrent.futures.Future:  # type: ignore[no-untyped-d
     return _writer.submit(_in_writer, fn, *args)
 
 
+# Traces waiting for the writer. Under load, requests finish faster than one
+# transaction each can commit; the writer takes all that are waiting into one
+# transaction (group commit), and each caller still waits for its own commit.
+_waiting: deque[tuple[TraceRecord, concurrent.futures.Future[None]]] = deque()
+MAX_BATCH = 200
+
+
+def _write_waiting() -> None:
+    batch: list[tuple[TraceRecord, concurrent.futures.Future[None]]] = []
+    while _waiting and len(batch) < MAX_BATCH:
+        batch.append(_waiting.popleft())
+    if not batch:
+        return  # an earlier run took this job's trace
+    try:
+        record_requests([trace for trace, _ in batch])
+    except Exception:
+        # One bad record must not sink the others: write them one by one.
+        for trace, done in batch:
+            try:
+                record_request(trace)
+            except Exception as exc:
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+        return
+    for _, done in batch:
+        done.set_result(None)
+
+
+def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
+    """Queue a trace for the writer; the future resolves when it is committed."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+    _waiting.append((trace, done))
+    _writer.submit(_in_writer, _write_waiting)
+    return done
+
+
 async def arecord_request(trace: TraceRecord) -> None:
     """record_request from async code, awaited so the ledger is exact on return."""
-    await asyncio.wrap_future(submit(record_request, trace))
+    await asyncio.wrap_future(submit_record(trace))
 
 
 def close_writer_connection() -> None:

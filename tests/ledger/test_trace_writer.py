@@ -1,0 +1,119 @@
+"""ledger/trace_writer.py stores traces, spans and spend exactly as the ORM
+would: each row is read back through the ORM and compared with what an
+ORM-created twin of it holds. Run on PostgreSQL too with DATABASE_URL."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from django.db import IntegrityError
+
+from ledger import services
+from ledger.models import Span, SpendDaily, Trace
+from ledger.records import SpanRecord, TraceRecord
+
+T0 = datetime(2026, 3, 4, 23, 59, 58, 123456, tzinfo=timezone.utc)
+
+
+def _record(request_id: str = "req-1", *, cost: int | None = 1_230_000) -> TraceRecord:
+    spans = [
+        SpanRecord(seq=0, name="verify", started_at=T0, duration_ms=5.5, detail={"verdict": "ok", "n": [1, 2]}),
+        SpanRecord(
+            seq=1, name="upstream", parent_seq=0, started_at=T0 + timedelta(seconds=1), duration_ms=12.25,
+            provider="openrouter", upstream_model="openai/gpt-5.2", http_status=200, ttft_ms=3.5,
+            prompt_tokens=100, completion_tokens=20, cached_tokens=7, reasoning_tokens=3,
+            cost_nanousd=cost, cost_source="provider" if cost is not None else "none",
+            body={"request": {"model": "x", "messages": [{"role": "user", "content": "é ✓"}]}},
+        ),
+        SpanRecord(
+            seq=2, name="upstream", started_at=T0 + timedelta(seconds=2), provider="openrouter",
+            upstream_model="openai/gpt-5.2", status="error", http_status=502, error_kind="reset",
+        ),
+    ]
+    return TraceRecord(
+        request_id=request_id, started_at=T0, path="/v1/chat/completions", duration_ms=20.5, overhead_ms=1.25,
+        key_name="tester", requested_model="openrouter/openai/gpt-5.2", route="verify", formation_label="on",
+        session="s-1", stream=True, status="ok", http_status=200, body={"model": "m", "n": None, "x": 1.5},
+        spans=spans,
+    )
+
+
+def _orm_twin(record: TraceRecord) -> Trace:
+    """What record_request stored before it used trace_writer: the ORM's own rows."""
+    upstream = [s for s in record.spans if s.is_upstream_call]
+    costs = [s.cost_nanousd for s in upstream if s.cost_nanousd is not None]
+    row = Trace.objects.create(
+        request_id=record.request_id + "-orm", started_at=record.started_at, duration_ms=record.duration_ms,
+        overhead_ms=record.overhead_ms, method=record.method, path=record.path, key_name=record.key_name,
+        requested_model=record.requested_model, route=record.route, formation_label=record.formation_label,
+        session=record.session, stream=record.stream, status=record.status, http_status=record.http_status,
+        error_kind=record.error_kind, error_message=record.error_message,
+        prompt_tokens=sum(s.prompt_tokens for s in upstream),
+        completion_tokens=sum(s.completion_tokens for s in upstream),
+        cost_nanousd=sum(costs) if costs else None, body=record.body,
+    )
+    for s in record.spans:
+        Span.objects.create(
+            trace=row, seq=s.seq, parent_seq=s.parent_seq, name=s.name, provider=s.provider,
+            upstream_model=s.upstream_model, status=s.status, http_status=s.http_status, error_kind=s.error_kind,
+            started_at=s.started_at, duration_ms=s.duration_ms, ttft_ms=s.ttft_ms, prompt_tokens=s.prompt_tokens,
+            completion_tokens=s.completion_tokens, cached_tokens=s.cached_tokens,
+            reasoning_tokens=s.reasoning_tokens, cost_nanousd=s.cost_nanousd, cost_source=s.cost_source,
+            detail=s.detail, body=s.body,
+        )
+    return row
+
+
+def _view(trace: Trace) -> tuple[dict, list[dict]]:
+    skip = {"id", "request_id", "trace", "trace_id"}
+    fields = [f.attname for f in Trace._meta.concrete_fields if f.attname not in skip]
+    span_fields = [f.attname for f in Span._meta.concrete_fields if f.attname not in skip]
+    trace = Trace.objects.get(pk=trace.pk)  # as read back from the database
+    return (
+        {f: getattr(trace, f) for f in fields},
+        [{f: getattr(s, f) for f in span_fields} for s in trace.spans.order_by("seq")],
+    )
+
+
+@pytest.mark.django_db
+def test_rows_read_back_like_the_orms():
+    record = _record()
+    trace_id = services.record_request(record)
+    written, twin = Trace.objects.get(pk=trace_id), _orm_twin(record)
+    assert _view(written) == _view(twin)
+    view, spans = _view(written)
+    assert view["started_at"] == T0 and view["body"] == {"model": "m", "n": None, "x": 1.5}
+    assert view["cost_nanousd"] == 1_230_000 and view["prompt_tokens"] == 100
+    assert spans[1]["body"]["request"]["messages"][0]["content"] == "é ✓" and spans[0]["detail"]["n"] == [1, 2]
+
+
+@pytest.mark.django_db
+def test_spend_is_upserted_per_upstream_call():
+    """Each upstream span counts on its own UTC day (the third span starts
+    just after midnight)."""
+    services.record_requests([_record("a"), _record("b", cost=None)])
+    first, second = SpendDaily.objects.order_by("day")
+    assert (first.day, second.day) == (T0.date(), T0.date() + timedelta(days=1))
+    assert (first.calls, first.errors, first.unpriced_calls) == (2, 0, 1)
+    assert (first.prompt_tokens, first.completion_tokens, first.cached_tokens, first.cost_nanousd) == (200, 40, 14, 1_230_000)
+    assert (second.calls, second.errors, second.unpriced_calls, second.cost_nanousd) == (2, 2, 2, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_batched_writes_isolate_a_bad_record():
+    """The writer thread commits waiting traces together; a record that fails
+    fails alone, and the others are still written."""
+    good = _record("good")
+    bad = _record("bad")
+    bad.spans.append(SpanRecord(seq=0, name="duplicate seq", started_at=T0))  # violates span_unique_seq
+    futures = [services.submit_record(good), services.submit_record(bad), services.submit_record(_record("also-good"))]
+    results = []
+    for f in futures:
+        try:
+            f.result(10)
+            results.append("ok")
+        except IntegrityError:
+            results.append("integrity")
+    assert results == ["ok", "integrity", "ok"]
+    assert sorted(Trace.objects.values_list("request_id", flat=True)) == ["also-good", "good"]
+    services.close_writer_connection()
