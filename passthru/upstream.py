@@ -1,15 +1,23 @@
-"""The one doorway for upstream HTTP. Nothing else in Marina imports httpx.
+"""The one doorway for upstream HTTP. Nothing else in Marina imports httpx
+(passthru/wire.py, the transport beneath it, is part of this doorway).
 
-One long-lived `httpx.AsyncClient` per event loop (a gunicorn worker has one
-loop, so in production: one per process), explicit timeouts, provider auth,
-and every transport failure turned into `UpstreamError` with a short kind
-that traces record."""
+Requests are `httpx.Request`s sent straight to a transport, one per event loop
+(a gunicorn worker has one loop, so in production: one per process): the lean
+HTTP/1.1 transport of passthru/wire.py, or the one tests inject. The client
+layer of httpx (cookie jar, auth and redirect machinery) is skipped, as Marina
+uses none of it; its default headers are kept, so providers see the same
+request. When an environment proxy (HTTPS_PROXY and friends, minus NO_PROXY)
+applies to a provider, its calls go through a regular `httpx.AsyncClient`,
+which knows proxies. Explicit timeouts, provider auth, and every transport
+failure turned into `UpstreamError` with a short kind that traces record."""
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import httpx
@@ -17,8 +25,10 @@ from django.conf import settings
 
 from passthru.errors import UpstreamError
 from passthru.providers import Provider
+from passthru.wire import LeanTransport
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+_lean: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LeanTransport] = weakref.WeakKeyDictionary()
 _transport: httpx.AsyncBaseTransport | None = None
 
 # Headers a client sent that may go upstream as they are. The client's
@@ -31,24 +41,68 @@ def use_transport(transport: httpx.AsyncBaseTransport | None) -> None:
     global _transport
     _transport = transport
     _clients.clear()
+    _lean.clear()
+
+
+def _timeout() -> httpx.Timeout:
+    return httpx.Timeout(
+        settings.MARINA_UPSTREAM_TIMEOUT,
+        connect=min(settings.MARINA_UPSTREAM_CONNECT_TIMEOUT, settings.MARINA_UPSTREAM_TIMEOUT),
+    )
+
+
+# Many concurrent agent conversations share a few providers.
+MAX_CONNECTIONS, MAX_KEEPALIVE = 512, 128
 
 
 def client() -> httpx.AsyncClient:
+    """The httpx client for providers behind an environment proxy."""
     loop = asyncio.get_running_loop()
     existing = _clients.get(loop)
     if existing is None:
         existing = httpx.AsyncClient(
             transport=_transport,
-            timeout=httpx.Timeout(
-                settings.MARINA_UPSTREAM_TIMEOUT,
-                connect=min(settings.MARINA_UPSTREAM_CONNECT_TIMEOUT, settings.MARINA_UPSTREAM_TIMEOUT),
-            ),
-            # Many concurrent agent conversations share a few providers.
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
+            timeout=_timeout(),
+            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE),
             follow_redirects=False,
         )
         _clients[loop] = existing
     return existing
+
+
+@lru_cache(maxsize=64)
+def _proxied(base_url: str) -> bool:
+    """Whether an environment proxy applies to this base URL (as httpx would use it)."""
+    url = httpx.URL(base_url)
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(url.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(url.host)
+
+
+@lru_cache(maxsize=1)
+def _default_headers() -> tuple[tuple[bytes, bytes], ...]:
+    # What httpx.AsyncClient adds to every request (Accept, Accept-Encoding,
+    # Connection, User-Agent): providers keep seeing the same headers.
+    return tuple(httpx.AsyncClient().headers.raw)
+
+
+async def _send(provider: Provider, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    """POST to the provider's chat endpoint; the response body is left unread."""
+    url = f"{provider.base_url}/chat/completions"
+    if _transport is None and _proxied(provider.base_url):
+        proxied = client()
+        return await proxied.send(proxied.build_request("POST", url, content=body, headers=headers), stream=True)
+    loop = asyncio.get_running_loop()
+    transport = _transport
+    if transport is None:
+        transport = _lean.get(loop)
+        if transport is None:
+            transport = _lean[loop] = LeanTransport(max_connections=MAX_CONNECTIONS, max_keepalive=MAX_KEEPALIVE)
+    merged = httpx.Headers(list(_default_headers()))
+    merged.update(headers)
+    request = httpx.Request("POST", url, headers=merged, content=body, extensions={"timeout": _timeout().as_dict()})
+    return await transport.handle_async_request(request)
 
 
 @dataclass
@@ -93,12 +147,15 @@ async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str]
     """POST a chat completion and read the whole reply.
 
     A connect error is retried once: the request never left, so it is safe."""
-    url = f"{provider.base_url}/chat/completions"
     headers = _headers(provider, incoming)
     for attempt in (1, 2):
         try:
-            response = await client().post(url, content=body, headers=headers)
-            return Reply(response.status_code, response.content, response.headers.get("content-type", ""))
+            response = await _send(provider, body, headers)
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+            return Reply(response.status_code, content, response.headers.get("content-type", ""))
         except httpx.ConnectError as exc:
             if attempt == 2:
                 raise _failure(provider, exc) from None
@@ -115,14 +172,13 @@ class Stream:
 
     def __init__(self, provider: Provider, body: bytes, incoming: Mapping[str, str]) -> None:
         self.provider = provider
-        self._request = client().build_request(
-            "POST", f"{provider.base_url}/chat/completions", content=body, headers=_headers(provider, incoming)
-        )
+        self._body = body
+        self._headers = _headers(provider, incoming)
         self._response: httpx.Response | None = None
 
     async def __aenter__(self) -> Stream:
         try:
-            self._response = await client().send(self._request, stream=True)
+            self._response = await _send(self.provider, self._body, self._headers)
         except httpx.HTTPError as exc:
             raise _failure(self.provider, exc) from None
         return self

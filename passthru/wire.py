@@ -1,0 +1,307 @@
+"""A lean HTTP/1.1 transport for httpx: asyncio protocols and httptools' C parser.
+
+Why: with the τ²-sized body, httpx's default transport (httpcore over anyio and
+h11, pure Python) cost ~1 ms of CPU per upstream call here, and its pool checks
+every idle connection's socket on each request, so the cost grows with
+concurrency; this transport costs ~0.1 ms (docs/performance.md). It plugs in
+where httpx expects a transport (`httpx.AsyncBaseTransport`), so passthru/upstream.py
+keeps building `httpx.Request`s and reading `httpx.Response`s, and every
+failure is raised as the httpx exception httpcore would raise (ConnectError,
+ConnectTimeout, ReadTimeout, ReadError, RemoteProtocolError, PoolTimeout).
+
+What it does: keep-alive connection pools per (scheme, host, port), at most
+`max_connections` open and `max_keepalive` idle per pool, TLS with httpx's own
+SSL context, bodies framed by Content-Length, chunked encoding or the
+connection closing, the connect/read/pool timeouts of the request's
+`timeout` extension, and back-pressure on slow readers. What it does not:
+HTTP/2, proxies (passthru/upstream.py uses httpx's own transport when a proxy
+applies), `Expect: 100-continue`, upgrades. A failed request is never retried
+here: once the bytes may have left, a retry could bill a call twice."""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httptools
+import httpx
+
+_HIGH_WATER = 256 * 1024  # pause reading the socket when this much body waits unread
+_LOW_WATER = 64 * 1024
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection, carrying one request at a time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.busy = False
+        self.reading_paused = False
+        self._start_response()
+
+    def _start_response(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.headers_done = False
+        self.complete = False
+        self.keep_alive = True
+        self.until_eof = False  # no length and not chunked: the body ends when the server closes
+        self.chunks: deque[bytes] = deque()
+        self.buffered = 0
+        self.error: Exception | None = None
+        self.waiter: asyncio.Future[None] | None = None
+
+    # --- asyncio.Protocol -----------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy:  # bytes on an idle connection: it cannot be trusted again
+            self.close()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(httpx.RemoteProtocolError(f"Invalid HTTP response from the provider: {exc}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self.busy or self.complete:
+            return
+        if exc is not None:  # a reset, not a clean close: even an until-EOF body is cut short
+            self._fail(httpx.ReadError(f"The connection to the provider failed: {exc!r}"))
+        elif self.headers_done and self.until_eof:
+            self.complete = True
+            self.keep_alive = False
+            self._wake()
+        elif self.headers_done:
+            self._fail(httpx.RemoteProtocolError("The provider closed the connection before the end of the body."))
+        else:
+            self._fail(httpx.RemoteProtocolError("The provider closed the connection without sending a response."))
+
+    # --- httptools callbacks -------------------------------------------------
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.raw_headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.keep_alive = self.parser.should_keep_alive()
+        names = {name.lower() for name, _ in self.raw_headers}
+        chunked = any(n == b"transfer-encoding" and b"chunked" in v.lower() for n, v in self.raw_headers)
+        self.until_eof = b"content-length" not in names and not chunked and self.status not in (204, 304)
+        self.headers_done = True
+        self._wake()
+
+    def on_body(self, body: bytes) -> None:
+        self.chunks.append(body)
+        self.buffered += len(body)
+        if self.buffered > _HIGH_WATER and not self.reading_paused and self.transport is not None:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self._wake()
+
+    # --- used by the transport -------------------------------------------------
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def _fail(self, exc: Exception) -> None:
+        if self.error is None:
+            self.error = exc
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc)
+
+    async def _wait(self, timeout: float | None) -> None:
+        self.waiter = self.loop.create_future()
+        timer = None
+        if timeout is not None:
+            timer = self.loop.call_later(timeout, self._fail, httpx.ReadTimeout(f"No data from the provider for {timeout:g}s."))
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
+    def send(self, data: bytes) -> None:
+        self._start_response()
+        self.busy = True
+        assert self.transport is not None
+        self.transport.write(data)
+
+    async def read_headers(self, timeout: float | None) -> None:
+        while not self.headers_done:
+            if self.error is not None:
+                raise self.error
+            await self._wait(timeout)
+
+    async def next_chunk(self, timeout: float | None) -> bytes | None:
+        """The next piece of body, or None at its end."""
+        while True:
+            if self.chunks:
+                chunk = self.chunks.popleft()
+                self.buffered -= len(chunk)
+                if self.reading_paused and self.buffered < _LOW_WATER and self.transport is not None:
+                    self.transport.resume_reading()
+                    self.reading_paused = False
+                return chunk
+            if self.complete:
+                return None
+            if self.error is not None:
+                raise self.error
+            await self._wait(timeout)
+
+    def reusable(self) -> bool:
+        return self.complete and self.keep_alive and not self.chunks and self.usable()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Pool:
+    """Connections to one (scheme, host, port)."""
+
+    def __init__(self, scheme: str, host: str, port: int, transport: LeanTransport) -> None:
+        self.scheme, self.host, self.port = scheme, host, port
+        self.owner = transport
+        self.idle: list[_Connection] = []  # last in, first out: the warmest connection first
+        self.active = 0
+        self.waiting: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, pool_timeout: float | None, connect_timeout: float | None) -> _Connection:
+        while True:
+            while self.idle:
+                conn = self.idle.pop()
+                if conn.usable():
+                    self.active += 1
+                    return conn
+                conn.close()
+            if self.active < self.owner.max_connections:
+                break
+            waiter = asyncio.get_running_loop().create_future()
+            self.waiting.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, pool_timeout)
+            except asyncio.TimeoutError:
+                raise httpx.PoolTimeout("No connection to the provider became free in time.") from None
+        self.active += 1
+        try:
+            return await self._connect(connect_timeout)
+        except BaseException:
+            self.active -= 1
+            self._wake_one()
+            raise
+
+    async def _connect(self, timeout: float | None) -> _Connection:
+        loop = asyncio.get_running_loop()
+        tls = self.owner.ssl_context if self.scheme == "https" else None
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Connection(loop), self.host, self.port, ssl=tls, server_hostname=self.host if tls else None
+                ),
+                timeout,
+            )
+        except asyncio.TimeoutError:
+            raise httpx.ConnectTimeout(f"Connecting to {self.host}:{self.port} timed out.") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise httpx.ConnectError(f"Could not connect to {self.host}:{self.port}: {exc}") from None
+        return conn
+
+    def release(self, conn: _Connection) -> None:
+        self.active -= 1
+        conn.busy = False
+        if conn.reusable() and len(self.idle) < self.owner.max_keepalive:
+            self.idle.append(conn)
+        else:
+            conn.close()
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self.waiting:
+            waiter = self.waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def close(self) -> None:
+        for conn in self.idle:
+            conn.close()
+        self.idle.clear()
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, conn: _Connection, pool: _Pool, read_timeout: float | None) -> None:
+        self.conn, self.pool, self.read_timeout = conn, pool, read_timeout
+        self.released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            while (chunk := await self.conn.next_chunk(self.read_timeout)) is not None:
+                yield chunk
+        except BaseException:
+            self.conn.close()  # mid-body failure or cancellation: never reuse it
+            raise
+
+    async def aclose(self) -> None:
+        if not self.released:
+            self.released = True
+            self.pool.release(self.conn)  # closes it unless the body was read to its end
+
+
+class LeanTransport(httpx.AsyncBaseTransport):
+    """An httpx transport for plain HTTP/1.1 upstreams, one per event loop."""
+
+    def __init__(self, *, max_connections: int = 512, max_keepalive: int = 128) -> None:
+        self.max_connections = max_connections
+        self.max_keepalive = max_keepalive
+        self.ssl_context = httpx.create_ssl_context()
+        self._pools: dict[tuple[str, str, int], _Pool] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeouts: dict[str, Any] = request.extensions.get("timeout", {})
+        url = request.url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        key = (url.scheme, url.host, port)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _Pool(url.scheme, url.host, port, self)
+        body = await request.aread()
+        head = [request.method.encode(), b" ", url.raw_path, b" HTTP/1.1\r\n"]
+        for name, value in request.headers.raw:
+            head += (name, b": ", value, b"\r\n")
+        head.append(b"\r\n")
+        conn = await pool.acquire(timeouts.get("pool"), timeouts.get("connect"))
+        try:
+            conn.send(b"".join(head) + body)
+            await conn.read_headers(timeouts.get("read"))
+        except BaseException:
+            conn.close()
+            pool.release(conn)
+            raise
+        return httpx.Response(
+            conn.status,
+            headers=conn.raw_headers,
+            stream=_Body(conn, pool, timeouts.get("read")),
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def aclose(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
