@@ -64,7 +64,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
             code="request_too_large",
         )
     try:
-        body = json.loads(raw)
+        # NaN and Infinity are not JSON (RFC 8259); json.loads would take them.
+        body = json.loads(raw, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "The request body is not valid JSON.", code="invalid_json") from None
     if not isinstance(body, dict):
@@ -88,6 +89,10 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
             raise ApiError(400, f"'{name}' must be {label}.", param=name)
     return body
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
