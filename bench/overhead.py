@@ -171,13 +171,13 @@ def start_marina(tmp: Path, upstream_port: int, db_url: str) -> Server:
     )
 
 
-def ledger_counts(db_path: Path) -> tuple[int, int, int]:
-    """(traces, traces not ok, spend_daily calls) in Marina's bench database."""
+def ledger_counts(db_path: Path) -> tuple[int, dict[str, int], int]:
+    """(traces, traces per status, spend_daily calls) in Marina's bench database."""
     with sqlite3.connect(db_path) as db:
         traces = db.execute("select count(*) from ledger_trace").fetchone()[0]
-        bad = db.execute("select count(*) from ledger_trace where status != 'ok'").fetchone()[0]
+        statuses = dict(db.execute("select status || ' ' || error_kind, count(*) from ledger_trace group by 1").fetchall())
         calls = db.execute("select coalesce(sum(calls), 0) from spend_daily").fetchone()[0]
-    return traces, bad, calls
+    return traces, statuses, calls
 
 
 def fmt_table(results: list[Result]) -> str:
@@ -298,7 +298,7 @@ def main() -> None:
                               f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
                               file=sys.stderr, flush=True)
             rss = {name: s.worker_rss() for name, _, s in ((t[0], None, t[1]) for t in targets) if s}
-            traces, bad, calls = ledger_counts(db_path)
+            traces, statuses, calls = ledger_counts(db_path)
         finally:
             for server in reversed(servers):
                 server.stop()
@@ -314,14 +314,16 @@ def main() -> None:
     for name in rss:
         print(f"- {name}: idle {', '.join(f'{v:.0f}' for v in rss_idle.get(name, []))}; "
               f"after load {', '.join(f'{v:.0f}' for v in rss[name])}")
-    print(f"\n### Ledger\n\n- Marina traced {traces} requests ({bad} not ok); spend_daily counts {calls} calls "
-          f"(wrk counted {sum(r.requests for r in results if r.target == 'marina')} completed in the measured runs, plus warm-up)")
+    print(f"\n### Ledger\n\n- Marina traced {traces} requests ({', '.join(f'{k.strip()}: {v}' for k, v in sorted(statuses.items()))}); "
+          f"spend_daily counts {calls} calls (wrk counted {sum(r.requests for r in results if r.target == 'marina')} "
+          "completed in the measured runs, plus warm-up; `cancelled client_disconnected` are the streams wrk cut off "
+          "when each run's time was up)")
     print("\n### Goals\n")
     for g in goals(results, rss):
         print(f"- {g}")
     if args.json:
         args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "rss_mb": rss, "rss_idle_mb": rss_idle,
-                                         "traces": traces, "traces_not_ok": bad, "spend_calls": calls}, indent=2))
+                                         "traces": traces, "trace_statuses": statuses, "spend_calls": calls}, indent=2))
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import fcntl
+import os
 import threading
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import date
 
 from django.db import close_old_connections, connection, transaction
@@ -25,7 +28,7 @@ def record_request(trace: TraceRecord) -> int:
 
 def record_requests(traces: Sequence[TraceRecord]) -> list[int]:
     """record_request for several requests, in one transaction."""
-    with transaction.atomic():
+    with _sqlite_write_turn(), transaction.atomic():
         ids = insert_traces(traces)
         upstream = [s for t in traces for s in t.spans if s.is_upstream_call]
         if upstream:
@@ -35,6 +38,34 @@ def record_requests(traces: Sequence[TraceRecord]) -> list[int]:
             # (elsewhere a call may be counted twice: too high, never too low).
             transaction.on_commit(lambda: _count_recorded(upstream))
     return ids
+
+
+_turn_files: dict[str, int] = {}
+_turn_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _sqlite_write_turn() -> Iterator[None]:
+    """On a SQLite file, wait for this process's turn to write on an flock.
+
+    Several gunicorn workers write the same file. SQLite makes a writer that
+    finds the lock taken sleep and retry (1, 2, 5, ... up to 100 ms per try),
+    and under load the other worker keeps winning: p99 went to 1.4 s at
+    concurrency 32. Blocking on an flock first wakes the next writer as soon
+    as the lock is free. PostgreSQL needs nothing of the kind."""
+    name = connection.settings_dict["NAME"]
+    if connection.vendor != "sqlite" or connection.in_atomic_block or not name or str(name).startswith((":memory:", "file:")):
+        yield
+        return
+    with _turn_lock:
+        fd = _turn_files.get(str(name))
+        if fd is None:
+            fd = _turn_files[str(name)] = os.open(f"{name}-write-turn", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 # This process's recorded spend per UTC day, in nano-dollars: lets the spend
