@@ -99,10 +99,16 @@ async def _send(provider: Provider, body: bytes, headers: dict[str, str]) -> htt
         transport = _lean.get(loop)
         if transport is None:
             transport = _lean[loop] = LeanTransport(max_connections=MAX_CONNECTIONS, max_keepalive=MAX_KEEPALIVE)
-    merged = httpx.Headers(list(_default_headers()))
-    merged.update(headers)
-    request = httpx.Request("POST", url, headers=merged, content=body, extensions={"timeout": _timeout().as_dict()})
+    ours = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+    named = {name.lower() for name, _ in ours}
+    merged = [pair for pair in _default_headers() if pair[0].lower() not in named] + ours
+    request = httpx.Request("POST", _url(url), headers=merged, content=body, extensions={"timeout": _timeout().as_dict()})
     return await transport.handle_async_request(request)
+
+
+@lru_cache(maxsize=64)
+def _url(url: str) -> httpx.URL:
+    return httpx.URL(url)  # parsed once per provider, not per call
 
 
 @dataclass
