@@ -117,3 +117,21 @@ def test_batched_writes_isolate_a_bad_record():
     assert results == ["ok", "integrity", "ok"]
     assert sorted(Trace.objects.values_list("request_id", flat=True)) == ["also-good", "good"]
     services.close_writer_connection()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_writer_connection_is_replaced():
+    """PostgreSQL drops the writer's connection (a restart, an idle timeout):
+    the next batch fails once on it, then is written on a new connection,
+    without waiting for the next health check."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://...)")
+    services.submit_record(_record("before")).result(10)
+    backend_pid = services.submit(lambda: connection.connection.info.backend_pid).result(10)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [backend_pid])
+    services.submit_record(_record("after")).result(10)
+    assert sorted(Trace.objects.values_list("request_id", flat=True)) == ["after", "before"]
+    services.close_writer_connection()
