@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from marina.api import api
 from passthru.errors import ApiError
@@ -17,6 +17,7 @@ def v1_fallback(request: HttpRequest, rest: str = "") -> HttpResponse:
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("reports/", include("ledger.urls")),
     path("", api.urls),
     re_path(r"^v1/(?P<rest>.*)$", v1_fallback),
 ]
