@@ -5,7 +5,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from ledger.models import BenchmarkRun
-from tests.ledger.builders import build_run
+from tests.ledger.report_builders import build_run
 
 
 @pytest.fixture

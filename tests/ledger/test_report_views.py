@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from ledger.models import BenchmarkRun, SpendDaily
 from ledger.selectors import utc_today
-from tests.ledger.builders import record_trace
+from tests.ledger.report_builders import record_trace
 
 PAGES = ["/reports/", "/reports/runs/", "/reports/compare/", "/reports/spend/", "/reports/spend.csv", "/reports/traces/"]
 

@@ -1,0 +1,478 @@
+"""Compare two benchmark runs, or two groups of runs, on the items they share.
+
+`compare_runs` / `compare_groups` return a `Comparison`; `render_text` and
+`as_json` turn it into what `manage.py compare` prints. The statistics live in
+ledger.stats and τ²'s pass^k in ledger.metrics; this module only picks the
+items, pairs them and reports what might make the comparison unfair.
+docs/comparisons.md says what every figure means.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from ledger import stats
+from ledger.metrics import is_successful, summarize
+from ledger.models import BenchmarkRun, BenchmarkItem, usd
+
+
+class CompareError(Exception):
+    """A comparison that cannot be made (unknown run, empty group, nothing shared)."""
+
+
+@dataclass
+class Side:
+    run_ids: list[int]
+    label: str  # the run's label (else its target), or the group's name
+    items: int  # shared items used on this side (item ids x runs for a group)
+    mean_reward: float | None
+    pass_hat_k: list[float]  # on the shared tasks, k = 1..max_k
+    pass1_ci: tuple[float, float]  # Wilson 95 % for successes / items
+    cost_per_item_usd: Decimal | None
+
+
+@dataclass
+class TaskDiff:
+    task_id: str
+    a_successes: int
+    a_trials: int
+    b_successes: int
+    b_trials: int
+
+    @property
+    def diff(self) -> float:
+        """B's success rate on this task minus A's."""
+        return self.b_successes / self.b_trials - self.a_successes / self.a_trials
+
+
+@dataclass
+class Comparison:
+    a: Side
+    b: Side
+    shared_items: int  # item ids every compared run has evaluated
+    shared_tasks: int
+    warnings: list[str]
+    a_only: int  # discordant pairs: correct only in A
+    b_only: int  # correct only in B
+    mcnemar_p: float
+    diff_pass1: float  # B - A
+    diff_ci: tuple[float, float]  # bootstrap 95 %
+    bootstrap: str
+    tasks: list[TaskDiff]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One evaluated item; shaped for ledger.metrics.summarize."""
+
+    item_id: str
+    task_id: str
+    reward: float
+    infra_error: bool = False
+
+    @property
+    def success(self) -> bool:
+        return is_successful(self.reward)
+
+
+@dataclass
+class _RunData:
+    run: BenchmarkRun
+    evaluated: dict[str, _Outcome]  # by item id; infrastructure errors left out
+    infra_errors: int
+
+
+# -- public entry points -------------------------------------------------------
+
+
+def compare_runs(
+    a: BenchmarkRun | int, b: BenchmarkRun | int, *, seed: int = 0, resamples: int = 2000
+) -> Comparison:
+    """Compare run B against run A on the items both evaluated, pairing items
+    by item id; the interval is a task-clustered paired bootstrap."""
+    run_a, run_b = _get_run(a), _get_run(b)
+    return _compare(
+        [_load(run_a)],
+        [_load(run_b)],
+        label_a=run_a.label or run_a.target,
+        label_b=run_b.label or run_b.target,
+        grouped=False,
+        seed=seed,
+        resamples=resamples,
+    )
+
+
+def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> Comparison:
+    """Compare group B against group A (`BenchmarkRun.group`), pooling each
+    group's runs on the item ids every run of both groups evaluated; the
+    interval is a two-stage bootstrap (runs within each side, then tasks)."""
+    runs_a, runs_b = _group_runs(a), _group_runs(b)
+    return _compare(
+        [_load(r) for r in runs_a],
+        [_load(r) for r in runs_b],
+        label_a=a,
+        label_b=b,
+        grouped=True,
+        seed=seed,
+        resamples=resamples,
+    )
+
+
+# -- loading -------------------------------------------------------------------
+
+
+def _get_run(ref: BenchmarkRun | int) -> BenchmarkRun:
+    if isinstance(ref, BenchmarkRun):
+        return ref
+    try:
+        return BenchmarkRun.objects.get(pk=ref)
+    except (BenchmarkRun.DoesNotExist, ValueError, TypeError):
+        raise CompareError(f"unknown run id {ref}") from None
+
+
+def _group_runs(name: str) -> list[BenchmarkRun]:
+    runs = list(BenchmarkRun.objects.filter(group=name).order_by("pk")) if name else []
+    if not runs:
+        raise CompareError(f"no runs in group {name!r}")
+    return runs
+
+
+def _load(run: BenchmarkRun) -> _RunData:
+    evaluated: dict[str, _Outcome] = {}
+    infra = 0
+    rows = BenchmarkItem.objects.filter(run=run).values_list("item_id", "task_id", "reward", "infra_error")
+    for item_id, task_id, reward, infra_error in rows.iterator():
+        if infra_error:
+            infra += 1  # not evaluated: never a score, on either side
+            continue
+        # A missing reward on an evaluated item counts as 0, as τ² does.
+        evaluated[item_id] = _Outcome(item_id, task_id, reward if reward is not None else 0.0)
+    return _RunData(run=run, evaluated=evaluated, infra_errors=infra)
+
+
+# -- the comparison ------------------------------------------------------------
+
+
+def _compare(
+    side_a: list[_RunData],
+    side_b: list[_RunData],
+    *,
+    label_a: str,
+    label_b: str,
+    grouped: bool,
+    seed: int,
+    resamples: int,
+) -> Comparison:
+    if resamples < 1:
+        raise CompareError(f"resamples must be at least 1, got {resamples}")
+    everyone = side_a + side_b
+    shared = set(everyone[0].evaluated)
+    for data in everyone[1:]:
+        shared &= data.evaluated.keys()
+    if not shared:
+        raise CompareError(
+            f"{_describe(side_a, label_a, grouped)} and {_describe(side_b, label_b, grouped)} "
+            "share no evaluated items: nothing to compare"
+        )
+
+    # Shared item ids by task; every run has the same items of a shared task.
+    by_task: dict[str, list[str]] = defaultdict(list)
+    for item_id in shared:
+        by_task[everyone[0].evaluated[item_id].task_id].append(item_id)
+    task_ids = sorted(by_task, key=_natural)
+
+    a = _side(side_a, shared, label_a)
+    b = _side(side_b, shared, label_b)
+    tasks = [_task_diff(t, by_task[t], side_a, side_b) for t in task_ids]
+
+    warnings = _warnings(side_a, side_b, shared, grouped, label_a, label_b)
+    pairs, unmatched = _matched_runs(side_a, side_b) if grouped else ([(side_a[0], side_b[0])], [])
+    if unmatched:
+        warnings.append(
+            "McNemar pairs runs by seed, then in id order; unmatched run(s) "
+            + ", ".join(f"#{d.run.pk}" for d in unmatched)
+            + " left out of the discordant counts"
+        )
+    a_only = b_only = 0
+    for run_a, run_b in pairs:
+        for item_id in shared:
+            ok_a, ok_b = run_a.evaluated[item_id].success, run_b.evaluated[item_id].success
+            a_only += ok_a and not ok_b
+            b_only += ok_b and not ok_a
+
+    if grouped:
+
+        def per_run(data: _RunData) -> list[tuple[int, int]]:
+            return [(sum(data.evaluated[i].success for i in by_task[t]), len(by_task[t])) for t in task_ids]
+
+        draws = stats.two_stage_bootstrap(
+            [per_run(d) for d in side_a], [per_run(d) for d in side_b], resamples=resamples, seed=seed
+        )
+        method = f"two-stage (runs within each side, then tasks), {resamples} resamples, seed {seed}"
+    else:
+        draws = stats.task_bootstrap(
+            [(td.a_trials, td.a_successes, td.b_successes) for td in tasks], resamples=resamples, seed=seed
+        )
+        method = f"task-clustered paired, {resamples} resamples, seed {seed}"
+
+    return Comparison(
+        a=a,
+        b=b,
+        shared_items=len(shared),
+        shared_tasks=len(task_ids),
+        warnings=warnings,
+        a_only=a_only,
+        b_only=b_only,
+        mcnemar_p=stats.mcnemar_exact_p(a_only, b_only),
+        diff_pass1=b.pass_hat_k[0] - a.pass_hat_k[0],
+        diff_ci=stats.percentile_interval(draws, level=0.95),
+        bootstrap=method,
+        tasks=tasks,
+    )
+
+
+def _side(runs: list[_RunData], shared: set[str], label: str) -> Side:
+    outcomes = [data.evaluated[i] for data in runs for i in shared]
+    summary = summarize(outcomes)
+    successes = sum(o.success for o in outcomes)
+    return Side(
+        run_ids=[data.run.pk for data in runs],
+        label=label,
+        items=len(outcomes),
+        mean_reward=summary.mean_reward,
+        pass_hat_k=summary.pass_hat_k,
+        pass1_ci=stats.wilson_interval(successes, len(outcomes)),
+        cost_per_item_usd=_cost_per_item([data.run for data in runs]),
+    )
+
+
+def _cost_per_item(runs: list[BenchmarkRun]) -> Decimal | None:
+    """The runs' recorded cost over all their evaluated items (not only the
+    shared ones: cost is recorded per run). Unpriced if any run is."""
+    if any(r.cost_nanousd is None for r in runs):
+        return None
+    evaluated = sum(r.evaluated for r in runs)
+    if evaluated <= 0:
+        return None
+    total = usd(sum(r.cost_nanousd for r in runs))  # type: ignore[misc]
+    return total / evaluated  # type: ignore[operator]
+
+
+def _task_diff(task_id: str, item_ids: list[str], side_a: list[_RunData], side_b: list[_RunData]) -> TaskDiff:
+    def count(side: list[_RunData]) -> int:
+        return sum(data.evaluated[i].success for data in side for i in item_ids)
+
+    return TaskDiff(
+        task_id=task_id,
+        a_successes=count(side_a),
+        a_trials=len(item_ids) * len(side_a),
+        b_successes=count(side_b),
+        b_trials=len(item_ids) * len(side_b),
+    )
+
+
+def _matched_runs(
+    side_a: list[_RunData], side_b: list[_RunData]
+) -> tuple[list[tuple[_RunData, _RunData]], list[_RunData]]:
+    """Pairs A-runs with B-runs for McNemar: equal seeds first (τ² derives its
+    trial seeds from the run seed), then the rest in id order. Returns the
+    pairs and the runs left without a partner."""
+    free_b = list(side_b)
+    pairs: list[tuple[_RunData, _RunData]] = []
+    left_a: list[_RunData] = []
+    for data in side_a:
+        partner = next((d for d in free_b if d.run.seed is not None and d.run.seed == data.run.seed), None)
+        if partner is None:
+            left_a.append(data)
+        else:
+            free_b.remove(partner)
+            pairs.append((data, partner))
+    for data_a, data_b in zip(left_a, free_b):
+        pairs.append((data_a, data_b))
+    n = len(pairs) - (len(side_a) - len(left_a))
+    return pairs, left_a[n:] + free_b[n:]
+
+
+# -- warnings ------------------------------------------------------------------
+
+# llm_args keys that say where and how patiently to call the user simulator,
+# not which simulator it is (the port differs between runs).
+_TRANSPORT_ARGS = {"api_base", "base_url", "api_version", "num_retries", "max_retries", "timeout", "extra_headers"}
+
+
+def _user_args(run: BenchmarkRun) -> str:
+    args = run.user_args if isinstance(run.user_args, dict) else {}
+    kept = {k: v for k, v in sorted(args.items()) if k not in _TRANSPORT_ARGS}
+    return ", ".join(f"{k}={v!r}" for k, v in kept.items()) or "none"
+
+
+_CHECKED: list[tuple[str, Callable[[BenchmarkRun], Any]]] = [
+    ("benchmark", lambda r: r.benchmark),
+    ("seed", lambda r: r.seed),
+    ("task split", lambda r: r.task_split or "unrecorded"),
+    ("user simulator", lambda r: r.user_model or "unrecorded"),
+    ("user simulator args", _user_args),
+    ("τ² version", lambda r: r.tau2_version or "unrecorded"),
+    ("τ² commit", lambda r: r.tau2_commit or "unrecorded"),
+    ("cost source", lambda r: r.cost_source),
+]
+
+
+def _warnings(
+    side_a: list[_RunData], side_b: list[_RunData], shared: set[str], grouped: bool, label_a: str, label_b: str
+) -> list[str]:
+    out: list[str] = []
+    for name, get in _CHECKED:
+        va = _distinct(get(d.run) for d in side_a)
+        vb = _distinct(get(d.run) for d in side_b)
+        # Replicates in a group differ in seed by design: for seeds only the
+        # two sides' sets must agree; anything else must be one value throughout.
+        differs = set(va) != set(vb) if name == "seed" else len(set(va) | set(vb)) > 1
+        if differs:
+            out.append(f"runs differ in {name}: A {'; '.join(va)}, B {'; '.join(vb)}")
+
+    left_a = sum(len(d.evaluated) - len(shared) for d in side_a)
+    left_b = sum(len(d.evaluated) - len(shared) for d in side_b)
+    if left_a or left_b:
+        out.append(
+            f"item sets differ: compared on {len(shared)} shared item(s); "
+            f"left out {left_a} evaluated A item(s) and {left_b} evaluated B item(s)"
+        )
+    for side, data_list in (("A", side_a), ("B", side_b)):
+        for data in data_list:
+            if data.infra_errors:
+                out.append(
+                    f"{side} run #{data.run.pk} has {data.infra_errors} infrastructure error(s): "
+                    "excluded, not scored; fix the cause and re-run before trusting this comparison"
+                )
+            if data.run.status != "complete":
+                out.append(f"{side} run #{data.run.pk} has status {data.run.status!r}")
+
+    ids_a = {d.run.pk for d in side_a}
+    both = sorted(ids_a & {d.run.pk for d in side_b})
+    if both:
+        out.append("run(s) " + ", ".join(f"#{i}" for i in both) + " are on both sides")
+    if grouped:
+        for side, data_list, label in (("A", side_a, label_a), ("B", side_b, label_b)):
+            if len(data_list) == 1:
+                out.append(
+                    f"group {label!r} ({side}) has a single run: the interval cannot show run-to-run variation"
+                )
+    return out
+
+
+def _distinct(values: Iterable[Any]) -> list[str]:
+    seen: dict[str, None] = {}
+    for value in values:
+        seen.setdefault("unrecorded" if value is None or value == "" else str(value), None)
+    return list(seen)
+
+
+def _describe(side: list[_RunData], label: str, grouped: bool) -> str:
+    if grouped:
+        return f"group {label!r}"
+    return f"run #{side[0].run.pk}"
+
+
+def _natural(task_id: str) -> tuple[int, int, str]:
+    # τ² task ids are often integers; "7" before "11".
+    return (0, int(task_id), "") if task_id.isdigit() else (1, 0, task_id)
+
+
+# -- output --------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _signed_pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def _money(x: Decimal | None) -> str:
+    return "unpriced" if x is None else f"${x:.8f}/item"
+
+
+def _p(p: float) -> str:
+    return f"{p:.4f}" if p >= 0.0001 else f"{p:.2e}"
+
+
+def render_text(c: Comparison, *, tasks: bool = False) -> str:
+    """The lines `manage.py compare` prints."""
+    lines = [f"Compare B against A on {c.shared_items} shared item(s) in {c.shared_tasks} task(s)"]
+    lines += [f"warning: {w}" for w in c.warnings]
+    for name, side in (("A", c.a), ("B", c.b)):
+        runs = ", ".join(f"#{i}" for i in side.run_ids)
+        reward = "n/a" if side.mean_reward is None else f"{side.mean_reward:.3f}"
+        curve = "  ".join(f"pass^{k} {v:.3f}" for k, v in enumerate(side.pass_hat_k, start=1))
+        lo, hi = side.pass1_ci
+        lines.append(f"{name}  {side.label} (run {runs}): {side.items} item(s)")
+        lines.append(f"   mean reward {reward}  {curve}")
+        lines.append(f"   pass^1 95% Wilson [{_pct(lo)}, {_pct(hi)}]  {_money(side.cost_per_item_usd)}")
+    lines.append(
+        f"discordant: A right / B wrong {c.a_only}   A wrong / B right {c.b_only}   "
+        f"exact McNemar p={_p(c.mcnemar_p)}"
+    )
+    lo, hi = c.diff_ci
+    lines.append(f"pass^1 B - A {_signed_pct(c.diff_pass1)}  95% [{_signed_pct(lo)}, {_signed_pct(hi)}]")
+    lines.append(f"   bootstrap: {c.bootstrap}")
+    if c.a.cost_per_item_usd is not None and c.b.cost_per_item_usd is not None:
+        lines.append(f"$/item B - A {c.b.cost_per_item_usd - c.a.cost_per_item_usd:+.8f}")
+    if tasks:
+        lines += _task_table(c.tasks)
+    return "\n".join(lines) + "\n"
+
+
+def _task_table(rows: Sequence[TaskDiff]) -> list[str]:
+    width = max([len("task")] + [len(t.task_id) for t in rows])
+    out = ["", f"{'task':<{width}}  {'A':>7}  {'B':>7}  {'B - A':>7}"]
+    for t in rows:
+        out.append(
+            f"{t.task_id:<{width}}  {f'{t.a_successes}/{t.a_trials}':>7}  "
+            f"{f'{t.b_successes}/{t.b_trials}':>7}  {_signed_pct(t.diff):>7}"
+        )
+    return out
+
+
+def as_json(c: Comparison) -> dict[str, Any]:
+    """The comparison as JSON-ready data (money as a decimal string)."""
+
+    def side(s: Side) -> dict[str, Any]:
+        return {
+            "run_ids": s.run_ids,
+            "label": s.label,
+            "items": s.items,
+            "mean_reward": s.mean_reward,
+            "pass_hat_k": s.pass_hat_k,
+            "pass1_ci": list(s.pass1_ci),
+            "cost_per_item_usd": None if s.cost_per_item_usd is None else f"{s.cost_per_item_usd:.8f}",
+        }
+
+    return {
+        "a": side(c.a),
+        "b": side(c.b),
+        "shared_items": c.shared_items,
+        "shared_tasks": c.shared_tasks,
+        "warnings": c.warnings,
+        "a_only": c.a_only,
+        "b_only": c.b_only,
+        "mcnemar_p": c.mcnemar_p,
+        "diff_pass1": c.diff_pass1,
+        "diff_ci": list(c.diff_ci),
+        "bootstrap": c.bootstrap,
+        "tasks": [
+            {
+                "task_id": t.task_id,
+                "a_successes": t.a_successes,
+                "a_trials": t.a_trials,
+                "b_successes": t.b_successes,
+                "b_trials": t.b_trials,
+                "diff": t.diff,
+            }
+            for t in c.tasks
+        ],
+    }

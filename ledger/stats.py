@@ -1,0 +1,163 @@
+"""The statistics behind `compare`: pure functions on counts, standard library
+only (no Django, numpy or scipy), so they can be checked by hand.
+
+- `wilson_interval`: Wilson score interval for one proportion.
+- `mcnemar_exact_p`: exact two-sided McNemar test on the discordant pairs.
+- `task_bootstrap` / `two_stage_bootstrap`: resampled differences in pass^1,
+  turned into an interval by `percentile_interval`.
+
+pass^1 here is τ²'s: the mean over tasks of each task's success rate. The
+bootstrap statistic is the same quantity, so its interval is an interval for
+exactly the figure `compare` prints as the difference.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from math import floor, sqrt
+
+# The 97.5 % quantile of the standard normal, to the precision of a double.
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, n: int, *, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for `successes` out of `n` (95 % by default).
+
+    Clamped to [0, 1]; the low end is exactly 0 with no successes and the high
+    end exactly 1 with all successes (the formula gives that mathematically,
+    rounding might not). With n = 0 nothing is known: (0, 1)."""
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value for discordant counts b and c.
+
+    Under the null each discordant pair goes either way with probability 1/2,
+    so X ~ Bin(b + c, 1/2) and p = min(1, 2 P[X <= min(b, c)]); p = 1 when
+    there are no discordant pairs. Computed with integers, then one division,
+    so it is exact up to the final rounding."""
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be non-negative, got {b}, {c}")
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail, term = 0, 1  # term = comb(n, i), updated in place: O(min(b, c)) steps
+    for i in range(min(b, c) + 1):
+        tail += term
+        term = term * (n - i) // (i + 1)
+    return min(1.0, 2 * tail / 2**n)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile (0 <= q <= 1) of already sorted values, interpolating
+    linearly between order statistics (numpy's default, "type 7")."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    h = (len(sorted_values) - 1) * q
+    lo = floor(h)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (h - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
+def percentile_interval(values: Sequence[float], *, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval: the (1-level)/2 and (1+level)/2 quantiles."""
+    ordered = sorted(values)
+    tail = (1 - level) / 2
+    return (percentile(ordered, tail), percentile(ordered, 1 - tail))
+
+
+def _check_resamples(resamples: int) -> None:
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+
+
+def task_bootstrap(
+    tasks: Sequence[tuple[int, int, int]], *, resamples: int = 2000, seed: int = 0
+) -> list[float]:
+    """Task-clustered paired bootstrap of the difference in pass^1 (B - A).
+
+    `tasks` holds one (paired_items, a_successes, b_successes) per task: the
+    items of that task both sides have. Each resample draws len(tasks) tasks
+    with replacement; a drawn task brings all its paired items (both sides'
+    outcomes together, so the pairing is kept), and the statistic is the mean
+    over the drawn tasks of (b_successes - a_successes) / paired_items. Tasks,
+    not items, are the unit because trials of one task are correlated.
+
+    Returns the `resamples` statistics, in draw order; reproducible for the
+    same input, seed and Python version (`random.Random(seed)`)."""
+    _check_resamples(resamples)
+    if not tasks:
+        raise ValueError("bootstrap needs at least one task")
+    for n, a, b in tasks:
+        if n < 1 or not (0 <= a <= n and 0 <= b <= n):
+            raise ValueError(f"bad task counts (items={n}, a={a}, b={b})")
+    diffs = [(b - a) / n for n, a, b in tasks]
+    rng = random.Random(seed)
+    t = len(diffs)
+    return [sum(rng.choices(diffs, k=t)) / t for _ in range(resamples)]
+
+
+def two_stage_bootstrap(
+    a_runs: Sequence[Sequence[tuple[int, int]]],
+    b_runs: Sequence[Sequence[tuple[int, int]]],
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> list[float]:
+    """Two-stage bootstrap of the difference in pooled pass^1 (B - A) between
+    two groups of runs.
+
+    Every run lists, for the same tasks in the same order, (successes, items)
+    on its shared items. Each resample:
+      1. draws len(a_runs) runs with replacement from A and, independently,
+         len(b_runs) runs from B (between-run variation: seeds, sampling);
+      2. draws as many task indices with replacement as there are tasks, the
+         same indices for both sides (task clustering, pairing kept);
+      3. for each drawn task pools each side's drawn runs (successes over
+         items, a run drawn twice counting twice), and averages B - A over
+         the drawn tasks.
+    Returns the `resamples` statistics; reproducible for the same input, seed
+    and Python version."""
+    _check_resamples(resamples)
+    if not a_runs or not b_runs:
+        raise ValueError("two-stage bootstrap needs at least one run per side")
+    t = len(a_runs[0])
+    if t == 0:
+        raise ValueError("bootstrap needs at least one task")
+    for run in (*a_runs, *b_runs):
+        if len(run) != t:
+            raise ValueError("every run must list the same tasks")
+        for s, n in run:
+            if n < 1 or not 0 <= s <= n:
+                raise ValueError(f"bad task counts (successes={s}, items={n})")
+    a_succ = [[s for s, _ in run] for run in a_runs]
+    a_items = [[n for _, n in run] for run in a_runs]
+    b_succ = [[s for s, _ in run] for run in b_runs]
+    b_items = [[n for _, n in run] for run in b_runs]
+    rng = random.Random(seed)
+    task_range = range(t)
+    out: list[float] = []
+    for _ in range(resamples):
+        pick_a = rng.choices(range(len(a_runs)), k=len(a_runs))
+        pick_b = rng.choices(range(len(b_runs)), k=len(b_runs))
+        # Per-task pooled counts over the drawn runs (zip(*) sums columns in C).
+        sa = [sum(col) for col in zip(*(a_succ[r] for r in pick_a))]
+        na = [sum(col) for col in zip(*(a_items[r] for r in pick_a))]
+        sb = [sum(col) for col in zip(*(b_succ[r] for r in pick_b))]
+        nb = [sum(col) for col in zip(*(b_items[r] for r in pick_b))]
+        diff = [sb[i] / nb[i] - sa[i] / na[i] for i in task_range]
+        out.append(sum(rng.choices(diff, k=t)) / t)
+    return out

@@ -1,0 +1,152 @@
+"""Ledger rows for report tests. Runs are built from the τ² fixtures'
+*.expected.json (per-item rewards, as τ² itself computed them) until the
+importer lands; traces go through the real writer, ledger.services.record_request."""
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ledger.metrics import is_successful, summarize
+from ledger.models import BenchmarkItem, BenchmarkRun, Trace
+from ledger.records import SpanRecord, TraceRecord
+from ledger.services import record_request
+
+FIXTURES = Path("/work/shared/fixtures/tau2")
+
+
+def fixtures_dir() -> Path:
+    """shared/ sits beside the checkout in CI and at /work/shared on a developer's machine."""
+    here = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "tau2"
+    return here if here.is_dir() else FIXTURES
+
+
+def expected(name: str) -> dict[str, Any]:
+    return json.loads((fixtures_dir() / f"{name}.expected.json").read_text())
+
+
+def build_run(
+    name: str,
+    *,
+    target: str = "openrouter/oracle-agent",
+    group: str = "",
+    label: str = "",
+    cost_nanousd: int | None = None,
+    cost_source: str = "none",
+) -> BenchmarkRun:
+    """A run and its items from `<name>.expected.json`, figures from ledger.metrics."""
+    data = expected(name)
+    items = []
+    for item_id, reward in data["rewards"].items():
+        task_id, trial = item_id.split("#")
+        infra = reward is None
+        items.append(
+            BenchmarkItem(
+                item_id=item_id,
+                task_id=task_id,
+                trial=int(trial),
+                reward=reward,
+                correct=is_successful(reward),
+                infra_error=infra,
+                termination_reason="infrastructure_error" if infra else "user_stop",
+            )
+        )
+    summary = summarize(items)
+    run = BenchmarkRun.objects.create(
+        benchmark=f"tau2-{data['domain']}",
+        domain=data["domain"],
+        target_kind="model",
+        target=target,
+        group=group,
+        label=label,
+        seed=300,
+        num_trials=data["num_trials"],
+        agent_model=data["agent_llm"].removeprefix("openai/"),
+        user_model=data["user_llm"].removeprefix("openai/"),
+        agent_args={"api_base": "http://127.0.0.1:9/v1", "temperature": 0.0},
+        source_sha256=hashlib.sha256(f"{name}-{target}-{group}-{label}".encode()).hexdigest(),
+        cost_nanousd=cost_nanousd,
+        cost_source=cost_source,
+        simulations=data["sims"],
+        infra_errors=summary.infra_errors,
+        comparable=False,
+        comparability_reasons=["agent reasoning effort not set", "not the base task split"],
+        mean_reward=summary.mean_reward,
+        pass_hat_k=summary.pass_hat_k,
+    )
+    for item in items:
+        item.run = run
+    BenchmarkItem.objects.bulk_create(items)
+    return run
+
+
+def record_trace(
+    *,
+    request_id: str,
+    model: str,
+    key: str = "tester",
+    started_at: datetime | None = None,
+    status: str = "ok",
+    formation_label: str = "",
+    session: str = "",
+    calls: list[tuple[str, int | None]] | None = None,
+) -> Trace:
+    """One request through the real ledger writer (trace, spans and spend).
+    `calls` lists (upstream model, cost in nano-dollars) per upstream call; more
+    than one call becomes a verify-style formation: draft, review, revision."""
+    start = started_at or datetime.now(timezone.utc)
+    calls = calls or [(model, 1_250_000)]
+    spans: list[SpanRecord] = []
+    if len(calls) == 1:
+        upstream, cost = calls[0]
+        spans.append(_call(1, None, "upstream", upstream, cost, start, status))
+    else:
+        spans.append(
+            SpanRecord(seq=1, name="formation", started_at=start, duration_ms=900.0, detail={"verdict": "revised"})
+        )
+        names = ["draft", "review", "revision"]
+        for n, (upstream, cost) in enumerate(calls):
+            span = _call(n + 2, 1, names[n % 3], upstream, cost, start + timedelta(milliseconds=300 * n), status)
+            if names[n % 3] == "review":
+                span.detail = {"verdict": "revise", "note": "cite the baggage rule", "held_write": False}
+            spans.append(span)
+    return record_request(
+        TraceRecord(
+            request_id=request_id,
+            started_at=start,
+            path="/v1/chat/completions",
+            duration_ms=300.0 * len(calls) + 20,
+            overhead_ms=4.5,
+            key_name=key,
+            requested_model=model,
+            route="passthru" if len(calls) == 1 else "verify",
+            formation_label=formation_label,
+            session=session,
+            status=status,
+            http_status=200 if status == "ok" else 502,
+            error_kind="" if status == "ok" else "upstream_error",
+            spans=spans,
+        )
+    )
+
+
+def _call(seq: int, parent: int | None, name: str, upstream: str, cost: int | None, start: datetime, status: str) -> SpanRecord:
+    provider, _, upstream_model = upstream.partition("/")
+    return SpanRecord(
+        seq=seq,
+        parent_seq=parent,
+        name=name,
+        provider=provider,
+        upstream_model=upstream_model,
+        started_at=start,
+        duration_ms=280.0,
+        status=status,
+        http_status=200 if status == "ok" else 502,
+        ttft_ms=120.0,
+        prompt_tokens=1000,
+        completion_tokens=200,
+        cost_nanousd=cost,
+        cost_source="provider" if cost is not None else "none",
+    )
