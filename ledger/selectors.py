@@ -422,32 +422,45 @@ class ComparisonView:
     max_k: int
     curve_a: list[CurvePoint]
     curve_b: list[CurvePoint]
-    rows: list[dict[str, Any]]  # figure, a, b, difference (a - b... see `b_minus_a`)
+    rows: list[dict[str, Any]]  # figure, a, b, diff (B - A), kind (rate or usd)
     disagreements: list[Any]  # TaskDiff rows whose pass rates differ, largest first
 
 
-def _side_curve(side: Any, *, resamples: int, seed: int) -> list[CurvePoint]:
-    """The side's pass^k points with task-bootstrap intervals over its items."""
-    items = BenchmarkItem.objects.filter(run_id__in=side.run_ids, infra_error=False).values_list(
-        "task_id", "correct"
-    )
-    per_task: dict[str, list[bool]] = defaultdict(list)
-    for task_id, correct in items:
-        per_task[task_id].append(correct)
+def _shared_outcomes(comparison: Any) -> tuple[dict[str, list[bool]], dict[str, list[bool]]]:
+    """Per task, the outcomes each side was compared on: the item ids every
+    run of both sides evaluated (ledger.compare's rule), pooled over a side's runs."""
+    run_ids = [*comparison.a.run_ids, *comparison.b.run_ids]
+    evaluated: dict[int, dict[str, tuple[str, bool]]] = defaultdict(dict)
+    rows = BenchmarkItem.objects.filter(run_id__in=run_ids, infra_error=False)
+    for run_id, item_id, task_id, correct in rows.values_list("run_id", "item_id", "task_id", "correct"):
+        evaluated[run_id][item_id] = (task_id, correct)
+    shared = set.intersection(*(set(evaluated[r]) for r in run_ids)) if run_ids else set()
+
+    def pooled(ids: list[int]) -> dict[str, list[bool]]:
+        per_task: dict[str, list[bool]] = defaultdict(list)
+        for run_id in ids:
+            for item_id in shared:
+                task_id, correct = evaluated[run_id][item_id]
+                per_task[task_id].append(correct)
+        return per_task
+
+    return pooled(comparison.a.run_ids), pooled(comparison.b.run_ids)
+
+
+def _side_curve(side: Any, per_task: dict[str, list[bool]], *, resamples: int, seed: int) -> list[CurvePoint]:
+    """The side's pass^k (as ledger.compare computed it) with task-bootstrap
+    intervals over the same outcomes."""
     values = list(side.pass_hat_k)
-    max_k = min(len(values), min((len(v) for v in per_task.values()), default=0))
-    intervals = pass_hat_k_intervals(list(per_task.values()), max_k=max_k, resamples=resamples, seed=seed)
-    out = []
-    for k, value in enumerate(values, start=1):
-        lo, hi = side.pass1_ci if k == 1 else (intervals[k - 1] if k <= len(intervals) else (value, value))
-        out.append(CurvePoint(k=k, value=value, lo=lo, hi=hi))
-    return out
+    intervals = pass_hat_k_intervals(list(per_task.values()), max_k=len(values), resamples=resamples, seed=seed)
+    return [CurvePoint(k=k, value=v, lo=lo, hi=hi) for k, (v, (lo, hi)) in enumerate(zip(values, intervals), start=1)]
 
 
 def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) -> ComparisonView:
+    """Curves, figure rows and disagreeing tasks of a ledger.compare.Comparison."""
     a, b = comparison.a, comparison.b
-    curve_a = _side_curve(a, resamples=resamples, seed=seed)
-    curve_b = _side_curve(b, resamples=resamples, seed=seed)
+    tasks_a, tasks_b = _shared_outcomes(comparison)
+    curve_a = _side_curve(a, tasks_a, resamples=resamples, seed=seed)
+    curve_b = _side_curve(b, tasks_b, resamples=resamples, seed=seed)
     rows: list[dict[str, Any]] = [
         {"figure": "mean reward", "a": a.mean_reward, "b": b.mean_reward, "kind": "rate"},
     ]

@@ -85,6 +85,8 @@ class RunTable(tables.Table):
         return format_html('{} <span class="muted">({})</span>', value, record.target_kind)
 
     def render_pass_hat_k(self, value: list[float]) -> str:
+        if not value:
+            return "—"  # nothing evaluated
         return format_html('{} <span class="muted">(k={})</span>', f"{value[-1]:.3f}", len(value))
 
     def render_cost_nanousd(self, value: int, record: BenchmarkRun) -> str:

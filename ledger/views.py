@@ -16,6 +16,7 @@ from django_tables2.paginators import LazyPaginator
 
 from ledger import selectors
 from ledger.charts import Point, Series, Stack, line_chart, stacked_bar_chart
+from ledger.compare import CompareError, compare_groups, compare_runs
 from ledger.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.models import BenchmarkRun, Trace, usd
 from ledger.tables import (
@@ -172,20 +173,20 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def compare(request: HttpRequest) -> HttpResponse:
     """Two runs or two groups side by side, picked with a GET form."""
-    from ledger.compare import compare_groups, compare_runs  # the ledger-compare branch's module
-
     form = CompareForm(
         request.GET or None, runs=selectors.run_labels(), groups=selectors.run_choices().groups
     )
     context: dict[str, Any] = {"form": form}
     if form.is_valid():
         data = form.cleaned_data
-        if data["mode"] == "runs":
-            a = get_object_or_404(BenchmarkRun, pk=data["run_a"])
-            b = get_object_or_404(BenchmarkRun, pk=data["run_b"])
-            comparison = compare_runs(a, b)
-        else:
-            comparison = compare_groups(data["group_a"], data["group_b"])
+        try:
+            if data["mode"] == "runs":
+                comparison = compare_runs(data["run_a"], data["run_b"])
+            else:
+                comparison = compare_groups(data["group_a"], data["group_b"])
+        except CompareError as error:
+            context["error"] = str(error)
+            return render(request, "ledger/compare.html", context)
         view = selectors.comparison_view(comparison)
         chart = line_chart(
             [f"k={k}" for k in range(1, view.max_k + 1)],

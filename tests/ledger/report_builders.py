@@ -35,11 +35,13 @@ def build_run(
     label: str = "",
     cost_nanousd: int | None = None,
     cost_source: str = "none",
+    overrides: dict[str, float | None] | None = None,
 ) -> BenchmarkRun:
-    """A run and its items from `<name>.expected.json`, figures from ledger.metrics."""
+    """A run and its items from `<name>.expected.json` (rewards changed by
+    `overrides`), figures from ledger.metrics."""
     data = expected(name)
     items = []
-    for item_id, reward in data["rewards"].items():
+    for item_id, reward in (data["rewards"] | (overrides or {})).items():
         task_id, trial = item_id.split("#")
         infra = reward is None
         items.append(

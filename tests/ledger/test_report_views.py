@@ -91,6 +91,17 @@ def test_runs_list_filters_and_sorts(user_client: Client, runs) -> None:  # type
     assert "No runs match" in html
 
 
+def test_a_run_with_nothing_evaluated_still_shows(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+    from tests.ledger.report_builders import build_run, expected
+
+    broken = build_run("airline-oracle", group="broken", overrides=dict.fromkeys(expected("airline-oracle")["rewards"]))
+    assert broken.pass_hat_k == [] and broken.mean_reward is None
+    assert user_client.get("/reports/runs/").status_code == 200
+    html = user_client.get(reverse("reports:run", args=[broken.pk])).content.decode()
+    assert figure(html, "infra_errors") == "40" and figure(html, "evaluated") == "0"
+    assert figure(html, "mean_reward") == "—"
+
+
 def test_run_page_404s_for_an_unknown_run(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
     assert user_client.get("/reports/runs/999999/").status_code == 404
 
@@ -196,3 +207,57 @@ def test_index_shows_yesterdays_spend_per_model(user_client: Client, runs) -> No
     assert "$2.00000000" in table and "$0.03000000" in table and "$2.03000000" in table
     assert "$99" not in table
     assert f'href="/reports/runs/{runs["retail"].pk}/"' in html
+
+
+def test_compare_two_runs(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+    from ledger.compare import compare_runs
+
+    a, b = runs["oracle"], runs["infra"]
+    html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a.pk, "run_b": b.pk}).content.decode()
+    expected = compare_runs(a, b)
+    assert figure(html, "shared_items") == "38"  # 40 items less B's two infrastructure errors
+    assert figure(html, "diff_pass1") == f"{expected.diff_pass1:+.3f}"
+    assert figure(html, "mcnemar_p") == f"{expected.mcnemar_p:.4f}"
+    assert figure(html, "discordant") == f"{expected.a_only} / {expected.b_only}"
+    lo, hi = expected.diff_ci
+    assert f"interval [{lo:+.3f}, {hi:+.3f}]" in html
+    assert "task-clustered paired" in html
+    assert "infrastructure error(s)" in html  # compare's warning about B, shown as is
+    # both curves on one chart, with an interval bar per point
+    assert html.count('<g class="series"') == 2
+    assert html.count('class="interval"') == len(expected.a.pass_hat_k) + len(expected.b.pass_hat_k)
+    differences = html.split('id="differences"')[1].split("</table>")[0]
+    assert re.search(rf'<td>pass\^1</td>\s*<td class="num">{expected.a.pass_hat_k[0]:.3f}</td>', differences)
+    # The fixtures differ only by the two infrastructure errors: no shared task disagrees.
+    assert "agree on every shared task" in html
+
+
+def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+    from ledger.compare import compare_groups
+    from tests.ledger.report_builders import build_run
+
+    # group arm-c: the oracle run with task 8 now passing every trial (8#1..8#3 were failures)
+    build_run("airline-oracle", group="arm-c", label="fixed-8", overrides={"8#1": 1.0, "8#2": 1.0, "8#3": 1.0})
+    html = user_client.get("/reports/compare/", {"mode": "groups", "group_a": "arm-a", "group_b": "arm-c"}).content.decode()
+    expected = compare_groups("arm-a", "arm-c")
+    assert figure(html, "diff_pass1") == f"{expected.diff_pass1:+.3f}" == "+0.075"
+    assert figure(html, "discordant") == "0 / 3"
+    disagree = html.split("Tasks where they disagree")[1]
+    assert re.findall(r"<td >(\d+)</td>", disagree) == ["8"]
+    assert "1/4" in disagree and "4/4" in disagree and "+0.750" in disagree
+    assert "two-stage" in html and "has a single run" in html
+
+
+def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+    from tests.ledger.report_builders import build_run, expected
+
+    html = user_client.get("/reports/compare/", {"mode": "groups", "group_a": "arm-a", "group_b": "retail"}).content.decode()
+    assert "runs differ in benchmark" in html  # they share task 11's items, with a warning
+    broken = build_run("airline-oracle", group="broken", overrides=dict.fromkeys(expected("airline-oracle")["rewards"]))
+    html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": runs["oracle"].pk, "run_b": broken.pk}).content.decode()
+    assert f"run #{runs['oracle'].pk} and run #{broken.pk} share no evaluated items" in html
+    a = runs["oracle"].pk
+    html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a, "run_b": a}).content.decode()
+    assert "Pick two different sides." in html
+    html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a}).content.decode()
+    assert "Pick both sides." in html
