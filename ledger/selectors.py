@@ -74,6 +74,32 @@ def recent_models(limit: int = 50) -> list[str]:
     return [r["requested_model"] for r in rows]
 
 
+@dataclass
+class ModelSpend:
+    requested_model: str
+    calls: int
+    errors: int
+    unpriced_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_nanousd: int
+
+
+def spend_per_model(totals: SpendTotals) -> list[ModelSpend]:
+    """The rows behind `totals` summed per requested model id (over days,
+    keys and providers), most expensive first."""
+    by_model: dict[str, ModelSpend] = {}
+    for r in totals.rows:
+        m = by_model.setdefault(r.requested_model, ModelSpend(r.requested_model, 0, 0, 0, 0, 0, 0))
+        m.calls += r.calls
+        m.errors += r.errors
+        m.unpriced_calls += r.unpriced_calls
+        m.prompt_tokens += r.prompt_tokens
+        m.completion_tokens += r.completion_tokens
+        m.cost_nanousd += r.cost_nanousd
+    return sorted(by_model.values(), key=lambda m: (-m.cost_nanousd, m.requested_model))
+
+
 # --- Reads behind the report pages and the admin ---------------------------------
 # Everything the pages show is computed here; tables and templates only lay it out.
 
