@@ -130,7 +130,8 @@ class TraceAdmin(ReadOnlyAdmin):
     search_fields = ["request_id", "session", "requested_model", "formation_label"]
     date_hierarchy = "started_at"
     # Bodies stay out of the admin: the report page shows them, redacted again.
-    exclude = ["body"]
+    exclude = ["body", "cost_nanousd"]
+    readonly_fields = ["cost", "report"]
     inlines = [SpanInline]
     show_full_result_count = False  # no COUNT(*) over every trace on each page
 
@@ -153,7 +154,8 @@ class SpanAdmin(ReadOnlyAdmin):
     search_fields = ["trace__request_id", "upstream_model"]
     list_select_related = ["trace"]
     raw_id_fields = ["trace"]
-    exclude = ["body"]
+    exclude = ["body", "cost_nanousd"]
+    readonly_fields = ["cost"]
     show_full_result_count = False
 
     @admin.display(description="cost", ordering="cost_nanousd")
@@ -171,6 +173,8 @@ class SpendDailyAdmin(ReadOnlyAdmin):
     search_fields = ["requested_model", "upstream_model", "key_name"]
     date_hierarchy = "day"
     ordering = ["-day", "-cost_nanousd"]
+    exclude = ["cost_nanousd"]
+    readonly_fields = ["cost"]
 
     @admin.display(description="cost (USD)", ordering="cost_nanousd")
     def cost(self, row: SpendDaily) -> str:

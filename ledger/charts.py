@@ -90,9 +90,9 @@ def _axes(svg: _Svg, ticks: list[float], label: Callable[[float], str], y_of: Ca
     svg.add(f'<line class="axis" x1="{_LEFT}" x2="{right}" y1="{base}" y2="{base}" stroke="#777"/>')
 
 
-def _legend(svg: _Svg, names: Sequence[tuple[str, str]]) -> None:
-    """One row of swatches under the plot; long legends wrap to more rows."""
-    x, y = _LEFT, svg.height - 12
+def _legend(svg: _Svg, names: Sequence[tuple[str, str]], *, top: float) -> None:
+    """Rows of swatches from `top` down (under the x labels); long legends wrap."""
+    x, y = _LEFT, top
     for name, colour in names:
         width = 18 + 7 * len(name)
         if x + width > svg.width - _RIGHT and x > _LEFT:
@@ -165,7 +165,7 @@ def line_chart(
                 f"<title>{escape(s.name)}: {escape(y_format(p.y))}</title></circle>"
             )
         svg.add("</g>")
-    _legend(svg, [(s.name, _colour(i, s.colour)) for i, s in enumerate(series)])
+    _legend(svg, [(s.name, _colour(i, s.colour)) for i, s in enumerate(series)], top=height - 12)
     return svg.render()
 
 
@@ -216,5 +216,5 @@ def stacked_bar_chart(
                 f'<text class="xlabel" x="{_fmt(x + bar / 2)}" y="{_TOP + plot_h + 16}" text-anchor="middle" '
                 f'font-size="11" fill="#555">{escape(text)}</text>'
             )
-    _legend(svg, [(s.name, _colour(i, s.colour)) for i, s in enumerate(stacks)])
+    _legend(svg, [(s.name, _colour(i, s.colour)) for i, s in enumerate(stacks)], top=height - 12)
     return svg.render()

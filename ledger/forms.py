@@ -5,6 +5,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django import forms
+from django.http import QueryDict
 
 from ledger.selectors import run_choices, utc_today
 
@@ -63,11 +64,27 @@ class SpendRangeForm(forms.Form):
     until = forms.DateField(required=False, widget=DATE, label="to")
 
     MAX_DAYS = 366  # one bar per day: a longer range would be unreadable
+    DEFAULT_DAYS = 14
+
+    @classmethod
+    def from_query(cls, query: QueryDict) -> SpendRangeForm:
+        """Bound to the query with the default range (the last two weeks, UTC)
+        filled in, so the form shows the dates the page is for."""
+        data = query.copy()
+        if not data.get("until"):
+            data["until"] = utc_today().isoformat()
+        if not data.get("since"):
+            try:
+                until = date.fromisoformat(data["until"])
+            except ValueError:
+                until = utc_today()  # the form reports the bad date
+            data["since"] = (until - timedelta(days=cls.DEFAULT_DAYS - 1)).isoformat()
+        return cls(data)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         until = data.get("until") or utc_today()
-        since = data.get("since") or until - timedelta(days=13)
+        since = data.get("since") or until - timedelta(days=self.DEFAULT_DAYS - 1)
         if since > until:
             raise forms.ValidationError("The range ends before it starts.")
         if (until - since).days >= self.MAX_DAYS:

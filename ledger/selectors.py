@@ -497,7 +497,7 @@ def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) ->
             "b": b.pass_hat_k[k - 1] if k <= len(b.pass_hat_k) else None,
             "kind": "rate",
         })  # fmt: skip
-    rows.append({"figure": "$ per item", "a": a.cost_per_item_usd, "b": b.cost_per_item_usd, "kind": "usd"})
+    rows.append({"figure": "$ per evaluated item (whole runs)", "a": a.cost_per_item_usd, "b": b.cost_per_item_usd, "kind": "usd"})
     for row in rows:
         row["diff"] = row["b"] - row["a"] if row["a"] is not None and row["b"] is not None else None
     disagreements = sorted(

@@ -69,7 +69,7 @@ class RunTable(tables.Table):
     pass_hat_k = tables.Column(verbose_name="pass^k", orderable=False, attrs=RateColumn.attrs)
     cost_nanousd = UsdColumn(verbose_name="Cost")
     comparable = tables.BooleanColumn(verbose_name="Comparable", yesno="yes,no")
-    created_at = tables.DateTimeColumn(verbose_name="Imported", format="Y-m-d H:i")
+    created_at = tables.DateTimeColumn(verbose_name="Imported", format="Y-m-d H:i", attrs={"td": {"class": "nowrap"}})
 
     class Meta:
         model = BenchmarkRun
@@ -121,7 +121,7 @@ class TerminationTable(tables.Table):
 
 
 class SpendTable(tables.Table):
-    day = tables.DateColumn(format="Y-m-d")
+    day = tables.DateColumn(format="Y-m-d", attrs={"td": {"class": "nowrap"}})
     requested_model = tables.Column(verbose_name="Model")
     calls = NumberColumn()
     errors = NumberColumn()
@@ -139,7 +139,10 @@ class SpendTable(tables.Table):
 
 class TraceTable(tables.Table):
     started_at = tables.DateTimeColumn(
-        verbose_name="Started (UTC)", format="Y-m-d H:i:s", linkify=("reports:trace", {"pk": A("pk")})
+        verbose_name="Started (UTC)",
+        format="Y-m-d H:i:s",
+        linkify=("reports:trace", {"pk": A("pk")}),
+        attrs={"td": {"class": "nowrap"}},
     )
     request_id = tables.Column(verbose_name="Request id")
     key_name = tables.Column(verbose_name="Key")

@@ -93,7 +93,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def spend(request: HttpRequest) -> HttpResponse:
-    form = SpendRangeForm(request.GET)
+    form = SpendRangeForm.from_query(request.GET)
     if not form.is_valid():
         return render(request, "ledger/spend.html", {"form": form}, status=400)
     since, until = form.range()
@@ -109,6 +109,7 @@ def spend(request: HttpRequest) -> HttpResponse:
         stacks,
         title=f"Spend per day by model, {since} to {until}",
         y_format=_dollars,
+        width=1180,
     )
     table = SpendTable(data.rows)
     RequestConfig(request, paginate={"per_page": 50}).configure(table)
@@ -118,7 +119,7 @@ def spend(request: HttpRequest) -> HttpResponse:
         "table": table,
         "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.charts)
         "total_usd": format_usd(data.totals["cost_nanousd"]),
-        "csv_query": request.GET.urlencode(),
+        "csv_query": form.data.urlencode(),
     }
     return render(request, "ledger/spend.html", context)
 
@@ -132,7 +133,7 @@ SPEND_CSV_COLUMNS = [
 @login_required
 def spend_csv(request: HttpRequest) -> HttpResponse:
     """The spend_daily rows of the range, one line per bucket, cost in exact dollars."""
-    form = SpendRangeForm(request.GET)
+    form = SpendRangeForm.from_query(request.GET)
     if not form.is_valid():
         return HttpResponse("; ".join(m for ms in form.errors.values() for m in ms), status=400)
     since, until = form.range()

@@ -23,6 +23,14 @@ def dollars(value: Decimal | float | None) -> str:
 
 
 @register.filter
+def signed_dollars(value: Decimal | float | None) -> str:
+    if value is None:
+        return "—"
+    amount = Decimal(value)
+    return f"{'-' if amount < 0 else '+'}${abs(amount):.8f}"
+
+
+@register.filter
 def rate(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 

@@ -4,23 +4,26 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from ledger.importers import import_tau2
 from ledger.models import BenchmarkRun
-from tests.ledger.report_builders import build_run
+from tests.ledger.report_builders import fixtures_dir
+
+
+def import_fixture(name: str, **options: object) -> BenchmarkRun:
+    """Import shared/fixtures/tau2/<name>.results.json with the real importer."""
+    return import_tau2(fixtures_dir() / f"{name}.results.json", **options).run  # type: ignore[arg-type]
 
 
 @pytest.fixture
 def runs(db) -> dict[str, BenchmarkRun]:  # type: ignore[no-untyped-def]
     """Two imported airline runs (the second with two infrastructure errors) and a retail run."""
     return {
-        "oracle": build_run(
-            "airline-oracle", group="arm-a", cost_nanousd=800_000_000, cost_source="cli"
+        "oracle": import_fixture("airline-oracle", target="openrouter/oracle-agent", group="arm-a", cost_usd=0.8),
+        "infra": import_fixture(
+            "airline-infra-errors", target="marina/verify:openrouter/oracle-agent", group="arm-b", cost_usd=1.14
         ),
-        "infra": build_run(
-            "airline-infra-errors", target="marina/verify:openrouter/oracle-agent", group="arm-b",
-            cost_nanousd=1_140_000_000, cost_source="spend",
-        ),
-        "retail": build_run("retail-oracle", group="retail"),
-    }  # fmt: skip
+        "retail": import_fixture("retail-oracle", target="openrouter/oracle-agent", group="retail"),
+    }
 
 
 @pytest.fixture

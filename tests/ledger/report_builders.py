@@ -1,16 +1,12 @@
-"""Ledger rows for report tests. Runs are built from the τ² fixtures'
-*.expected.json (per-item rewards, as τ² itself computed them) until the
-importer lands; traces go through the real writer, ledger.services.record_request."""
+"""Ledger rows for the report tests: traces (and their spend) through the real
+writer, ledger.services.record_request. Runs come from the real importer
+(tests/ledger/conftest.py) or tests.ledger.builders.make_run."""
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
-from ledger.metrics import is_successful, summarize
-from ledger.models import BenchmarkItem, BenchmarkRun, Trace
+from ledger.models import Trace
 from ledger.records import SpanRecord, TraceRecord
 from ledger.services import record_request
 
@@ -21,67 +17,6 @@ def fixtures_dir() -> Path:
     """shared/ sits beside the checkout in CI and at /work/shared on a developer's machine."""
     here = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "tau2"
     return here if here.is_dir() else FIXTURES
-
-
-def expected(name: str) -> dict[str, Any]:
-    return json.loads((fixtures_dir() / f"{name}.expected.json").read_text())
-
-
-def build_run(
-    name: str,
-    *,
-    target: str = "openrouter/oracle-agent",
-    group: str = "",
-    label: str = "",
-    cost_nanousd: int | None = None,
-    cost_source: str = "none",
-    overrides: dict[str, float | None] | None = None,
-) -> BenchmarkRun:
-    """A run and its items from `<name>.expected.json` (rewards changed by
-    `overrides`), figures from ledger.metrics."""
-    data = expected(name)
-    items = []
-    for item_id, reward in (data["rewards"] | (overrides or {})).items():
-        task_id, trial = item_id.split("#")
-        infra = reward is None
-        items.append(
-            BenchmarkItem(
-                item_id=item_id,
-                task_id=task_id,
-                trial=int(trial),
-                reward=reward,
-                correct=is_successful(reward),
-                infra_error=infra,
-                termination_reason="infrastructure_error" if infra else "user_stop",
-            )
-        )
-    summary = summarize(items)
-    run = BenchmarkRun.objects.create(
-        benchmark=f"tau2-{data['domain']}",
-        domain=data["domain"],
-        target_kind="model",
-        target=target,
-        group=group,
-        label=label,
-        seed=300,
-        num_trials=data["num_trials"],
-        agent_model=data["agent_llm"].removeprefix("openai/"),
-        user_model=data["user_llm"].removeprefix("openai/"),
-        agent_args={"api_base": "http://127.0.0.1:9/v1", "temperature": 0.0},
-        source_sha256=hashlib.sha256(f"{name}-{target}-{group}-{label}".encode()).hexdigest(),
-        cost_nanousd=cost_nanousd,
-        cost_source=cost_source,
-        simulations=data["sims"],
-        infra_errors=summary.infra_errors,
-        comparable=False,
-        comparability_reasons=["agent reasoning effort not set", "not the base task split"],
-        mean_reward=summary.mean_reward,
-        pass_hat_k=summary.pass_hat_k,
-    )
-    for item in items:
-        item.run = run
-    BenchmarkItem.objects.bulk_create(items)
-    return run
 
 
 def record_trace(

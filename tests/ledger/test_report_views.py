@@ -48,7 +48,7 @@ def test_run_page_shows_the_ledgers_figures(user_client: Client, runs) -> None: 
     assert figure(html, "cost_per_item") == "$0.02000000"  # 0.8 / 40 evaluated
     assert "given at import (--cost-usd)" in html
     assert "not comparable to the leaderboard" in html
-    assert "agent reasoning effort not set" in html
+    assert "The agent&#x27;s reasoning effort is not set" in html
     assert "differ from those recomputed" not in html
     assert html.count('class="cell cell-pass" title') == 28 and html.count('class="cell cell-fail" title') == 12
     assert "user_stop" in html
@@ -64,6 +64,7 @@ def test_run_page_excludes_infrastructure_errors(user_client: Client, runs) -> N
     assert figure(html, "infra_errors") == "2"
     assert figure(html, "evaluated") == "38"
     assert figure(html, "cost_per_item") == "$0.03000000"  # 1.14 / 38 evaluated
+    assert "2 simulation(s) ended in infrastructure_error" in html  # the importer's comparability reason
     assert html.count('class="cell cell-infra" title') == 2
     assert "infrastructure_error" in html
 
@@ -92,9 +93,9 @@ def test_runs_list_filters_and_sorts(user_client: Client, runs) -> None:  # type
 
 
 def test_a_run_with_nothing_evaluated_still_shows(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
-    from tests.ledger.report_builders import build_run, expected
+    from tests.ledger.builders import fixture_rewards, make_run
 
-    broken = build_run("airline-oracle", group="broken", overrides=dict.fromkeys(expected("airline-oracle")["rewards"]))
+    broken = make_run(dict.fromkeys(fixture_rewards("airline-oracle")), group="broken")
     assert broken.pass_hat_k == [] and broken.mean_reward is None
     assert user_client.get("/reports/runs/").status_code == 200
     html = user_client.get(reverse("reports:run", args=[broken.pk])).content.decode()
@@ -228,16 +229,17 @@ def test_compare_two_runs(user_client: Client, runs) -> None:  # type: ignore[no
     assert html.count('class="interval"') == len(expected.a.pass_hat_k) + len(expected.b.pass_hat_k)
     differences = html.split('id="differences"')[1].split("</table>")[0]
     assert re.search(rf'<td>pass\^1</td>\s*<td class="num">{expected.a.pass_hat_k[0]:.3f}</td>', differences)
+    assert "$0.02000000" in differences and "$0.03000000" in differences and "+$0.01000000" in differences
     # The fixtures differ only by the two infrastructure errors: no shared task disagrees.
     assert "agree on every shared task" in html
 
 
 def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
     from ledger.compare import compare_groups
-    from tests.ledger.report_builders import build_run
+    from tests.ledger.builders import fixture_rewards, flipped, make_run
 
     # group arm-c: the oracle run with task 8 now passing every trial (8#1..8#3 were failures)
-    build_run("airline-oracle", group="arm-c", label="fixed-8", overrides={"8#1": 1.0, "8#2": 1.0, "8#3": 1.0})
+    make_run(flipped(fixture_rewards("airline-oracle"), "8#1", "8#2", "8#3"), group="arm-c", label="fixed-8")
     html = user_client.get("/reports/compare/", {"mode": "groups", "group_a": "arm-a", "group_b": "arm-c"}).content.decode()
     expected = compare_groups("arm-a", "arm-c")
     assert figure(html, "diff_pass1") == f"{expected.diff_pass1:+.3f}" == "+0.075"
@@ -249,11 +251,11 @@ def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs
 
 
 def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
-    from tests.ledger.report_builders import build_run, expected
+    from tests.ledger.builders import fixture_rewards, make_run
 
     html = user_client.get("/reports/compare/", {"mode": "groups", "group_a": "arm-a", "group_b": "retail"}).content.decode()
     assert "runs differ in benchmark" in html  # they share task 11's items, with a warning
-    broken = build_run("airline-oracle", group="broken", overrides=dict.fromkeys(expected("airline-oracle")["rewards"]))
+    broken = make_run(dict.fromkeys(fixture_rewards("airline-oracle")), group="broken")
     html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": runs["oracle"].pk, "run_b": broken.pk}).content.decode()
     assert f"run #{runs['oracle'].pk} and run #{broken.pk} share no evaluated items" in html
     a = runs["oracle"].pk
