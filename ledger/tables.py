@@ -63,8 +63,8 @@ class RunTable(tables.Table):
     benchmark = tables.Column()
     target = tables.Column()
     simulations = NumberColumn(verbose_name="Sims")
-    infra_errors = NumberColumn(verbose_name="Infra errors")
-    mean_reward = RateColumn(verbose_name="Mean reward")
+    infra_errors = NumberColumn(verbose_name="Infra")
+    mean_reward = RateColumn(verbose_name="Reward")
     pass1 = RateColumn(verbose_name="pass^1")
     pass_hat_k = tables.Column(verbose_name="pass^k", orderable=False, attrs=RateColumn.attrs)
     cost_nanousd = UsdColumn(verbose_name="Cost")
@@ -82,6 +82,8 @@ class RunTable(tables.Table):
         return f"#{value}"
 
     def render_target(self, value: str, record: BenchmarkRun) -> str:
+        if record.target_kind == BenchmarkRun.TargetKind.MODEL:
+            return value
         return format_html('{} <span class="muted">({})</span>', value, record.target_kind)
 
     def render_pass_hat_k(self, value: list[float]) -> str:
