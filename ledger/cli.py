@@ -56,7 +56,8 @@ def summary_lines(ledger: Ledger) -> list[str]:
     run = ledger.run
     summary = ledger.summary()
     lines = [
-        f"{run.domain} · agent {run.agent.model or '?'} · user {run.user.model or '?'} · {len(ledger.items)} simulations",
+        f"{run.domain} · agent {run.agent.model or '?'} · user {run.user.model or '?'} · "
+        f"{len(ledger.items)} simulations",
         f"mean reward {_figure(summary.mean_reward)}",
     ]
     lines += [f"pass^{k} {value:.6f}" for k, value in enumerate(summary.pass_hat_k, 1)]
@@ -101,7 +102,9 @@ def summary_dict(ledger: Ledger, source: str) -> dict[str, Any]:
 def import_lines(result: ImportResult) -> list[str]:
     run = result.run
     if result.existing:
-        return [f"already recorded as run #{run.pk}: {run.benchmark} · {run.target_kind} {run.target} ({result.source})"]
+        return [
+            f"already recorded as run #{run.pk}: {run.benchmark} · {run.target_kind} {run.target} ({result.source})"
+        ]
     head = "dry run, would record" if result.dry_run else f"recorded run #{run.pk}:"
     group = f" · group {run.group}" if run.group else ""
     lines = [f"{head} {run.benchmark} · {run.target_kind} {run.target}{group} · {run.simulations} simulations"]
@@ -122,7 +125,10 @@ def spend_lines(totals: SpendTotals) -> list[str]:
     days = f"{first}" if first == last and first else f"{first or '…'}..{last or '…'}"
     width = max([len(m.requested_model) for m in models] + [5])
     lines = [f"spend_daily, UTC days {days}" + ("" if models else ": no spend recorded")]
-    lines.append(f"{'model':<{width}}  {'calls':>8}  {'errors':>6}  {'unpriced':>8}  {'prompt':>12}  {'completion':>12}  cost usd")
+    lines.append(
+        f"{'model':<{width}}  {'calls':>8}  {'errors':>6}  {'unpriced':>8}  "
+        f"{'prompt':>12}  {'completion':>12}  cost usd"
+    )
     for m in models:
         lines.append(
             f"{m.requested_model:<{width}}  {m.calls:>8}  {m.errors:>6}  {m.unpriced_calls:>8}  {m.prompt_tokens:>12}  "

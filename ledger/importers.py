@@ -109,7 +109,10 @@ def convert_tau2(
     beside it). Nothing is written when the input is refused."""
     ledger = load_tau2(results_path, require_clean=require_clean, progress=progress)
     target = Path(out) if out else default_ledger_path(results_path)
-    write_ledger(ledger, target)
+    try:
+        write_ledger(ledger, target)
+    except OSError as exc:
+        raise LedgerInputError(target, f"cannot write: {exc.strerror}") from None
     return ledger, target
 
 
@@ -294,7 +297,9 @@ def _cost(
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:
-            raise LedgerInputError(source, "--cost-from-spend: the run has no simulation times, so its days are unknown")
+            raise LedgerInputError(
+                source, "--cost-from-spend: the run has no simulation times, so its days are unknown"
+            )
         first, last = started.date(), ended.date()
         totals = SpendDaily.objects.filter(requested_model__in=models, day__gte=first, day__lte=last).aggregate(
             cost=Sum("cost_nanousd"), calls=Sum("calls"), unpriced=Sum("unpriced_calls")

@@ -103,6 +103,9 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    # How the answer ended: pending, complete, reset, stalled, or client_gone
+    # (Marina closed the connection before the reply was written out).
+    outcome: str = "pending"
 
 
 Step = Reply | Sse | Reset
@@ -123,7 +126,7 @@ class ScriptedUpstream:
         class Handler(_Handler):
             owner = upstream
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
@@ -161,6 +164,12 @@ class ScriptedUpstream:
         return Reply(json=completion(model=str(body.get("model")) if isinstance(body, dict) else "scripted-model"))
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a burst of load-test
+    # connections would be dropped and retried a second later.
+    request_queue_size = 1024
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: ScriptedUpstream
     protocol_version = "HTTP/1.1"
@@ -175,15 +184,22 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw)
         except ValueError:
             body = raw.decode("utf-8", "replace")
+        received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         with self.owner.lock:
-            self.owner.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            self.owner.requests.append(received)
         step = self.owner.next_step(body)
-        if isinstance(step, Reset):
-            self._reset()
-        elif isinstance(step, Sse):
-            self._sse(step, body)
-        else:
-            self._reply(step)
+        try:
+            if isinstance(step, Reset):
+                self._reset()
+                received.outcome = "reset"
+            elif isinstance(step, Sse):
+                received.outcome = self._sse(step, body)
+            else:
+                self._reply(step)
+                received.outcome = "complete"
+        except (BrokenPipeError, ConnectionResetError):
+            received.outcome = "client_gone"
+            self.close_connection = True
 
     def _reset(self) -> None:
         # SO_LINGER 0 makes close() send RST instead of FIN.
@@ -200,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _sse(self, step: Sse, body: Any) -> None:
+    def _sse(self, step: Sse, body: Any) -> str:
         time.sleep(step.delay)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -213,19 +229,17 @@ class _Handler(BaseHTTPRequestHandler):
         if wants_usage and step.usage is not None:
             base = {k: v for k, v in chunks[-1].items() if k != "choices"} if chunks else {"object": "chat.completion.chunk"}
             chunks.append({**base, "choices": [], "usage": step.usage})
-        try:
-            for i, chunk in enumerate(chunks):
-                if step.reset_after is not None and i == step.reset_after:
-                    self._reset()
-                    return
-                if step.stall_after is not None and i == step.stall_after:
-                    time.sleep(step.stall_seconds)
-                    return
-                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                self.wfile.flush()
-                time.sleep(step.gap)
-            if step.done:
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client (Marina) went away: that is what some tests check
+        for i, chunk in enumerate(chunks):
+            if step.reset_after is not None and i == step.reset_after:
+                self._reset()
+                return "reset"
+            if step.stall_after is not None and i == step.stall_after:
+                time.sleep(step.stall_seconds)
+                return "stalled"
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+            time.sleep(step.gap)
+        if step.done:
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        return "complete"

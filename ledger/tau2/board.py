@@ -51,7 +51,8 @@ def assess(run: LedgerRun, items: Sequence[LedgerItem]) -> Verdict:
     """The leaderboard rules, each failure as a sentence."""
     reasons: list[str] = []
     if not run.benchmark.startswith("tau2-"):
-        return Verdict(False, [f"{run.benchmark} is not a τ² benchmark; no leaderboard rules apply"], run.task_split or "")
+        reason = f"{run.benchmark} is not a τ² benchmark; no leaderboard rules apply"
+        return Verdict(False, [reason], run.task_split or "")
 
     effort = reasoning_effort(run.agent.args)
     if effort is None:
@@ -101,7 +102,8 @@ def assess(run: LedgerRun, items: Sequence[LedgerItem]) -> Verdict:
     short = [t for t, n in per_task.items() if n < run.num_trials]
     if short:
         reasons.append(
-            f"{len(short)} task(s) have fewer than {run.num_trials} simulations, so the run is incomplete ({_some(short)})."
+            f"{len(short)} task(s) have fewer than {run.num_trials} simulations, so the run is incomplete "
+            f"({_some(short)})."
         )
 
     infra = sum(1 for i in items if i.infra_error)

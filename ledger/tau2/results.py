@@ -130,21 +130,25 @@ def read_results(path: str | Path, *, progress: bool | None = None) -> Tau2Resul
         try:
             reader.consume(ijson.parse(metered, use_float=True))
         except ijson.JSONError as exc:
-            raise LedgerInputError(path, _describe_json_error(exc, reader, metered.bytes_read)) from None
+            inside = ""
+            if reader.in_simulations:
+                inside = f"`simulations`, after {len(reader.simulations)} complete simulation(s)"
+            problem = json_error(exc, started=reader.started, offset=metered.bytes_read, inside=inside)
+            raise LedgerInputError(path, problem) from None
         finally:
             metered.close_bar()
         return reader.result(sha256=metered.sha256, size=size)
 
 
-def _describe_json_error(exc: Exception, reader: _Reader, offset: int) -> str:
-    # Only yajl's first line: the rest quotes the file around the error, and
-    # the file may hold a key.
+def json_error(exc: Exception, *, started: bool, offset: int, inside: str = "") -> str:
+    """One line for a JSON syntax error. Only yajl's first line: the rest
+    quotes the file around the error, and the file may hold a key."""
     first = str(exc).split("\n", 1)[0].strip().removeprefix("b'")
     if "premature EOF" in first:
-        if reader.in_simulations:
-            return f"truncated: the JSON ends inside `simulations`, after {len(reader.simulations)} complete simulation(s)"
-        return "truncated: the JSON ends early" if offset else "empty file, not JSON"
-    if not reader.started:
+        if not offset:
+            return "empty file, not JSON"
+        return f"truncated: the JSON ends inside {inside}" if inside else "truncated: the JSON ends early"
+    if not started:
         return f"not JSON ({first})"
     return f"not valid JSON near byte {offset:,} ({first})"
 

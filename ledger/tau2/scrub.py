@@ -15,6 +15,7 @@ import ijson
 
 from ledger.errors import LedgerInputError
 from ledger.tau2.progress import MeteredFile, bar_stream
+from ledger.tau2.results import json_error
 from marina.redact import REDACTED, SECRET_VALUES, is_secret_key
 
 _FLUSH_AT = 1 << 20
@@ -46,7 +47,11 @@ def scrub(path: str | Path, out: str | Path | None = None, *, progress: bool | N
         raw = open(path, "rb")
     except OSError as exc:
         raise LedgerInputError(path, f"cannot read: {exc.strerror}") from None
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raw.close()
+        raise LedgerInputError(target, f"cannot write: {exc.strerror}") from None
     try:
         with raw, os.fdopen(fd, "w", encoding="utf-8") as sink:
             metered = MeteredFile(raw, total=os.fstat(raw.fileno()).st_size, label=f"scrubbing {path.name}",
@@ -55,8 +60,7 @@ def scrub(path: str | Path, out: str | Path | None = None, *, progress: bool | N
             try:
                 writer.copy(ijson.parse(metered))
             except ijson.JSONError as exc:
-                first = str(exc).split("\n", 1)[0]
-                problem = "truncated: the JSON ends early" if "premature EOF" in first else f"not valid JSON ({first})"
+                problem = json_error(exc, started=writer.started, offset=metered.bytes_read)
                 raise LedgerInputError(path, problem) from None
             finally:
                 metered.close_bar()
@@ -76,6 +80,7 @@ class _Writer:
         self.keys_redacted = 0
         self.strings_redacted = 0
         self._secret_names: dict[str, bool] = {}
+        self.started = False
 
     def put(self, text: str) -> None:
         self.parts.append(text)
@@ -106,6 +111,7 @@ class _Writer:
         after_key = False
         skip = 0
         for _prefix, event, value in events:
+            self.started = True
             if skip:
                 if event in ("start_map", "start_array"):
                     skip += 1

@@ -31,8 +31,6 @@ class Command(BaseCommand):
             refuse_unclean(self, exc, as_json=options["json"])
         except ValueError as exc:
             raise bad_input(exc) from None
-        except OSError as exc:
-            raise bad_input(ValueError(f"{options['out']}: cannot write: {exc.strerror}")) from None
         warn(self, ledger.warnings)
         if options["json"]:
             print_json(self, {"out": str(out), **summary_dict(ledger, options["results"])})

@@ -24,8 +24,6 @@ class Command(BaseCommand):
             result = scrub(options["results"], options["out"])
         except ValueError as exc:
             raise bad_input(exc) from None
-        except OSError as exc:
-            raise bad_input(ValueError(f"{options['out'] or options['results']}: cannot write: {exc.strerror}")) from None
         self.stdout.write(
             f"wrote {result.out} ({result.keys_redacted} credential value(s) removed, "
             f"{result.strings_redacted} string(s) with a key-shaped value masked)"
