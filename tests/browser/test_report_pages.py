@@ -17,13 +17,14 @@ from ledger.importers import import_tau2
 from ledger.models import BenchmarkRun, SpendDaily, Trace
 from ledger.selectors import spend_totals, utc_today
 from tests.browser.conftest import ADMIN_PASSWORD, PageProblems, screenshot
-from tests.ledger.report_builders import fixtures_dir, record_trace
+from tests.ledger.report_builders import record_trace
+from tests.ledger.tau2files import results
 
 pytestmark = pytest.mark.browser
 
 
 def _import(name: str, **options: object) -> BenchmarkRun:
-    return import_tau2(fixtures_dir() / f"{name}.results.json", **options).run  # type: ignore[arg-type]
+    return import_tau2(results(name), **options).run  # type: ignore[arg-type]
 
 
 def _ledger() -> dict[str, object]:

@@ -6,12 +6,12 @@ from django.test import Client
 
 from ledger.importers import import_tau2
 from ledger.models import BenchmarkRun
-from tests.ledger.report_builders import fixtures_dir
+from tests.ledger.tau2files import results
 
 
 def import_fixture(name: str, **options: object) -> BenchmarkRun:
     """Import shared/fixtures/tau2/<name>.results.json with the real importer."""
-    return import_tau2(fixtures_dir() / f"{name}.results.json", **options).run  # type: ignore[arg-type]
+    return import_tau2(results(name), **options).run  # type: ignore[arg-type]
 
 
 @pytest.fixture

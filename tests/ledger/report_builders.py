@@ -4,19 +4,10 @@ writer, ledger.services.record_request. Runs come from the real importer
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 from ledger.models import Trace
 from ledger.records import SpanRecord, TraceRecord
 from ledger.services import record_request
-
-FIXTURES = Path("/work/shared/fixtures/tau2")
-
-
-def fixtures_dir() -> Path:
-    """shared/ sits beside the checkout in CI and at /work/shared on a developer's machine."""
-    here = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "tau2"
-    return here if here.is_dir() else FIXTURES
 
 
 def record_trace(
