@@ -6,7 +6,7 @@ import os
 
 bind = os.environ.get("MARINA_BIND", "127.0.0.1:3300")
 workers = int(os.environ.get("MARINA_WORKERS", os.environ.get("WEB_CONCURRENCY", "2")))
-worker_class = "uvicorn_worker.UvicornWorker"
+worker_class = "marina.worker.MarinaWorker"  # uvicorn + uvloop + httptools (marina/worker.py)
 # Reasoning models can think for minutes before the first byte; the worker
 # timeout is a heartbeat (async workers keep beating while they wait), and
 # graceful_timeout is how long SIGTERM lets in-flight calls run to the end.

@@ -14,17 +14,19 @@ from datetime import date
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
+from ledger.models import Trace
 from ledger.records import SpanRecord, TraceRecord
 from ledger.trace_writer import insert_traces
 
 
-def record_request(trace: TraceRecord) -> int:
-    """Write one request's trace, its spans and its spend in one transaction;
-    returns the trace's id.
+def record_request(trace: TraceRecord) -> Trace:
+    """Write one request's trace, its spans and its spend in one transaction.
 
     Spend grows by one call per upstream call (a span with a provider); the
-    upsert is a single statement, so no increment is lost between processes."""
-    return record_requests([trace])[0]
+    upsert is a single statement, so no increment is lost between processes.
+    (The chat route's writes go through record_requests, which skips reading
+    the row back.)"""
+    return Trace.objects.get(pk=record_requests([trace])[0])
 
 
 def record_requests(traces: Sequence[TraceRecord]) -> list[int]:
