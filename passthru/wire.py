@@ -41,6 +41,9 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.busy = False
         self.reading_paused = False
+        self.deadline: asyncio.TimerHandle | None = None
+        self.wait_since = 0.0
+        self.read_timeout = 0.0
         self._start_response()
 
     def _start_response(self) -> None:
@@ -123,15 +126,27 @@ class _Connection(asyncio.Protocol):
 
     async def _wait(self, timeout: float | None) -> None:
         self.waiter = self.loop.create_future()
-        timer = None
-        if timeout is not None:
-            timer = self.loop.call_later(timeout, self._fail, httpx.ReadTimeout(f"No data from the provider for {timeout:g}s."))
+        self.wait_since = self.loop.time()
+        # One timer per read-timeout period, not one per wait: a stream waits
+        # once per event, and a timer set and cancelled each time cost more
+        # than the rest of the relay. _check_deadline measures this wait.
+        if timeout is not None and self.deadline is None:
+            self.read_timeout = timeout
+            self.deadline = self.loop.call_later(timeout, self._check_deadline)
         try:
             await self.waiter
         finally:
             self.waiter = None
-            if timer is not None:
-                timer.cancel()
+
+    def _check_deadline(self) -> None:
+        self.deadline = None
+        if self.waiter is None or self.waiter.done():
+            return  # nobody waits now; the next wait sets the timer again
+        waited = self.loop.time() - self.wait_since
+        if waited >= self.read_timeout * 0.999:
+            self._fail(httpx.ReadTimeout(f"No data from the provider for {self.read_timeout:g}s."))
+        else:
+            self.deadline = self.loop.call_later(self.read_timeout - waited, self._check_deadline)
 
     def usable(self) -> bool:
         return not self.closed and self.transport is not None and not self.transport.is_closing()
@@ -169,6 +184,9 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
         if self.transport is not None:
             self.transport.close()
 

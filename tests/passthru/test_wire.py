@@ -1,0 +1,169 @@
+"""passthru/wire.py, the lean HTTP/1.1 transport, against the scripted
+upstream on loopback: framing, keep-alive, timeouts and failures, each raised
+as the httpx exception passthru/upstream.py maps to an error kind."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from passthru.wire import LeanTransport
+from tests.upstream import Reply, Reset, Sse, completion
+
+
+def _request(base_url: str, body: dict[str, Any], read: float = 5.0) -> httpx.Request:
+    return httpx.Request(
+        "POST",
+        f"{base_url}/chat/completions",
+        json=body,
+        extensions={"timeout": httpx.Timeout(10, read=read).as_dict()},
+    )
+
+
+async def _exchange(transport: LeanTransport, request: httpx.Request) -> tuple[httpx.Response, bytes]:
+    response = await transport.handle_async_request(request)
+    try:
+        return response, await response.aread()
+    finally:
+        await response.aclose()
+
+
+def _run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_content_length_reply_and_keep_alive(upstream):
+    async def go() -> tuple[list[int], int]:
+        transport = LeanTransport()
+        statuses = []
+        for _ in range(3):
+            response, body = await _exchange(transport, _request(upstream.base_url, {"model": "m"}))
+            statuses.append(response.status_code)
+            assert json.loads(body)["object"] == "chat.completion"
+        pool = next(iter(transport._pools.values()))
+        idle = len(pool.idle)
+        await transport.aclose()
+        return statuses, idle
+
+    statuses, idle = _run(go())
+    assert statuses == [200, 200, 200] and idle == 1  # one connection, reused
+    assert upstream.requests[0].body == {"model": "m"}
+
+
+def test_sse_until_close_body_arrives_in_events(upstream):
+    upstream.script(Sse(gap=0.05))
+
+    async def go() -> list[bytes]:
+        transport = LeanTransport()
+        response = await transport.handle_async_request(_request(upstream.base_url, {"model": "m", "stream": True}))
+        assert response.headers["content-type"] == "text/event-stream"
+        pieces = [chunk async for chunk in response.aiter_raw()]
+        await response.aclose()
+        return pieces
+
+    pieces = _run(go())
+    assert len(pieces) > 3, "events must come as they are sent, not all at the end"
+    assert b"".join(pieces).endswith(b"data: [DONE]\n\n")
+
+
+def test_error_status_and_raw_body_pass_through(upstream):
+    upstream.script(Reply(raw=b"<html>busy</html>", status=503, content_type="text/html"))
+    response, body = _run(_exchange(LeanTransport(), _request(upstream.base_url, {"model": "m"})))
+    assert (response.status_code, body, response.headers["content-type"]) == (503, b"<html>busy</html>", "text/html")
+
+
+def test_slow_first_byte_is_a_read_timeout(upstream):
+    upstream.script(Reply(json=completion("late"), delay=1.0))
+    started = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout):
+        _run(_exchange(LeanTransport(), _request(upstream.base_url, {"model": "m"}, read=0.3)))
+    assert 0.25 < time.monotonic() - started < 0.9
+
+
+def test_stall_mid_stream_is_a_read_timeout_after_the_events_sent(upstream):
+    upstream.script(Sse(stall_after=2, stall_seconds=2))
+
+    async def go() -> tuple[bytes, type[BaseException] | None]:
+        transport = LeanTransport()
+        response = await transport.handle_async_request(_request(upstream.base_url, {"model": "m", "stream": True}, read=0.3))
+        got = b""
+        try:
+            async for chunk in response.aiter_raw():
+                got += chunk
+        except httpx.HTTPError as exc:
+            return got, type(exc)
+        finally:
+            await response.aclose()
+        return got, None
+
+    got, error = _run(go())
+    assert error is httpx.ReadTimeout
+    assert got.count(b"data: ") == 2
+
+
+def test_a_slow_steady_stream_is_not_a_timeout(upstream):
+    """The read timeout bounds each wait for data, not the whole stream."""
+    upstream.script(Sse(gap=0.15))  # 6+ events over ~1 s, each within 0.4 s
+
+    async def go() -> bytes:
+        transport = LeanTransport()
+        response = await transport.handle_async_request(_request(upstream.base_url, {"model": "m", "stream": True}, read=0.4))
+        try:
+            return b"".join([chunk async for chunk in response.aiter_raw()])
+        finally:
+            await response.aclose()
+
+    assert _run(go()).endswith(b"data: [DONE]\n\n")
+
+
+def test_reset_before_and_during_the_body(upstream):
+    upstream.script(Reset())
+    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+        _run(_exchange(LeanTransport(), _request(upstream.base_url, {"model": "m"})))
+    upstream.script(Sse(reset_after=2))
+    with pytest.raises(httpx.ReadError):
+        _run(_exchange(LeanTransport(), _request(upstream.base_url, {"model": "m", "stream": True})))
+
+
+def test_nothing_listening_is_a_connect_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    with pytest.raises(httpx.ConnectError):
+        _run(_exchange(LeanTransport(), _request(f"http://127.0.0.1:{port}/v1", {"model": "m"})))
+
+
+def test_a_body_left_unread_closes_its_connection(upstream):
+    upstream.script(Sse(gap=0.05))
+
+    async def go() -> int:
+        transport = LeanTransport()
+        response = await transport.handle_async_request(_request(upstream.base_url, {"model": "m", "stream": True}))
+        async for _ in response.aiter_raw():
+            break  # the client went away after the first event
+        await response.aclose()
+        pool = next(iter(transport._pools.values()))
+        return len(pool.idle) + pool.active
+
+    assert _run(go()) == 0
+
+
+def test_marina_answers_504_when_the_provider_is_too_slow(marina_url, upstream, settings):
+    from ledger.models import Trace
+    from tests.conftest import MARINA_KEY
+
+    settings.MARINA_UPSTREAM_TIMEOUT = 0.3
+    upstream.script(Reply(json=completion("late"), delay=1.0))
+    response = httpx.post(
+        f"{marina_url}/v1/chat/completions",
+        json={"model": "openrouter/openai/gpt-5.2", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"authorization": f"Bearer {MARINA_KEY}"},
+        timeout=10,
+    )
+    assert response.status_code == 504 and response.json()["error"]["code"] == "upstream_error"
+    assert Trace.objects.get().spans.get().error_kind == "timeout"
