@@ -130,7 +130,9 @@ class _Connection(asyncio.Protocol):
         # One timer per read-timeout period, not one per wait: a stream waits
         # once per event, and a timer set and cancelled each time cost more
         # than the rest of the relay. _check_deadline measures this wait.
-        if timeout is not None and self.deadline is None:
+        if timeout is not None and (self.deadline is None or timeout != self.read_timeout):
+            if self.deadline is not None:
+                self.deadline.cancel()
             self.read_timeout = timeout
             self.deadline = self.loop.call_later(timeout, self._check_deadline)
         try:

@@ -167,3 +167,16 @@ def test_marina_answers_504_when_the_provider_is_too_slow(marina_url, upstream, 
     )
     assert response.status_code == 504 and response.json()["error"]["code"] == "upstream_error"
     assert Trace.objects.get().spans.get().error_kind == "timeout"
+
+
+def test_each_request_gets_its_own_read_timeout_on_a_reused_connection(upstream):
+    async def go() -> float:
+        transport = LeanTransport()
+        await _exchange(transport, _request(upstream.base_url, {"model": "m"}, read=30))
+        upstream.script(Reply(json=completion("late"), delay=1.0))
+        started = time.monotonic()
+        with pytest.raises(httpx.ReadTimeout):
+            await _exchange(transport, _request(upstream.base_url, {"model": "m"}, read=0.3))
+        return time.monotonic() - started
+
+    assert _run(go()) < 0.9
