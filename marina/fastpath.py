@@ -1,9 +1,10 @@
 """An ASGI fast path for `POST /v1/chat/completions`, in front of Django.
 
-Why: Django's ASGI handler and middleware cost ~4–9 ms of CPU per call here
-(performance-notes.md; docs/performance.md): WhiteNoise is a sync-only
-middleware, so every request hops to a worker thread and back, and the
-request_started/finished signals and `response.close()` each start another.
+Why: Django's ASGI handler and middleware cost 5–7 ms of CPU per call on
+this machine, four times everything else on the route (docs/performance.md):
+WhiteNoise is a sync-only middleware, so every request hops to a worker
+thread and back, and the request_started/finished signals and
+`response.close()` each start another.
 The chat route is the one every agent turn takes, so it is served straight from
 the framework-neutral core, `passthru.chat.chat_completions(Inbound) -> Outbound`,
 which the Ninja operation also calls. Everything else (and this route, when the
