@@ -148,8 +148,8 @@ def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
 
 async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound) -> AsyncIterator[bytes]:
     """Yield the events, trace the request however the stream ended (finished,
-    failed upstream, or cancelled by a client that went away), then [DONE]:
-    a client that saw the end of the stream can already find its trace."""
+    failed upstream, or cancelled by a client that went away), then [DONE] if
+    it finished: a client that saw the end of the stream can already find its trace."""
     status, error_kind, error_message = "ok", "", ""
     try:
         async for event in relay_or_error(stream.chunks(), meter):
@@ -177,7 +177,10 @@ async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter:
         await services.arecord_request(record)
     except Exception:
         log.exception("could not record trace %s", ctx.request_id)
-    yield DONE
+    # [DONE] means "complete": after an upstream failure the error event is the
+    # last word, so a client that skips error events still sees a broken stream.
+    if status == "ok":
+        yield DONE
 
 
 def _close_span(ctx: RequestContext, meter: Meter) -> None:
