@@ -173,6 +173,13 @@ class _Server(ThreadingHTTPServer):
     # connections would be dropped and retried a second later.
     request_queue_size = 1024
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client killed mid-request (restart tests) is expected, not news.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     owner: ScriptedUpstream
