@@ -49,6 +49,15 @@ def tiny_cost_nanousd(i: int) -> int:
     return 10 * (1 + (i * 7919) % 100)
 
 
+CAP_PHASE = 1_000_000  # cap tests: request indexes from here on cost a cent each
+CENT_NANOUSD = 10_000_000
+
+
+def cap_test_cost_nanousd(i: int) -> int:
+    """Tiny costs below CAP_PHASE (a run that stays under a cap), a cent from there on."""
+    return tiny_cost_nanousd(i) if i < CAP_PHASE else CENT_NANOUSD
+
+
 def request_index(body: Any) -> int | None:
     try:
         match = _INDEX.search(str(body["messages"][-1]["content"]))
