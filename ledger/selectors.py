@@ -1,12 +1,19 @@
 """Reads behind the cap, the `spend` command and the reports."""
 from __future__ import annotations
 
+import random
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Count, FloatField, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
-from ledger.models import SpendDaily
+from ledger.metrics import Summary, pass_hat_k, summarize
+from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
 
 
 def utc_today() -> date:
@@ -65,3 +72,441 @@ def recent_models(limit: int = 50) -> list[str]:
         .order_by("-n")[:limit]
     )
     return [r["requested_model"] for r in rows]
+
+
+@dataclass
+class ModelSpend:
+    requested_model: str
+    calls: int
+    errors: int
+    unpriced_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_nanousd: int
+
+
+def spend_per_model(totals: SpendTotals) -> list[ModelSpend]:
+    """The rows behind `totals` summed per requested model id (over days,
+    keys and providers), most expensive first."""
+    by_model: dict[str, ModelSpend] = {}
+    for r in totals.rows:
+        m = by_model.setdefault(r.requested_model, ModelSpend(r.requested_model, 0, 0, 0, 0, 0, 0))
+        m.calls += r.calls
+        m.errors += r.errors
+        m.unpriced_calls += r.unpriced_calls
+        m.prompt_tokens += r.prompt_tokens
+        m.completion_tokens += r.completion_tokens
+        m.cost_nanousd += r.cost_nanousd
+    return sorted(by_model.values(), key=lambda m: (-m.cost_nanousd, m.requested_model))
+
+
+# --- Reads behind the report pages and the admin ---------------------------------
+# Everything the pages show is computed here; tables and templates only lay it out.
+
+COST_SOURCES = {
+    "cli": "given at import (--cost-usd)",
+    "spend": "Marina's spend ledger",
+    "tau2": "τ²'s own LiteLLM estimate",
+    "none": "unknown",
+    "provider": "reported by the provider",
+    "price_table": "genai-prices price table",
+}
+
+
+def cost_source_label(source: str) -> str:
+    return COST_SOURCES.get(source, source or "unknown")
+
+
+@dataclass
+class RunChoices:
+    groups: list[str]
+    benchmarks: list[str]
+    targets: list[str]
+
+
+def run_choices() -> RunChoices:
+    """The distinct values the runs filter offers."""
+
+    def distinct(field: str) -> list[str]:
+        values = BenchmarkRun.objects.exclude(**{field: ""}).values_list(field, flat=True).distinct()
+        return sorted(values)
+
+    return RunChoices(groups=distinct("group"), benchmarks=distinct("benchmark"), targets=distinct("target"))
+
+
+def runs(
+    *,
+    group: str = "",
+    benchmark: str = "",
+    target: str = "",
+    since: date | None = None,
+    until: date | None = None,
+) -> QuerySet[BenchmarkRun]:
+    """Runs matching the filter (created between two UTC days, inclusive),
+    annotated with `pass1` so pass^1 sorts in the database."""
+    qs = BenchmarkRun.objects.annotate(pass1=Cast(KT("pass_hat_k__0"), FloatField()))
+    if group:
+        qs = qs.filter(group=group)
+    if benchmark:
+        qs = qs.filter(benchmark=benchmark)
+    if target:
+        qs = qs.filter(target=target)
+    if since:
+        qs = qs.filter(created_at__date__gte=since)
+    if until:
+        qs = qs.filter(created_at__date__lte=until)
+    return qs.order_by("-created_at", "-pk")
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    k: int
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (task, trial) outcome in the run grid."""
+
+    trial: int
+    reward: float | None
+    correct: bool
+    infra_error: bool
+    termination_reason: str
+
+    @property
+    def outcome(self) -> str:
+        return "infra" if self.infra_error else ("pass" if self.correct else "fail")
+
+
+@dataclass
+class RunReport:
+    run: BenchmarkRun
+    summary: Summary  # recomputed from the items; must agree with the run's stored figures
+    curve: list[CurvePoint]
+    grid: list[dict[str, Any]]  # one row per task: task_id, task_key, successes, evaluated, pass_rate, t0..tN
+    trials: list[int]
+    terminations: list[dict[str, Any]]  # reason, count, infra
+    confidence: float
+
+    @property
+    def stored_matches_items(self) -> bool:
+        stored = self.run.pass_hat_k or []
+        return len(stored) == len(self.summary.pass_hat_k) and all(
+            abs(a - b) < 1e-6 for a, b in zip(stored, self.summary.pass_hat_k)
+        )
+
+
+def task_key(task_id: str) -> tuple[int, int | str]:
+    """Natural order for task ids: τ² ids are mostly integers kept as strings."""
+    return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile of a sorted list (numpy's default)."""
+    pos = (len(sorted_values) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
+
+
+def pass_hat_k_intervals(
+    per_task: Sequence[Sequence[bool]],
+    *,
+    max_k: int,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> list[tuple[float, float]]:
+    """Percentile bootstrap intervals of pass^1..max_k, resampling tasks (the
+    unit τ² averages over), so tasks with correlated trials count once."""
+    if not per_task or max_k < 1:
+        return []
+    values = [[pass_hat_k(len(t), sum(t), k) for k in range(1, max_k + 1)] for t in per_task]
+    rng = random.Random(seed)
+    n = len(values)
+    draws: list[list[float]] = [[] for _ in range(max_k)]
+    for _ in range(resamples):
+        picks = [values[rng.randrange(n)] for _ in range(n)]
+        for k in range(max_k):
+            draws[k].append(sum(p[k] for p in picks) / n)
+    tail = (1 - confidence) / 2
+    out = []
+    for k_draws in draws:
+        k_draws.sort()
+        out.append((_percentile(k_draws, tail), _percentile(k_draws, 1 - tail)))
+    return out
+
+
+def run_report(run: BenchmarkRun, *, resamples: int = 1000, seed: int = 0) -> RunReport:
+    """Everything the run page shows: figures recomputed from its items (with
+    infrastructure errors excluded, as metrics.summarize does), the pass^k
+    curve with task-bootstrap intervals, the task × trial grid and the
+    termination reasons."""
+    items = list(run.items.order_by("task_id", "trial"))
+    summary = summarize(items)
+    by_task: dict[str, list[BenchmarkItem]] = defaultdict(list)
+    for item in items:
+        by_task[item.task_id].append(item)
+    evaluated = [[i.correct for i in rows if not i.infra_error] for rows in by_task.values()]
+    confidence = 0.95
+    intervals = pass_hat_k_intervals(
+        [t for t in evaluated if t], max_k=summary.max_k, resamples=resamples, seed=seed, confidence=confidence
+    )
+    curve = [
+        CurvePoint(k=k, value=v, lo=lo, hi=hi)
+        for k, (v, (lo, hi)) in enumerate(zip(summary.pass_hat_k, intervals), start=1)
+    ]
+    trials = sorted({i.trial for i in items})
+    grid = []
+    for task_id, rows in by_task.items():
+        done = [i for i in rows if not i.infra_error]
+        successes = sum(i.correct for i in done)
+        row: dict[str, Any] = {
+            "task_id": task_id,
+            "task_key": task_key(task_id),
+            "successes": successes,
+            "evaluated": len(done),
+            "infra_errors": len(rows) - len(done),
+            "pass_rate": successes / len(done) if done else None,
+        }
+        for i in rows:
+            row[f"t{i.trial}"] = Cell(
+                trial=i.trial,
+                reward=i.reward,
+                correct=i.correct,
+                infra_error=i.infra_error,
+                termination_reason=i.termination_reason,
+            )
+        grid.append(row)
+    grid.sort(key=lambda r: r["task_key"])
+    reasons = (
+        run.items.values("termination_reason")
+        .annotate(count=Count("pk"), infra=Count("pk", filter=Q(infra_error=True)))
+        .order_by("-count", "termination_reason")
+    )
+    terminations = [
+        {"reason": r["termination_reason"] or "(none)", "count": r["count"], "infra": r["infra"]} for r in reasons
+    ]
+    return RunReport(
+        run=run,
+        summary=summary,
+        curve=curve,
+        grid=grid,
+        trials=trials,
+        terminations=terminations,
+        confidence=confidence,
+    )
+
+
+# --- Spend -------------------------------------------------------------------------
+
+
+@dataclass
+class SpendByModel:
+    """Daily spend between two days, per requested model: chart and table."""
+
+    since: date
+    until: date
+    days: list[date]
+    models: list[str]  # most expensive first
+    cost: dict[str, list[int]]  # model -> nano-dollars per day, aligned with `days`
+    rows: list[dict[str, Any]]  # day, requested_model, calls, errors, unpriced_calls, tokens, cost_nanousd
+    totals: dict[str, int]
+
+
+_SPEND_SUMS = ("calls", "errors", "unpriced_calls", "prompt_tokens", "completion_tokens", "cost_nanousd")
+
+
+def spend_sums(rows: QuerySet[SpendDaily]) -> dict[str, int]:
+    """Column totals of any spend_daily queryset (the admin's totals row)."""
+    sums = rows.aggregate(**{name: Sum(name) for name in _SPEND_SUMS})
+    return {name: sums[name] or 0 for name in _SPEND_SUMS}
+
+
+def spend_by_model(*, since: date, until: date) -> SpendByModel:
+    """Spend per UTC day and requested model, every day of the range present
+    (a day without calls is a zero, not a gap)."""
+    rows = list(
+        SpendDaily.objects.filter(day__gte=since, day__lte=until)
+        .values("day", "requested_model")
+        .annotate(**{name: Sum(name) for name in _SPEND_SUMS})
+        .order_by("day", "requested_model")
+    )
+    days = [since + timedelta(days=n) for n in range((until - since).days + 1)]
+    index = {d: n for n, d in enumerate(days)}
+    cost: dict[str, list[int]] = {}
+    for r in rows:
+        cost.setdefault(r["requested_model"], [0] * len(days))[index[r["day"]]] += r["cost_nanousd"]
+    models = sorted(cost, key=lambda m: (-sum(cost[m]), m))
+    totals = {name: sum(r[name] for r in rows) for name in _SPEND_SUMS}
+    return SpendByModel(since=since, until=until, days=days, models=models, cost=cost, rows=rows, totals=totals)
+
+
+# --- Traces ------------------------------------------------------------------------
+
+
+def traces(
+    *,
+    model: str = "",
+    key: str = "",
+    status: str = "",
+    formation_label: str = "",
+    session: str = "",
+) -> QuerySet[Trace]:
+    """Traces matching the filter, newest first."""
+    qs = Trace.objects.all()
+    if model:
+        qs = qs.filter(requested_model=model)
+    if key:
+        qs = qs.filter(key_name=key)
+    if status:
+        qs = qs.filter(status=status)
+    if formation_label:
+        qs = qs.filter(formation_label=formation_label)
+    if session:
+        qs = qs.filter(session=session)
+    return qs.order_by("-started_at", "-pk")
+
+
+def trace_suggestions() -> dict[str, list[str]]:
+    """Model and key names for the traces filter, read from spend_daily: a small
+    table, where a DISTINCT over every trace would scan millions of rows."""
+    return {
+        "models": sorted(SpendDaily.objects.values_list("requested_model", flat=True).distinct()),
+        "keys": sorted(k for k in SpendDaily.objects.values_list("key_name", flat=True).distinct() if k),
+    }
+
+
+@dataclass(frozen=True)
+class SpanNode:
+    span: Span
+    depth: int
+    offset_ms: float  # start relative to the trace's start
+    bar_left: float  # waterfall bar position, percent of the trace's duration
+    bar_width: float
+
+
+def span_tree(trace: Trace) -> list[SpanNode]:
+    """The trace's spans in tree order (each parent before its children, by
+    seq), with their start offsets for the waterfall."""
+    spans = list(trace.spans.order_by("seq"))
+    children: dict[int | None, list[Span]] = defaultdict(list)
+    known = {s.seq for s in spans}
+    for s in spans:
+        # A parent that was never recorded would hide its subtree: show it at the root.
+        children[s.parent_seq if s.parent_seq in known else None].append(s)
+    total = max(trace.duration_ms, max((_offset(trace, s) + s.duration_ms for s in spans), default=0.0), 1e-9)
+    out: list[SpanNode] = []
+    seen: set[int] = set()
+
+    def walk(group: list[Span], depth: int) -> None:
+        for s in group:
+            if s.seq in seen:
+                continue
+            seen.add(s.seq)
+            offset = _offset(trace, s)
+            out.append(
+                SpanNode(
+                    span=s,
+                    depth=depth,
+                    offset_ms=offset,
+                    bar_left=100 * max(offset, 0.0) / total,
+                    bar_width=max(100 * s.duration_ms / total, 0.5),
+                )
+            )
+            walk(children.get(s.seq, []), depth + 1)
+
+    walk(children.get(None, []), 0)
+    # Spans in a parent cycle are unreachable from the root: still show them.
+    walk([s for s in spans if s.seq not in seen], 0)
+    return out
+
+
+def _offset(trace: Trace, span: Span) -> float:
+    return (span.started_at - trace.started_at).total_seconds() * 1000
+
+
+# --- Comparisons ---------------------------------------------------------------------
+
+
+def run_labels(limit: int = 500) -> list[tuple[int, str]]:
+    """(id, label) of the newest runs, for the compare page's pickers."""
+    rows = BenchmarkRun.objects.order_by("-created_at", "-pk").values_list(
+        "pk", "benchmark", "target", "group", "label"
+    )[:limit]
+    return [(pk, f"#{pk} {bench} · {target}" + (f" · {group}" if group else "") + (f" · {label}" if label else ""))
+            for pk, bench, target, group, label in rows]  # fmt: skip
+
+
+@dataclass
+class ComparisonView:
+    """What the compare page draws from a ledger.compare.Comparison."""
+
+    max_k: int
+    curve_a: list[CurvePoint]
+    curve_b: list[CurvePoint]
+    rows: list[dict[str, Any]]  # figure, a, b, diff (B - A), kind (rate or usd)
+    disagreements: list[Any]  # TaskDiff rows whose pass rates differ, largest first
+
+
+def _shared_outcomes(comparison: Any) -> tuple[dict[str, list[bool]], dict[str, list[bool]]]:
+    """Per task, the outcomes each side was compared on: the item ids every
+    run of both sides evaluated (ledger.compare's rule), pooled over a side's runs."""
+    run_ids = [*comparison.a.run_ids, *comparison.b.run_ids]
+    evaluated: dict[int, dict[str, tuple[str, bool]]] = defaultdict(dict)
+    rows = BenchmarkItem.objects.filter(run_id__in=run_ids, infra_error=False)
+    for run_id, item_id, task_id, correct in rows.values_list("run_id", "item_id", "task_id", "correct"):
+        evaluated[run_id][item_id] = (task_id, correct)
+    shared = set.intersection(*(set(evaluated[r]) for r in run_ids)) if run_ids else set()
+
+    def pooled(ids: list[int]) -> dict[str, list[bool]]:
+        per_task: dict[str, list[bool]] = defaultdict(list)
+        for run_id in ids:
+            for item_id in shared:
+                task_id, correct = evaluated[run_id][item_id]
+                per_task[task_id].append(correct)
+        return per_task
+
+    return pooled(comparison.a.run_ids), pooled(comparison.b.run_ids)
+
+
+def _side_curve(side: Any, per_task: dict[str, list[bool]], *, resamples: int, seed: int) -> list[CurvePoint]:
+    """The side's pass^k (as ledger.compare computed it) with task-bootstrap
+    intervals over the same outcomes."""
+    values = list(side.pass_hat_k)
+    intervals = pass_hat_k_intervals(list(per_task.values()), max_k=len(values), resamples=resamples, seed=seed)
+    return [CurvePoint(k=k, value=v, lo=lo, hi=hi) for k, (v, (lo, hi)) in enumerate(zip(values, intervals), start=1)]
+
+
+def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) -> ComparisonView:
+    """Curves, figure rows and disagreeing tasks of a ledger.compare.Comparison."""
+    a, b = comparison.a, comparison.b
+    tasks_a, tasks_b = _shared_outcomes(comparison)
+    curve_a = _side_curve(a, tasks_a, resamples=resamples, seed=seed)
+    curve_b = _side_curve(b, tasks_b, resamples=resamples, seed=seed)
+    rows: list[dict[str, Any]] = [
+        {"figure": "mean reward", "a": a.mean_reward, "b": b.mean_reward, "kind": "rate"},
+    ]
+    for k in range(1, max(len(a.pass_hat_k), len(b.pass_hat_k)) + 1):
+        rows.append({
+            "figure": f"pass^{k}",
+            "a": a.pass_hat_k[k - 1] if k <= len(a.pass_hat_k) else None,
+            "b": b.pass_hat_k[k - 1] if k <= len(b.pass_hat_k) else None,
+            "kind": "rate",
+        })  # fmt: skip
+    rows.append({"figure": "$ per evaluated item (whole runs)", "a": a.cost_per_item_usd, "b": b.cost_per_item_usd, "kind": "usd"})
+    for row in rows:
+        row["diff"] = row["b"] - row["a"] if row["a"] is not None and row["b"] is not None else None
+    disagreements = sorted(
+        (t for t in comparison.tasks if abs(t.diff) > 1e-12), key=lambda t: (-abs(t.diff), task_key(t.task_id))
+    )
+    return ComparisonView(
+        max_k=max(len(curve_a), len(curve_b)),
+        curve_a=curve_a,
+        curve_b=curve_b,
+        rows=rows,
+        disagreements=disagreements,
+    )

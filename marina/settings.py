@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 
 from marina.env import (
+    ConfigError,
     env_bool,
     env_float,
     env_int,
@@ -102,7 +103,10 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Static files are served by whitenoise straight from the app and static/
+# folders (finders), so no collectstatic step is needed; a collected
+# STATIC_ROOT is used only when one exists.
+STATIC_ROOT = BASE_DIR / "staticfiles" if (BASE_DIR / "staticfiles").is_dir() else None
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -171,3 +175,18 @@ if not MARINA_PROVIDERS["google"]["api_key"]:
     MARINA_PROVIDERS["google"]["api_key"] = env_secret("GEMINI_API_KEY")
 for _name, _url in MARINA_EXTRA_PROVIDERS.items():
     MARINA_PROVIDERS[_name] = _provider(_name, _url) | {"keyless_ok": "yes"}
+
+# --- The verification formation (marina/verify:<proposer>[+<checker>]) ---------
+# Checker when the id names none (an explicit upstream id); empty = the proposer.
+MARINA_VERIFY_CHECKER_MODEL = env_str("MARINA_VERIFY_CHECKER_MODEL")
+# Review-and-revise rounds, 0..3; 0 = review only (a revise verdict is reported as `flagged`).
+MARINA_VERIFY_ROUNDS = env_int("MARINA_VERIFY_ROUNDS", 1, minimum=0)
+if MARINA_VERIFY_ROUNDS > 3:
+    raise ConfigError(f"MARINA_VERIFY_ROUNDS must be at most 3, not {MARINA_VERIFY_ROUNDS}")
+# The checker's reasoning_effort (low, medium, high, ...), `off` to send none;
+# empty = the caller's reasoning fields carry over.
+MARINA_VERIFY_CHECKER_EFFORT = env_str("MARINA_VERIFY_CHECKER_EFFORT").lower()
+if MARINA_VERIFY_CHECKER_EFFORT and not MARINA_VERIFY_CHECKER_EFFORT.isalpha():
+    raise ConfigError(
+        f"MARINA_VERIFY_CHECKER_EFFORT must be a word such as low or high, or off, not {MARINA_VERIFY_CHECKER_EFFORT!r}"
+    )

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import path, re_path
+from django.templatetags.static import static
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from marina.api import api
 from passthru.errors import ApiError
@@ -17,6 +19,9 @@ def v1_fallback(request: HttpRequest, rest: str = "") -> HttpResponse:
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("reports/", include("ledger.urls")),
+    # Browsers ask for /favicon.ico on every admin page; answer instead of logging a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("ledger/favicon.svg"), permanent=True)),
     path("", api.urls),
     re_path(r"^v1/(?P<rest>.*)$", v1_fallback),
 ]

@@ -42,6 +42,20 @@ def find_tau2() -> Path | None:
     return tau2 if tau2.is_file() and os.access(tau2, os.X_OK) else None
 
 
+def require_tau2() -> Path:
+    """The tau2 script; skips the calling test module when absent, except in CI
+    (CI=true), where `scripts/test` installs it and its absence is a failure."""
+    import pytest
+
+    tau2 = find_tau2()
+    if tau2 is None:
+        message = f"τ² venv absent at {tau2_venv()}: run .ci/install-tau2 (or set MARINA_TAU2_VENV)"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message, allow_module_level=True)
+    return tau2
+
+
 class Tau2RunError(RuntimeError):
     pass
 

@@ -269,6 +269,9 @@ def _completion(body: Json, message: Json) -> Json:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            # OpenRouter-style reported cost ($1 / $4 per million tokens), so a gateway
+            # in between has a provider cost to meter.
+            "cost": (prompt_tokens + 4 * completion_tokens) / 1_000_000,
         },
     }
 

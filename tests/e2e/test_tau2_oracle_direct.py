@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.tau2_cli import find_tau2, rewards_by_pair, run_tau2
+from tests.e2e.tau2_cli import require_tau2, rewards_by_pair, run_tau2
 from tests.e2e.tau2_oracle import Oracle, find_tasks_file, planned_actions, start_oracle
 
 pytestmark = [pytest.mark.tau2]
@@ -23,9 +23,7 @@ TRIAL_SEEDS = [626729, 373753]  # τ²'s per-trial seeds for --seed 300
 SPOIL_SEED = 0  # with these tasks and seeds: 3 of 10 pairs spoiled (7#1, 21#0, 21#1)
 API_KEY = "sk-test-fake"
 
-TAU2 = find_tau2()
-if TAU2 is None:
-    pytest.skip("τ² venv absent: run .ci/install-tau2 (or set MARINA_TAU2_VENV)", allow_module_level=True)
+TAU2 = require_tau2()
 
 
 @dataclass

@@ -4,13 +4,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 from ledger.metrics import is_successful
 from ledger.models import BenchmarkItem, BenchmarkRun
+from tests.ledger.tau2files import FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/tau2")
 _serial = itertools.count(1)
 
 

@@ -1,0 +1,189 @@
+"""The Django admin for the ledger: for browsing and for the few corrections
+allowed (a run's group and label). Items, traces, spans and spend are
+append-only records, so the admin only shows them."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
+from ledger.selectors import cost_source_label, spend_sums
+from passthru.pricing import format_usd
+
+
+def _usd(nanousd: int | None) -> str:
+    return "—" if nanousd is None else f"${format_usd(nanousd)}"
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View-only: the ledger is written by Marina and the importer, never by hand."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(BenchmarkRun)
+class BenchmarkRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id", "group", "benchmark", "target", "target_kind", "simulations", "infra_errors",
+        "mean_reward_shown", "pass1", "pass_k", "cost", "comparable", "created_at", "links",
+    ]  # fmt: skip
+    list_display_links = ["id"]
+    list_filter = ["benchmark", "target_kind", "comparable", "status", "cost_source", "group", "created_at"]
+    search_fields = ["target", "group", "label", "benchmark", "agent_model", "source_sha256"]
+    date_hierarchy = "created_at"
+    # Only group and label may change after import; everything else is the run as imported.
+    fields = [
+        "group", "label", "benchmark", "domain", "target_kind", "target", "num_trials", "task_split", "seed",
+        "agent_model", "user_model", "agent_args", "user_args", "tau2_version", "tau2_commit",
+        "simulations", "infra_errors", "status", "mean_reward", "pass_hat_k", "comparable",
+        "comparability_reasons", "cost", "cost_source", "started_at", "ended_at", "created_at",
+        "source_sha256", "links",
+    ]  # fmt: skip
+    readonly_fields = [f for f in fields if f not in ("group", "label")]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # runs come from `manage.py import_tau2`
+
+    @admin.display(description="mean reward", ordering="mean_reward")
+    def mean_reward_shown(self, run: BenchmarkRun) -> str:
+        return "—" if run.mean_reward is None else f"{run.mean_reward:.3f}"
+
+    @admin.display(description="pass^1")
+    def pass1(self, run: BenchmarkRun) -> str:
+        return f"{run.pass_hat_k[0]:.3f}" if run.pass_hat_k else "—"
+
+    @admin.display(description="pass^k")
+    def pass_k(self, run: BenchmarkRun) -> str:
+        return f"{run.pass_hat_k[-1]:.3f} (k={len(run.pass_hat_k)})" if run.pass_hat_k else "—"
+
+    @admin.display(description="cost", ordering="cost_nanousd")
+    def cost(self, run: BenchmarkRun) -> str:
+        return f"{_usd(run.cost_nanousd)} ({cost_source_label(run.cost_source)})"
+
+    @admin.display(description="")
+    def links(self, run: BenchmarkRun) -> str:
+        items = reverse("admin:ledger_benchmarkitem_changelist") + f"?run__id__exact={run.pk}"
+        return format_html(
+            '<a href="{}">items</a> · <a href="{}">report</a>', items, reverse("reports:run", args=[run.pk])
+        )
+
+
+@admin.register(BenchmarkItem)
+class BenchmarkItemAdmin(ReadOnlyAdmin):
+    list_display = [
+        "item_id", "run_link", "task_id", "trial", "reward", "correct", "infra_error",
+        "termination_reason", "duration_s",
+    ]  # fmt: skip
+    list_filter = ["correct", "infra_error", "termination_reason", "run__benchmark"]
+    search_fields = ["item_id", "task_id", "run__target", "run__group"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run"]
+
+    @admin.display(description="run", ordering="run")
+    def run_link(self, item: BenchmarkItem) -> str:
+        url = reverse("admin:ledger_benchmarkrun_change", args=[item.run_id])
+        return format_html('<a href="{}">{}</a>', url, item.run)
+
+
+class SpanInline(admin.TabularInline):
+    model = Span
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = [
+        "seq", "parent_seq", "name", "provider", "upstream_model", "status", "http_status", "duration_ms",
+        "ttft_ms", "prompt_tokens", "completion_tokens", "cost", "cost_source", "detail",
+    ]  # fmt: skip
+    readonly_fields = fields
+
+    @admin.display(description="cost")
+    def cost(self, span: Span) -> str:
+        return _usd(span.cost_nanousd)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Trace)
+class TraceAdmin(ReadOnlyAdmin):
+    list_display = [
+        "started_at", "request_id", "key_name", "requested_model", "route", "formation_label", "status",
+        "http_status", "duration_ms", "prompt_tokens", "completion_tokens", "cost", "report",
+    ]  # fmt: skip
+    list_filter = ["status", "route", "stream", "key_name", "http_status"]
+    search_fields = ["request_id", "session", "requested_model", "formation_label"]
+    date_hierarchy = "started_at"
+    # Bodies stay out of the admin: the report page shows them, redacted again.
+    exclude = ["body", "cost_nanousd"]
+    readonly_fields = ["cost", "report"]
+    inlines = [SpanInline]
+    show_full_result_count = False  # no COUNT(*) over every trace on each page
+
+    @admin.display(description="cost", ordering="cost_nanousd")
+    def cost(self, trace: Trace) -> str:
+        return _usd(trace.cost_nanousd)
+
+    @admin.display(description="")
+    def report(self, trace: Trace) -> str:
+        return format_html('<a href="{}">span tree</a>', reverse("reports:trace", args=[trace.pk]))
+
+
+@admin.register(Span)
+class SpanAdmin(ReadOnlyAdmin):
+    list_display = [
+        "trace", "seq", "parent_seq", "name", "provider", "upstream_model", "status", "duration_ms",
+        "prompt_tokens", "completion_tokens", "cost", "cost_source",
+    ]  # fmt: skip
+    list_filter = ["name", "status", "provider", "cost_source"]
+    search_fields = ["trace__request_id", "upstream_model"]
+    list_select_related = ["trace"]
+    raw_id_fields = ["trace"]
+    exclude = ["body", "cost_nanousd"]
+    readonly_fields = ["cost"]
+    show_full_result_count = False
+
+    @admin.display(description="cost", ordering="cost_nanousd")
+    def cost(self, span: Span) -> str:
+        return _usd(span.cost_nanousd)
+
+
+@admin.register(SpendDaily)
+class SpendDailyAdmin(ReadOnlyAdmin):
+    list_display = [
+        "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",
+        "unpriced_calls", "prompt_tokens", "completion_tokens", "cost",
+    ]  # fmt: skip
+    list_filter = ["key_name", "provider", "requested_model"]
+    search_fields = ["requested_model", "upstream_model", "key_name"]
+    date_hierarchy = "day"
+    ordering = ["-day", "-cost_nanousd"]
+    exclude = ["cost_nanousd"]
+    readonly_fields = ["cost"]
+
+    @admin.display(description="cost (USD)", ordering="cost_nanousd")
+    def cost(self, row: SpendDaily) -> str:
+        return _usd(row.cost_nanousd)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        response = super().changelist_view(request, extra_context)
+        # Totals over every row the filters select, not only this page.
+        if isinstance(response, TemplateResponse) and "cl" in (response.context_data or {}):
+            queryset: QuerySet[SpendDaily] = response.context_data["cl"].queryset
+            response.context_data["spend_totals"] = spend_sums(queryset)
+        return response

@@ -1,0 +1,172 @@
+"""Text and JSON renderings shared by the ledger's management commands, so
+the commands stay argument parsing plus printing."""
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ledger.errors import UncleanRunError
+from ledger.importers import ImportResult, format_usd
+from ledger.models import usd
+from ledger.ledgerfile import Ledger
+from ledger.selectors import SpendTotals, spend_per_model
+from ledger.tau2.board import Verdict, assess
+
+
+def bad_input(exc: Exception) -> CommandError:
+    """Bad input or options: one line (the error names the file), exit 2."""
+    return CommandError(str(exc), returncode=2)
+
+
+def refuse_unclean(command: BaseCommand, exc: UncleanRunError, *, as_json: bool) -> NoReturn:
+    """--require-clean met infrastructure errors: say INVALID, no scores, exit 3."""
+    if as_json:
+        command.stdout.write(json.dumps({"file": exc.source, "invalid": True, "infra_errors": exc.infra_errors}))
+    else:
+        command.stdout.write(f"INVALID: {exc.infra_errors} infrastructure error(s)")
+    raise CommandError(f"{exc.source}: refused by --require-clean; fix the cause and re-run", returncode=3)
+
+
+def warn(command: BaseCommand, warnings: list[str]) -> None:
+    for line in warnings:
+        command.stderr.write(f"warning: {line}")
+
+
+def print_json(command: BaseCommand, value: Any) -> None:
+    command.stdout.write(json.dumps(value, indent=1, ensure_ascii=False))
+
+
+def _usd8(nanousd: int) -> str:
+    return f"{usd(nanousd):.8f}"
+
+
+def _figure(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.6f}"
+
+
+def _verdict_lines(verdict: Verdict, indent: str = "") -> list[str]:
+    if verdict.comparable:
+        return [f"{indent}board comparable: yes"]
+    return [f"{indent}board comparable: no"] + [f"{indent}  - {r}" for r in verdict.reasons]
+
+
+def summary_lines(ledger: Ledger) -> list[str]:
+    run = ledger.run
+    summary = ledger.summary()
+    lines = [
+        f"{run.domain} · agent {run.agent.model or '?'} · user {run.user.model or '?'} · "
+        f"{len(ledger.items)} simulations",
+        f"mean reward {_figure(summary.mean_reward)}",
+    ]
+    lines += [f"pass^{k} {value:.6f}" for k, value in enumerate(summary.pass_hat_k, 1)]
+    if summary.max_k < run.num_trials and summary.simulations:
+        lines.append(f"(pass^k stops at k={summary.max_k}: the fewest evaluated trials of any task)")
+    if ledger.infra_errors:
+        lines.append(f"excluded {ledger.infra_errors} infrastructure error(s)")
+    if ledger.skipped:
+        lines.append(f"{ledger.skipped} skipped simulation(s) (failed model calls) counted as failures")
+    return lines + _verdict_lines(assess(run, ledger.items))
+
+
+def summary_dict(ledger: Ledger, source: str) -> dict[str, Any]:
+    run = ledger.run
+    summary = ledger.summary()
+    verdict = assess(run, ledger.items)
+    return {
+        "file": source,
+        "sha256": ledger.source.get("sha256"),
+        "benchmark": run.benchmark,
+        "domain": run.domain,
+        "agent": run.agent.model,
+        "user": run.user.model,
+        "num_trials": run.num_trials,
+        "seed": run.seed,
+        "task_split": verdict.task_split or None,
+        "tau2": run.tau2,
+        "simulations": len(ledger.items),
+        "evaluated": summary.simulations,
+        "tasks": summary.tasks,
+        "infra_errors": ledger.infra_errors,
+        "skipped": ledger.skipped,
+        "mean_reward": summary.mean_reward,
+        "pass_hat_k": summary.pass_hat_k,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "comparable": verdict.comparable,
+        "comparability_reasons": verdict.reasons,
+    }
+
+
+def import_lines(result: ImportResult) -> list[str]:
+    run = result.run
+    if result.existing:
+        return [
+            f"already recorded as run #{run.pk}: {run.benchmark} · {run.target_kind} {run.target} ({result.source})"
+        ]
+    head = "dry run, would record" if result.dry_run else f"recorded run #{run.pk}:"
+    group = f" · group {run.group}" if run.group else ""
+    lines = [f"{head} {run.benchmark} · {run.target_kind} {run.target}{group} · {run.simulations} simulations"]
+    figures = [f"mean reward {_figure(run.mean_reward)}"]
+    figures += [f"pass^{k} {value:.6f}" for k, value in enumerate(run.pass_hat_k, 1)]
+    lines.append("  " + " · ".join(figures))
+    lines.append(f"  cost {format_usd(run.cost_nanousd)} (source {run.cost_source}: {result.cost_note})")
+    if run.infra_errors:
+        lines.append(f"  excluded {run.infra_errors} infrastructure error(s)")
+    if run.skipped:
+        lines.append(f"  {run.skipped} skipped simulation(s) (failed model calls) counted as failures")
+    return lines + _verdict_lines(result.verdict, "  ")
+
+
+def spend_lines(totals: SpendTotals) -> list[str]:
+    models = spend_per_model(totals)
+    first, last = totals.first_day, totals.last_day
+    days = f"{first}" if first == last and first else f"{first or '…'}..{last or '…'}"
+    width = max([len(m.requested_model) for m in models] + [5])
+    lines = [f"spend_daily, UTC days {days}" + ("" if models else ": no spend recorded")]
+    lines.append(
+        f"{'model':<{width}}  {'calls':>8}  {'errors':>6}  {'unpriced':>8}  "
+        f"{'prompt':>12}  {'completion':>12}  cost usd"
+    )
+    for m in models:
+        lines.append(
+            f"{m.requested_model:<{width}}  {m.calls:>8}  {m.errors:>6}  {m.unpriced_calls:>8}  {m.prompt_tokens:>12}  "
+            f"{m.completion_tokens:>12}  {_usd8(m.cost_nanousd)}"
+        )
+    lines.append(
+        f"{'total':<{width}}  {totals.calls:>8}  {totals.errors:>6}  {totals.unpriced_calls:>8}  "
+        f"{totals.prompt_tokens:>12}  {totals.completion_tokens:>12}  {_usd8(totals.cost_nanousd)}"
+    )
+    if totals.unpriced_calls:
+        lines.append(f"{totals.unpriced_calls} unpriced call(s) are not in the cost: it is a lower bound")
+    return lines
+
+
+def spend_dict(totals: SpendTotals) -> dict[str, Any]:
+    return {
+        "first_day": totals.first_day.isoformat() if totals.first_day else None,
+        "last_day": totals.last_day.isoformat() if totals.last_day else None,
+        "models": [
+            {
+                "model": m.requested_model,
+                "calls": m.calls,
+                "errors": m.errors,
+                "unpriced_calls": m.unpriced_calls,
+                "prompt_tokens": m.prompt_tokens,
+                "completion_tokens": m.completion_tokens,
+                "cost_usd": _usd8(m.cost_nanousd),
+            }
+            for m in spend_per_model(totals)
+        ],
+        "total": {
+            "calls": totals.calls,
+            "errors": totals.errors,
+            "unpriced_calls": totals.unpriced_calls,
+            "prompt_tokens": totals.prompt_tokens,
+            "completion_tokens": totals.completion_tokens,
+            "cached_tokens": totals.cached_tokens,
+            "reasoning_tokens": totals.reasoning_tokens,
+            "cost_usd": _usd8(totals.cost_nanousd),
+        },
+    }

@@ -1,0 +1,105 @@
+"""GET filter forms of the report pages (no writes happen through them)."""
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from django import forms
+from django.http import QueryDict
+
+from ledger.selectors import run_choices, utc_today
+
+DATE = forms.DateInput(attrs={"type": "date"})
+
+
+def _choices(values: list[str], blank: str) -> list[tuple[str, str]]:
+    return [("", blank)] + [(v, v) for v in values]
+
+
+class RunFilterForm(forms.Form):
+    group = forms.ChoiceField(required=False)
+    benchmark = forms.ChoiceField(required=False)
+    target = forms.ChoiceField(required=False)
+    since = forms.DateField(required=False, widget=DATE, label="Imported from")
+    until = forms.DateField(required=False, widget=DATE, label="to")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        known = run_choices()
+        self.fields["group"].choices = _choices(known.groups, "any group")
+        self.fields["benchmark"].choices = _choices(known.benchmarks, "any benchmark")
+        self.fields["target"].choices = _choices(known.targets, "any target")
+
+
+class CompareForm(forms.Form):
+    """Two runs (by id) or two groups; the page offers both pickers."""
+
+    MODES = [("runs", "two runs"), ("groups", "two groups")]
+    mode = forms.ChoiceField(choices=MODES, initial="runs", widget=forms.RadioSelect)
+    run_a = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label="Run A")
+    run_b = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label="Run B")
+    group_a = forms.ChoiceField(required=False, label="Group A")
+    group_b = forms.ChoiceField(required=False, label="Group B")
+
+    def __init__(self, *args: Any, runs: list[tuple[int, str]], groups: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        run_options = [("", "pick a run")] + [(str(pk), text) for pk, text in runs]
+        for name in ("run_a", "run_b"):
+            self.fields[name].choices = run_options
+        for name in ("group_a", "group_b"):
+            self.fields[name].choices = _choices(groups, "pick a group")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        a, b = ("run_a", "run_b") if data.get("mode") == "runs" else ("group_a", "group_b")
+        if data.get(a) in (None, "") or data.get(b) in (None, ""):
+            raise forms.ValidationError("Pick both sides.")
+        if data[a] == data[b]:
+            raise forms.ValidationError("Pick two different sides.")
+        return data
+
+
+class SpendRangeForm(forms.Form):
+    since = forms.DateField(required=False, widget=DATE, label="From")
+    until = forms.DateField(required=False, widget=DATE, label="to")
+
+    MAX_DAYS = 366  # one bar per day: a longer range would be unreadable
+    DEFAULT_DAYS = 14
+
+    @classmethod
+    def from_query(cls, query: QueryDict) -> SpendRangeForm:
+        """Bound to the query with the default range (the last two weeks, UTC)
+        filled in, so the form shows the dates the page is for."""
+        data = query.copy()
+        if not data.get("until"):
+            data["until"] = utc_today().isoformat()
+        if not data.get("since"):
+            try:
+                until = date.fromisoformat(data["until"])
+            except ValueError:
+                until = utc_today()  # the form reports the bad date
+            data["since"] = (until - timedelta(days=cls.DEFAULT_DAYS - 1)).isoformat()
+        return cls(data)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        until = data.get("until") or utc_today()
+        since = data.get("since") or until - timedelta(days=self.DEFAULT_DAYS - 1)
+        if since > until:
+            raise forms.ValidationError("The range ends before it starts.")
+        if (until - since).days >= self.MAX_DAYS:
+            raise forms.ValidationError(f"Pick at most {self.MAX_DAYS} days.")
+        data["since"], data["until"] = since, until
+        return data
+
+    def range(self) -> tuple[date, date]:
+        return self.cleaned_data["since"], self.cleaned_data["until"]
+
+
+class TraceFilterForm(forms.Form):
+    STATUSES = [("", "any status"), ("ok", "ok"), ("error", "error"), ("cancelled", "cancelled")]
+    model = forms.CharField(required=False, widget=forms.TextInput(attrs={"list": "known-models"}))
+    key = forms.CharField(required=False, widget=forms.TextInput(attrs={"list": "known-keys"}))
+    status = forms.ChoiceField(required=False, choices=STATUSES)
+    formation_label = forms.CharField(required=False, label="Formation label")
+    session = forms.CharField(required=False)

@@ -1,0 +1,277 @@
+"""The ledger JSON file: what `tau2_convert` writes and `benchmark_import`
+reads. Format "marina-ledger", version 1; documented in docs/ledger-format.md.
+
+It carries a run's metadata and one item per simulation, never a conversation
+and never a credential: credential-named keys are removed at any depth both
+when a file is written and when one is read (a hand-edited file could carry
+one)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger import metrics
+from ledger.errors import LedgerInputError
+from ledger.credentials import WARNING, credential_paths, strip_secrets
+
+FORMAT = "marina-ledger"
+VERSION = 1
+INFRA_ERROR = "infrastructure_error"
+
+
+@dataclass
+class Participant:
+    llm: str  # as the harness was told (LiteLLM id)
+    model: str  # as served: LiteLLM's `openai/` prefix dropped
+    implementation: str = ""
+    args: dict[str, Any] = field(default_factory=dict)  # credentials removed
+
+
+@dataclass
+class LedgerRun:
+    benchmark: str  # tau2-<domain>
+    domain: str
+    num_trials: int
+    agent: Participant
+    user: Participant
+    task_split: str | None = None  # as recorded by the harness; None when it records none
+    seed: int | None = None
+    max_steps: int | None = None
+    max_errors: int | None = None
+    tau2: dict[str, str] = field(default_factory=dict)  # distribution, git_commit
+    timestamp: str | None = None  # the harness's own run timestamp
+    started_at: str | None = None  # earliest simulation start (ISO, as the harness wrote it)
+    ended_at: str | None = None  # latest simulation end
+    task_ids: list[str] | None = None  # every task the run was given
+
+
+@dataclass
+class LedgerItem:
+    id: str  # <task>#<trial>
+    task_id: str
+    trial: int
+    reward: float | None
+    termination_reason: str
+    infra_error: bool = False
+    skipped: bool = False
+    duration_s: float | None = None
+    agent_cost_usd: float | None = None
+    user_cost_usd: float | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    reward_breakdown: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def correct(self) -> bool:
+        return metrics.is_successful(self.reward)
+
+
+@dataclass
+class Ledger:
+    run: LedgerRun
+    items: list[LedgerItem]
+    source: dict[str, Any] = field(default_factory=dict)  # kind, name, sha256, bytes
+    warnings: list[str] = field(default_factory=list)  # not written; for the caller to show
+
+    @property
+    def infra_errors(self) -> int:
+        return sum(1 for i in self.items if i.infra_error)
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for i in self.items if i.skipped)
+
+    def summary(self) -> metrics.Summary:
+        return metrics.summarize(self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's content. `summary` and `comparability` are there for
+        readers; the importer recomputes both from the items and the run."""
+        from ledger.tau2.board import assess
+
+        summary = self.summary()
+        verdict = assess(self.run, self.items)
+        run = asdict(self.run)
+        for side in ("agent", "user"):
+            run[side]["args"] = strip_secrets(run[side]["args"])
+        run["simulations"] = len(self.items)
+        run["infra_errors"] = self.infra_errors
+        run["skipped"] = self.skipped
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "source": self.source,
+            "run": run,
+            "summary": {
+                "evaluated": summary.simulations,
+                "tasks": summary.tasks,
+                "mean_reward": summary.mean_reward,
+                "pass_hat_k": summary.pass_hat_k,
+            },
+            "comparability": {"comparable": verdict.comparable, "reasons": verdict.reasons},
+            "items": [{**asdict(i), "correct": i.correct} for i in self.items],
+        }
+
+
+def write_ledger(ledger: Ledger, path: str | Path) -> None:
+    """Write atomically (temp file + rename), so a failed write leaves no file."""
+    path = Path(path)
+    text = json.dumps(ledger.to_dict(), indent=1, ensure_ascii=False)
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_ledger(source: str | Path | dict[str, Any]) -> Ledger:
+    """A ledger from a file path or already-parsed data, validated.
+
+    Raises LedgerInputError naming the file and the problem."""
+    if isinstance(source, dict):
+        name, data = "<ledger data>", source
+    else:
+        name = str(source)
+        try:
+            raw = Path(source).read_bytes()
+        except OSError as exc:
+            raise LedgerInputError(name, f"cannot read: {exc.strerror}") from None
+        try:
+            data = json.loads(raw)
+        except UnicodeDecodeError:
+            raise LedgerInputError(name, "not JSON (not UTF-8 text)") from None
+        except json.JSONDecodeError as exc:
+            if not raw.strip():
+                raise LedgerInputError(name, "empty file, not JSON") from None
+            if exc.pos >= len(raw.rstrip()) - 1:
+                raise LedgerInputError(name, "truncated: the JSON ends early") from None
+            raise LedgerInputError(name, f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    return _from_data(name, data)
+
+
+def _from_data(name: str, data: Any) -> Ledger:
+    def bad(problem: str) -> LedgerInputError:
+        return LedgerInputError(name, problem)
+
+    if not isinstance(data, dict):
+        raise bad("not a ledger file: the top level is not a JSON object")
+    if data.get("format") != FORMAT:
+        if "simulations" in data and "info" in data:
+            raise bad("this is a τ² results file, not a ledger file: use `tau2_convert` or `import_tau2`")
+        raise bad(f'not a ledger file: "format" is not "{FORMAT}"')
+    if data.get("version") != VERSION:
+        raise bad(f"unsupported ledger version {data.get('version')!r}; this Marina reads version {VERSION}")
+    warnings = [f"{name}: {WARNING}"] if next(credential_paths(data), None) is not None else []
+    data = strip_secrets(data)
+    run = data.get("run")
+    if not isinstance(run, dict):
+        raise bad("not a ledger file: no `run` object")
+    benchmark, domain = run.get("benchmark"), run.get("domain")
+    if not isinstance(benchmark, str) or not benchmark:
+        raise bad("not a ledger file: `run.benchmark` is missing")
+    num_trials = run.get("num_trials")
+    if not isinstance(num_trials, int) or isinstance(num_trials, bool) or num_trials < 1:
+        raise bad("not a ledger file: `run.num_trials` is not a positive whole number")
+    items_raw = data.get("items")
+    if not isinstance(items_raw, list):
+        raise bad("not a ledger file: no `items` list")
+    if not items_raw:
+        raise bad("holds no items (no simulations)")
+    items: list[LedgerItem] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(items_raw, 1):
+        item = _item(raw, n, bad)
+        if item.id in seen:
+            raise bad(f"item {item.id} appears twice")
+        seen.add(item.id)
+        items.append(item)
+    task_ids = run.get("task_ids")
+    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    return Ledger(
+        run=LedgerRun(
+            benchmark=benchmark,
+            domain=domain if isinstance(domain, str) else benchmark.removeprefix("tau2-"),
+            num_trials=num_trials,
+            agent=_participant(run.get("agent")),
+            user=_participant(run.get("user")),
+            task_split=_opt(run.get("task_split"), str),
+            seed=_opt(run.get("seed"), int),
+            max_steps=_opt(run.get("max_steps"), int),
+            max_errors=_opt(run.get("max_errors"), int),
+            tau2={k: v for k, v in (run.get("tau2") or {}).items() if isinstance(v, str)}
+            if isinstance(run.get("tau2"), dict)
+            else {},
+            timestamp=_opt(run.get("timestamp"), str),
+            started_at=_opt(run.get("started_at"), str),
+            ended_at=_opt(run.get("ended_at"), str),
+            task_ids=[str(t) for t in task_ids] if isinstance(task_ids, list) else None,
+        ),
+        items=items,
+        source=source,
+        warnings=warnings,
+    )
+
+
+def _item(raw: Any, n: int, bad: Any) -> LedgerItem:
+    if not isinstance(raw, dict):
+        raise bad(f"item {n} is not a JSON object")
+    task_id, trial, reason = raw.get("task_id"), raw.get("trial"), raw.get("termination_reason")
+    if not isinstance(task_id, str) or not task_id:
+        raise bad(f"item {n} has no task_id")
+    if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
+        raise bad(f"item {n} has no whole-number trial")
+    if not isinstance(reason, str):
+        raise bad(f"item {n} has no termination_reason")
+    reward = raw.get("reward")
+    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+        raise bad(f"item {n} has a reward that is not a number")
+    item_id = raw.get("id") if isinstance(raw.get("id"), str) else f"{task_id}#{trial}"
+    if item_id != f"{task_id}#{trial}":
+        raise bad(f"item {n}: id {item_id!r} is not <task>#<trial> ({task_id}#{trial})")
+    infra = raw.get("infra_error") is True or reason == INFRA_ERROR
+    return LedgerItem(
+        id=item_id,
+        task_id=task_id,
+        trial=trial,
+        reward=None if infra or reward is None else float(reward),
+        termination_reason=reason,
+        infra_error=infra,
+        skipped=raw.get("skipped") is True,
+        duration_s=_num(raw.get("duration_s")),
+        agent_cost_usd=_num(raw.get("agent_cost_usd")),
+        user_cost_usd=_num(raw.get("user_cost_usd")),
+        start_time=_opt(raw.get("start_time"), str),
+        end_time=_opt(raw.get("end_time"), str),
+        reward_breakdown=raw["reward_breakdown"] if isinstance(raw.get("reward_breakdown"), dict) else {},
+    )
+
+
+def _participant(raw: Any) -> Participant:
+    raw = raw if isinstance(raw, dict) else {}
+    llm = raw.get("llm") if isinstance(raw.get("llm"), str) else ""
+    model = raw.get("model") if isinstance(raw.get("model"), str) else llm.removeprefix("openai/")
+    return Participant(
+        llm=llm,
+        model=model,
+        implementation=raw.get("implementation") if isinstance(raw.get("implementation"), str) else "",
+        args=raw["args"] if isinstance(raw.get("args"), dict) else {},
+    )
+
+
+def _opt(value: Any, kind: type) -> Any:
+    if kind is int and isinstance(value, bool):
+        return None
+    return value if isinstance(value, kind) else None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)

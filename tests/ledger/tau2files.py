@@ -1,0 +1,44 @@
+"""The τ² fixture files (shared/fixtures/tau2, beside the repository) and
+small helpers that derive broken or key-holding copies of them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parents[2]
+# shared/ lies beside the checkout, for developers and CI alike.
+FIXTURES = _ROOT.parent / "shared" / "fixtures" / "tau2"
+NAMES = ["airline-oracle", "retail-oracle", "airline-skipped-samples", "airline-infra-errors"]
+FAKE_KEY = "sk-test-not-a-real-key"  # what every fixture stores as llm_args.api_key
+REAL_LOOKING_KEY = "sk-or-v1-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+
+
+def results(name: str) -> Path:
+    return FIXTURES / f"{name}.results.json"
+
+
+def expected(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.expected.json").read_text())
+
+
+def intended_pass_hat_k(name: str) -> list[float]:
+    """The figures Marina reports: τ²'s, infrastructure errors excluded and k
+    capped (for the infra fixture, the README's pandas 2.3.3 row)."""
+    if name == "airline-infra-errors":
+        return [0.725, 0.533333, 0.4]
+    data = expected(name)
+    return [data[f"pass^{k}"] for k in range(1, data["num_trials"] + 1)]
+
+
+def copy_with(name: str, dst: Path, old: str = FAKE_KEY, new: str = FAKE_KEY) -> Path:
+    """The fixture copied to dst, with one text replaced (e.g. a real-looking key)."""
+    dst.write_text(results(name).read_text().replace(old, new))
+    return dst
+
+
+def truncated(name: str, dst: Path, fraction: float = 0.6) -> Path:
+    """The fixture cut off part-way (inside its simulations for fraction >= 0.5)."""
+    data = results(name).read_bytes()
+    dst.write_bytes(data[: int(len(data) * fraction)])
+    return dst
