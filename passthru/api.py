@@ -11,7 +11,7 @@ from passthru.context import Inbound
 from passthru.errors import ApiError
 from passthru.models_list import list_models
 from passthru.responses import Outbound
-from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList
+from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList, inline_schema
 
 router = Router(tags=["v1"])
 
@@ -60,8 +60,10 @@ def to_django(out: Outbound) -> HttpResponseBase:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": ChatCompletionRequest.model_json_schema()}},
-        }
+            "content": {"application/json": {"schema": inline_schema(ChatCompletionRequest)}},
+        },
+        # With "stream": true the answer is server-sent events, not JSON.
+        "responses": {200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
     },
     summary="Create a chat completion (passthru or formation)",
 )
