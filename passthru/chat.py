@@ -87,6 +87,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         value = body.get(name)
         if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
             raise ApiError(400, f"'{name}' must be {label}.", param=name)
+    for i, tool in enumerate(body.get("tools") or ()):
+        if not isinstance(tool, dict):
+            raise ApiError(400, f"tools[{i}] must be an object.", param=f"tools[{i}]")
     return body
 
 
