@@ -55,6 +55,16 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     return out
 
 
+async def refuse(inbound: Inbound, error: ApiError, headers: dict[str, str] | None = None) -> Outbound:
+    """Answer a request turned away before it reaches a route (unknown path,
+    wrong method, body too large): OpenAI's envelope, traced like any other."""
+    ctx = RequestContext.for_request(inbound)
+    out = error_out(error)
+    out.headers.update(headers or {})
+    await _finish(ctx, out, error_kind=error.code, error_message=error.message)
+    return out
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or 400/413 naming the offending `param`."""
     if len(raw) > settings.MARINA_MAX_REQUEST_BYTES:
