@@ -36,7 +36,13 @@ class Completion:
 
 
 def encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate ("\ud800") is a valid JSON escape but not UTF-8:
+        # send it escaped, the way the client wrote it.
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def meter(span: SpanRecord, route: Route, usage: Usage) -> None:

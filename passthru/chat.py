@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,9 @@ from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
 
 log = logging.getLogger(__name__)
+
+MAX_MODEL_CHARS = 200  # ledger columns requested_model / upstream_model
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 async def chat_completions(inbound: Inbound) -> Outbound:
@@ -47,11 +51,25 @@ async def chat_completions(inbound: Inbound) -> Outbound:
             ctx.route = "passthru"
             out = await _plain(ctx, body)
     except ApiError as exc:
-        out = error_out(exc)
-        kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
-        await _finish(ctx, out, error_kind=kind, error_message=exc.message)
-        return out
+        return await _answer_error(ctx, exc)
+    except RecursionError:
+        # json and the body walkers recurse: a body nested thousands deep is the client's error.
+        return await _answer_error(ctx, ApiError(400, "The request body is nested too deeply.", code="invalid_json"))
+    except Exception:
+        # A bug, not the client's fault: still OpenAI's envelope, and still traced.
+        log.exception("unexpected error answering %s", ctx.request_id)
+        error = ApiError(
+            500, f"Marina failed on this request ({ctx.request_id}).", code="internal_error", error_type="server_error"
+        )
+        return await _answer_error(ctx, error)
     await _finish(ctx, out)
+    return out
+
+
+async def _answer_error(ctx: RequestContext, exc: ApiError) -> Outbound:
+    out = error_out(exc)
+    kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+    await _finish(ctx, out, error_kind=kind, error_message=exc.message)
     return out
 
 
@@ -82,6 +100,13 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ApiError(400, "'model' is required and must be a non-empty string.", param="model")
+    if _UNPRINTABLE.search(model):
+        # The id goes into response headers and the ledger: a control character
+        # would break the one, a lone surrogate the other.
+        raise ApiError(400, "'model' must not contain control characters or lone surrogates.", param="model")
+    if len(model) > MAX_MODEL_CHARS:
+        # The ledger keys spend by model id: longer ids could not be stored whole.
+        raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' is required and must be a non-empty array.", param="messages")

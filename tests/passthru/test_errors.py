@@ -3,6 +3,7 @@ OpenAI's error envelope, the right status and code, and a trace with the
 error kind for each."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -261,3 +262,43 @@ def test_daily_cap_is_429_naming_the_reset_time_and_the_variable(http, upstream,
     traced(response, "spend_cap_reached")
     assert len(upstream.requests) == 1  # refused before any upstream call
     assert SpendDaily.objects.get().calls == 1
+
+
+# --- Found by fuzzing: bodies that once got a 500 or no answer at all ------------------------
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_deeply_nested_body_is_400_not_500(http, upstream, depth):
+    nested = "[" * depth + "]" * depth
+    raw = f'{{"model": "{MODEL}", "messages": [{{"role": "user", "content": {nested}}}]}}'.encode()
+    response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert "nested too deeply" in error_of(response, 400)["message"]
+    traced(response, "invalid_json")
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize("model", ["openrouter/x\x00y", "openrouter/x\r\nset-cookie: a=b", "openrouter/\ud800", "openrouter/" + "x" * 200])
+def test_model_ids_that_cannot_go_into_headers_or_the_ledger_are_400(http, upstream, model):
+    raw = json.dumps({"model": model, "messages": HELLO}).encode()  # ensure_ascii: \u escapes, as a client sends them
+    response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert error_of(response, 400)["param"] == "model"
+    traced(response, "invalid_request_error")
+    assert upstream.requests == []
+
+
+def test_lone_surrogate_in_a_message_is_forwarded_as_the_client_wrote_it(http, upstream):
+    raw = f'{{"model": "{MODEL}", "messages": [{{"role": "user", "content": "a\\ud800b"}}]}}'.encode()
+    response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 200, response.text
+    assert upstream.requests[0].body["messages"][0]["content"] == "a\ud800b"
+    assert Trace.objects.get().status == "ok" and SpendDaily.objects.get().calls == 1
+
+
+def test_an_unexpected_failure_is_a_500_envelope_and_traced(http, upstream, monkeypatch):
+    def broken(model_id: str) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("passthru.chat.resolve", broken)
+    response = post(http)
+    error = error_of(response, 500)
+    assert (error["type"], error["code"]) == ("server_error", "internal_error")
+    assert response.headers["x-request-id"] in error["message"] and "a bug" not in error["message"]
+    traced(response, "internal_error")
