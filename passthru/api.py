@@ -18,6 +18,13 @@ from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, Model
 
 router = Router(tags=["v1"])
 
+# One server-sent event of a streamed answer: `data` is a chat.completion.chunk
+# as JSON, an error object, or the closing [DONE].
+SSE_EVENT = {
+    "type": "object",
+    "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}},
+    "required": ["data"],
+}
 _ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 504)}
 
 
@@ -85,7 +92,7 @@ def to_django(out: Outbound) -> HttpResponseBase:
             "content": {"application/json": {"schema": inline_schema(ChatCompletionRequest)}},
         },
         # With "stream": true the answer is server-sent events, not JSON.
-        "responses": {200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+        "responses": {200: {"content": {"text/event-stream": {"schema": SSE_EVENT}}}},
     },
     summary="Create a chat completion (passthru or formation)",
 )

@@ -19,7 +19,8 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = Field(
         min_length=1,
-        pattern=r"\S",  # not only whitespace
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$",  # not blank, no control characters
         description="`<provider>/<model id>`, an alias, or a formation id",
         examples=["openrouter/openai/gpt-5.2"],
     )
