@@ -40,7 +40,7 @@ def server(tmp_path_factory, _upstream_server, sqlite_template) -> Iterator[Guni
         fleet.check_secrets()
 
 
-def test_schemathesis_finds_no_5xx_and_no_contract_violation(server, upstream):
+def test_schemathesis_finds_no_5xx_and_no_contract_violation(server, upstream, tmp_path):
     workers = server.worker_pids()
     result = subprocess.run(
         [
@@ -56,6 +56,7 @@ def test_schemathesis_finds_no_5xx_and_no_contract_violation(server, upstream):
             "--generation-database", "none",
             "--no-color",
         ],
+        cwd=tmp_path,  # it keeps a .schemathesis/ folder in the working directory
         capture_output=True,
         text=True,
         timeout=240,
