@@ -95,8 +95,8 @@ class Ledger:
         return self.rows(sql, params)[0][0]
 
     def totals(self) -> dict[str, int]:
-        """The counts every ledger test compares."""
-        return {
+        """The counts every ledger test compares (PostgreSQL sums come back as Decimal)."""
+        return {k: int(v) for k, v in {
             "traces": self.one("SELECT COUNT(*) FROM ledger_trace"),
             "spans": self.one("SELECT COUNT(*) FROM ledger_span"),
             "spend_calls": self.one("SELECT COALESCE(SUM(calls), 0) FROM spend_daily"),
@@ -104,7 +104,7 @@ class Ledger:
             "spend_cost": self.one("SELECT COALESCE(SUM(cost_nanousd), 0) FROM spend_daily"),
             "span_cost": self.one("SELECT COALESCE(SUM(cost_nanousd), 0) FROM ledger_span"),
             "trace_cost": self.one("SELECT COALESCE(SUM(cost_nanousd), 0) FROM ledger_trace"),
-        }
+        }.items()}
 
     def trace(self, request_id: str) -> dict[str, Any] | None:
         cols = ("status", "http_status", "error_kind", "error_message", "stream", "key_name", "cost_nanousd")
