@@ -8,7 +8,6 @@ from django.views.generic import RedirectView
 from marina.api import api
 from passthru.api import unknown_path
 
-
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("reports/", include("ledger.urls")),
