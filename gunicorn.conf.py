@@ -16,3 +16,8 @@ keepalive = 75  # above typical client/LB idle timeouts, so pooled connections s
 accesslog = os.environ.get("MARINA_ACCESS_LOG") or None  # off by default: traces hold per-request data
 errorlog = "-"
 loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
+# gunicorn >= 25 opens a control socket at one fixed path per user: two
+# servers on one host (scale-out, a test beside a dev server) would take it
+# from each other. Off unless MARINA_CONTROL_SOCKET names a path for this one.
+control_socket = os.environ.get("MARINA_CONTROL_SOCKET") or "gunicorn.ctl"
+control_socket_disable = not os.environ.get("MARINA_CONTROL_SOCKET")

@@ -1,6 +1,8 @@
 """The one NinjaAPI. Error classes are mapped to OpenAI's envelope here, once."""
 from __future__ import annotations
 
+import logging
+
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
@@ -8,6 +10,8 @@ from ninja.errors import HttpError, ValidationError
 from passthru.api import router as v1_router
 from passthru.errors import ApiError, error_envelope
 from passthru.responses import error_out
+
+log = logging.getLogger(__name__)
 
 api = NinjaAPI(
     title="Marina",
@@ -39,3 +43,11 @@ def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return api.create_response(
         request, ApiError(exc.status_code, str(exc)).envelope(), status=exc.status_code
     )
+
+
+@api.exception_handler(Exception)
+def unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """Anything else is a bug: log it, and still answer in OpenAI's envelope."""
+    log.error("unexpected error on %s %s", request.method, request.path, exc_info=exc)
+    out = error_out(ApiError(500, "Marina failed on this request.", code="internal_error", error_type="server_error"))
+    return HttpResponse(out.body, status=out.status, content_type=out.content_type)

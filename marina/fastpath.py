@@ -24,8 +24,6 @@ same requests both ways and compares):
 It turns itself off (with a warning) when the settings would make Django do
 something it does not copy: a different MIDDLEWARE list, SSL redirects, HSTS,
 X-Forwarded-Host or a script prefix. MARINA_FASTPATH=off turns it off outright.
-One deliberate difference: an unexpected exception becomes a 500 in OpenAI's
-error envelope, not Django's HTML error page.
 """
 from __future__ import annotations
 
@@ -40,7 +38,7 @@ from django.http.request import split_domain_port, validate_host
 from django.http.response import ResponseHeaders
 
 from passthru.api import request_too_large
-from passthru.chat import chat_completions
+from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.errors import ApiError
 from passthru.responses import Outbound, error_out
@@ -199,7 +197,9 @@ class FastPath:
     async def chat(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > settings.MARINA_MAX_REQUEST_BYTES:
-            await _respond(send, error_out(request_too_large(int(declared))), _Call())
+            # Refused unread and traced, as the Ninja operation does (passthru/api.py _serve).
+            unread = Inbound(method="POST", path=CHAT_PATH, headers=headers, body=b"")
+            await _respond(send, await refuse(unread, request_too_large(int(declared))), _Call())
             return
         body = await _read_body(receive)
         if body is None:
@@ -219,9 +219,11 @@ class FastPath:
             if call.task is not None:
                 call.task.uncancel()
         except Exception:
-            log.exception("unhandled error in %s", CHAT_PATH)
+            # What marina/api.py's unexpected_error answers on the Django route.
+            log.exception("unexpected error on POST %s", CHAT_PATH)
             if not call.started:
-                await _respond(send, error_out(ApiError(500, "Internal server error.", code="server_error")), call)
+                error = ApiError(500, "Marina failed on this request.", code="internal_error", error_type="server_error")
+                await _respond(send, error_out(error), call)
         finally:
             call.finished = True
             watcher.cancel()

@@ -1,20 +1,30 @@
 """The /v1 router: parse, delegate, return. Errors are mapped in marina/api.py."""
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
-from passthru.chat import chat_completions
+from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.errors import ApiError
 from passthru.models_list import list_models
 from passthru.responses import Outbound
-from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList
+from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList, inline_schema
 
 router = Router(tags=["v1"])
 
+# One server-sent event of a streamed answer: `data` is a chat.completion.chunk
+# as JSON, an error object, or the closing [DONE].
+SSE_EVENT = {
+    "type": "object",
+    "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}},
+    "required": ["data"],
+}
 _ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 504)}
 
 
@@ -32,6 +42,25 @@ def inbound(request: HttpRequest) -> Inbound:
         headers={k.lower(): v for k, v in request.headers.items()},
         body=body,
     )
+
+
+def _without_body(request: HttpRequest) -> Inbound:
+    """The request line and headers only, for requests refused unread."""
+    return Inbound(
+        method=request.method or "GET",
+        path=request.path,
+        headers={k.lower(): v for k, v in request.headers.items()},
+        body=b"",
+    )
+
+
+async def _serve(request: HttpRequest, core: Callable[[Inbound], Awaitable[Outbound]]) -> HttpResponseBase:
+    """inbound -> core -> Django response; a body refused before the core is traced too."""
+    try:
+        parsed = inbound(request)
+    except ApiError as exc:
+        return to_django(await refuse(_without_body(request), exc))
+    return to_django(await core(parsed))
 
 
 def request_too_large(size: int | None) -> ApiError:
@@ -61,13 +90,15 @@ def to_django(out: Outbound) -> HttpResponseBase:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": ChatCompletionRequest.model_json_schema()}},
-        }
+            "content": {"application/json": {"schema": inline_schema(ChatCompletionRequest)}},
+        },
+        # With "stream": true the answer is server-sent events, not JSON.
+        "responses": {200: {"content": {"text/event-stream": {"schema": SSE_EVENT}}}},
     },
     summary="Create a chat completion (passthru or formation)",
 )
 async def create_chat_completion(request: HttpRequest) -> HttpResponseBase:
-    return to_django(await chat_completions(inbound(request)))
+    return await _serve(request, chat_completions)
 
 
 @router.get("/models", response={200: ModelList, 401: ErrorEnvelope}, summary="List usable model ids")
@@ -78,3 +109,29 @@ async def models(request: HttpRequest) -> dict:
 @router.get("/health", response=Health, summary="Liveness", auth=None)
 async def health(request: HttpRequest) -> dict:
     return {"status": "ok", "engine": "marina"}
+
+
+# Wrong methods on known paths: OpenAI's envelope with an Allow header (Ninja
+# would answer a bare text 405), traced like every other /v1 answer.
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+
+def _refuse_other_methods(path: str, allowed: str) -> None:
+    async def wrong_method(request: HttpRequest) -> HttpResponseBase:
+        error = ApiError(
+            405, f"Method {request.method} is not allowed on {request.path}: use {allowed}.", code="method_not_allowed"
+        )
+        return to_django(await refuse(_without_body(request), error, headers={"allow": allowed}))
+
+    router.add_api_operation(path, [m for m in _METHODS if m != allowed], wrong_method, include_in_schema=False)
+
+
+for _path, _allowed in (("/chat/completions", "POST"), ("/models", "GET"), ("/health", "GET")):
+    _refuse_other_methods(_path, _allowed)
+
+
+@csrf_exempt  # an API path: no browser forms, no CSRF cookie
+async def unknown_path(request: HttpRequest, rest: str = "") -> HttpResponseBase:
+    """Unknown /v1 paths get OpenAI's 404 envelope, not Django's HTML page."""
+    error = ApiError(404, f"Unknown API path: {request.method} {request.path}", code="not_found")
+    return to_django(await refuse(_without_body(request), error))

@@ -40,11 +40,18 @@ def encode(body: dict[str, Any]) -> bytes:
     """Compact UTF-8 JSON. orjson writes what json.dumps writes with these
     options (the same values; a small float's exponent may be spelled 1e-7
     rather than 1e-07) ~7x faster: 0.14 -> 0.02 ms for the τ²-sized body.
-    Integers beyond 64 bits, which it refuses, go through json.dumps."""
+    What it refuses (integers beyond 64 bits, lone surrogates) goes through json."""
     try:
         return orjson.dumps(body)
     except TypeError:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        pass
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate ("\ud800") is a valid JSON escape but not UTF-8:
+        # send it escaped, the way the client wrote it.
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def meter(span: SpanRecord, route: Route, usage: Usage) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,9 @@ from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
 
 log = logging.getLogger(__name__)
+
+MAX_MODEL_CHARS = 200  # ledger columns requested_model / upstream_model
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 async def chat_completions(inbound: Inbound) -> Outbound:
@@ -47,11 +51,35 @@ async def chat_completions(inbound: Inbound) -> Outbound:
             ctx.route = "passthru"
             out = await _plain(ctx, body)
     except ApiError as exc:
-        out = error_out(exc)
-        kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
-        await _finish(ctx, out, error_kind=kind, error_message=exc.message)
-        return out
+        return await _answer_error(ctx, exc)
+    except RecursionError:
+        # json and the body walkers recurse: a body nested thousands deep is the client's error.
+        return await _answer_error(ctx, ApiError(400, "The request body is nested too deeply.", code="invalid_json"))
+    except Exception:
+        # A bug, not the client's fault: still OpenAI's envelope, and still traced.
+        log.exception("unexpected error answering %s", ctx.request_id)
+        error = ApiError(
+            500, f"Marina failed on this request ({ctx.request_id}).", code="internal_error", error_type="server_error"
+        )
+        return await _answer_error(ctx, error)
     await _finish(ctx, out)
+    return out
+
+
+async def _answer_error(ctx: RequestContext, exc: ApiError) -> Outbound:
+    out = error_out(exc)
+    kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+    await _finish(ctx, out, error_kind=kind, error_message=exc.message)
+    return out
+
+
+async def refuse(inbound: Inbound, error: ApiError, headers: dict[str, str] | None = None) -> Outbound:
+    """Answer a request turned away before it reaches a route (unknown path,
+    wrong method, body too large): OpenAI's envelope, traced like any other."""
+    ctx = RequestContext.for_request(inbound)
+    out = error_out(error)
+    out.headers.update(headers or {})
+    await _finish(ctx, out, error_kind=error.code, error_message=error.message)
     return out
 
 
@@ -73,6 +101,13 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ApiError(400, "'model' is required and must be a non-empty string.", param="model")
+    if _UNPRINTABLE.search(model):
+        # The id goes into response headers and the ledger: a control character
+        # would break the one, a lone surrogate the other.
+        raise ApiError(400, "'model' must not contain control characters or lone surrogates.", param="model")
+    if len(model) > MAX_MODEL_CHARS:
+        # The ledger keys spend by model id: longer ids could not be stored whole.
+        raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' is required and must be a non-empty array.", param="messages")
@@ -88,6 +123,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         value = body.get(name)
         if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
             raise ApiError(400, f"'{name}' must be {label}.", param=name)
+    for i, tool in enumerate(body.get("tools") or ()):
+        if not isinstance(tool, dict):
+            raise ApiError(400, f"tools[{i}] must be an object.", param=f"tools[{i}]")
     return body
 
 
@@ -153,8 +191,8 @@ def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
 
 async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound) -> AsyncIterator[bytes]:
     """Yield the events, trace the request however the stream ended (finished,
-    failed upstream, or cancelled by a client that went away), then [DONE]:
-    a client that saw the end of the stream can already find its trace."""
+    failed upstream, or cancelled by a client that went away), then [DONE] if
+    it finished: a client that saw the end of the stream can already find its trace."""
     status, error_kind, error_message = "ok", "", ""
     try:
         async for event in relay_or_error(stream.chunks(), meter):
@@ -182,7 +220,10 @@ async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter:
         await services.arecord_request(record)
     except Exception:
         log.exception("could not record trace %s", ctx.request_id)
-    yield DONE
+    # [DONE] means "complete": after an upstream failure the error event is the
+    # last word, so a client that skips error events still sees a broken stream.
+    if status == "ok":
+        yield DONE
 
 
 def _close_span(ctx: RequestContext, meter: Meter) -> None:

@@ -17,12 +17,40 @@ class ChatMessage(BaseModel):
 
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
-    model: str = Field(min_length=1, description="`<provider>/<model id>`, an alias, or a formation id")
-    messages: list[ChatMessage] = Field(min_length=1)
+    model: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$",  # not blank, no control characters
+        description="`<provider>/<model id>`, an alias, or a formation id",
+        examples=["openrouter/openai/gpt-5.2"],
+    )
+    messages: list[ChatMessage] = Field(min_length=1, examples=[[{"role": "user", "content": "Hello"}]])
     stream: bool | None = None
     n: int | None = None
     tools: list[dict[str, Any]] | None = None
     stream_options: dict[str, Any] | None = None
+
+
+def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with its `$defs` inlined.
+
+    Pydantic points nested models at `#/$defs/...`, a path that only resolves
+    inside the model's own schema document; pasted into an OpenAPI operation
+    it dangles (clients and fuzzers cannot resolve it)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)  # type: ignore[no-any-return]
 
 
 class ErrorBody(BaseModel):

@@ -116,6 +116,9 @@ class ScriptedUpstream:
         self.requests: list[Received] = []
         self.steps: deque[Step] = deque()
         self.handler: Callable[[Any], Step | None] | None = None  # decides per request when set
+        # False: close every connection after its reply, so that a connection
+        # the client never closes shows up as CLOSE_WAIT (leak tests).
+        self.keep_alive = True
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
 
@@ -150,6 +153,7 @@ class ScriptedUpstream:
             self.steps.clear()
             self.requests.clear()
             self.handler = None
+            self.keep_alive = True
 
     def next_step(self, body: Any) -> Step:
         with self.lock:
@@ -168,6 +172,13 @@ class _Server(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: a burst of load-test
     # connections would be dropped and retried a second later.
     request_queue_size = 1024
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client killed mid-request (restart tests) is expected, not news.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -213,6 +224,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(step.status)
         self.send_header("content-type", step.content_type)
         self.send_header("content-length", str(len(data)))
+        if not self.owner.keep_alive:
+            self.send_header("connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(data)
 

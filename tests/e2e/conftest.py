@@ -36,12 +36,12 @@ def find_secrets(text: str) -> list[str]:
     return found
 
 
-def server_env(upstream: ScriptedUpstream, **overrides: str) -> dict[str, str]:
+def server_env(upstream_url: str, **overrides: str) -> dict[str, str]:
     """The environment a test server gets: one named key, OpenRouter -> the scripted upstream."""
     return {
         "MODEL_API_KEYS": f"{MARINA_KEY}:tester",
         "OPENROUTER_API_KEY": PROVIDER_KEY,
-        "MARINA_OPENROUTER_BASE_URL": upstream.base_url,
+        "MARINA_OPENROUTER_BASE_URL": upstream_url,
         "MARINA_DAILY_SPEND_CAP_USD": "off",
         **overrides,
     }
@@ -76,7 +76,7 @@ class Servers:
         server = start_gunicorn(
             database_url=ledger.url,
             log_path=self.tmp_path / f"gunicorn-{len(self.started)}.log",
-            env=server_env(self.upstream, **env),
+            env=server_env(self.upstream.base_url, **env),
             workers=workers,
             port=port,
         )

@@ -49,6 +49,15 @@ def tiny_cost_nanousd(i: int) -> int:
     return 10 * (1 + (i * 7919) % 100)
 
 
+CAP_PHASE = 1_000_000  # cap tests: request indexes from here on cost a cent each
+CENT_NANOUSD = 10_000_000
+
+
+def cap_test_cost_nanousd(i: int) -> int:
+    """Tiny costs below CAP_PHASE (a run that stays under a cap), a cent from there on."""
+    return tiny_cost_nanousd(i) if i < CAP_PHASE else CENT_NANOUSD
+
+
 def request_index(body: Any) -> int | None:
     try:
         match = _INDEX.search(str(body["messages"][-1]["content"]))
@@ -89,6 +98,7 @@ class Outcome:
     complete: bool = False  # the whole answer arrived and said what the upstream said
     error: str = ""
     error_code: str = ""
+    started: float = 0.0  # time.monotonic() when sent
     seconds: float = 0.0
 
     @property
@@ -101,7 +111,7 @@ def _header_cost(value: str | None) -> int | None:
 
 
 async def one_request(client: openai.AsyncOpenAI, server: str, i: int, kind: str, *, model: str = MODEL) -> Outcome:
-    out = Outcome(index=i, kind=kind, server=server)
+    out = Outcome(index=i, kind=kind, server=server, started=time.monotonic())
     started = time.perf_counter()
     messages = [{"role": "system", "content": "You are a support agent."}, {"role": "user", "content": f"load #{i}"}]
     try:
@@ -155,10 +165,12 @@ async def run_load(
     first_index: int = 0,
     timeout: float = 60,
     on_outcome: Callable[[Outcome], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[Outcome]:
     """`concurrency` workers send requests until `requests` were sent or
-    `seconds` passed (whichever is given), spread round-robin over the servers
-    and the kinds. Every request sent has an Outcome: nothing is dropped."""
+    `seconds` passed (whichever is given) or `stop()` says so, spread
+    round-robin over the servers and the kinds. Every request sent has an
+    Outcome: nothing is dropped."""
     assert requests is not None or seconds is not None
     # httpx's pool costs CPU that grows with its size: 128 connections in one
     # pool cost the client ~4x more per request than 16. So each server gets
@@ -175,7 +187,7 @@ async def run_load(
 
     async def worker(w: int) -> None:
         while True:
-            if stop_at is not None and time.monotonic() >= stop_at:
+            if (stop_at is not None and time.monotonic() >= stop_at) or (stop is not None and stop()):
                 return
             i = next(counter)
             if last is not None and i >= last:

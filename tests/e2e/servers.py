@@ -95,8 +95,8 @@ class Ledger:
         return self.rows(sql, params)[0][0]
 
     def totals(self) -> dict[str, int]:
-        """The counts every ledger test compares."""
-        return {
+        """The counts every ledger test compares (PostgreSQL sums come back as Decimal)."""
+        return {k: int(v) for k, v in {
             "traces": self.one("SELECT COUNT(*) FROM ledger_trace"),
             "spans": self.one("SELECT COUNT(*) FROM ledger_span"),
             "spend_calls": self.one("SELECT COALESCE(SUM(calls), 0) FROM spend_daily"),
@@ -104,7 +104,7 @@ class Ledger:
             "spend_cost": self.one("SELECT COALESCE(SUM(cost_nanousd), 0) FROM spend_daily"),
             "span_cost": self.one("SELECT COALESCE(SUM(cost_nanousd), 0) FROM ledger_span"),
             "trace_cost": self.one("SELECT COALESCE(SUM(cost_nanousd), 0) FROM ledger_trace"),
-        }
+        }.items()}
 
     def trace(self, request_id: str) -> dict[str, Any] | None:
         cols = ("status", "http_status", "error_kind", "error_message", "stream", "key_name", "cost_nanousd")
@@ -183,6 +183,23 @@ def postgres_database(prefix: str = "marina_reliab") -> Iterator[Ledger]:
 
 
 # --- gunicorn --------------------------------------------------------------------
+_TCP_STATES = {"01": "ESTABLISHED", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "0A": "LISTEN"}
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    fd: int
+    target: str
+    local_port: int | None = None
+    remote_port: int | None = None
+    state: str = ""
+
+    def __str__(self) -> str:
+        if self.state:
+            return f"{self.fd}: tcp :{self.local_port} -> :{self.remote_port} {self.state}"
+        return f"{self.fd}: {self.target}"
+
+
 @dataclass
 class Gunicorn:
     """One running gunicorn master and its workers."""
@@ -220,9 +237,30 @@ class Gunicorn:
                 pids.add(int(entry.name))
         return pids
 
-    def open_fds(self) -> dict[int, int]:
-        """Open file descriptors (sockets included) per worker."""
-        return {pid: len(os.listdir(f"/proc/{pid}/fd")) for pid in self.worker_pids()}
+    def descriptors(self, pid: int) -> list[Descriptor]:
+        """What a worker's descriptors point at, TCP sockets with their ports and state."""
+        sockets: dict[str, tuple[int, int, str]] = {}
+        for table in ("tcp", "tcp6"):
+            try:
+                lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for line in lines:
+                f = line.split()
+                local, remote = (int(addr.rsplit(":", 1)[1], 16) for addr in (f[1], f[2]))
+                sockets[f[9]] = (local, remote, _TCP_STATES.get(f[3], f[3]))
+        found = []
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue  # closed meanwhile
+            tcp = sockets.get(target[8:-1]) if target.startswith("socket:[") else None
+            if tcp:
+                found.append(Descriptor(int(fd), target, local_port=tcp[0], remote_port=tcp[1], state=tcp[2]))
+            else:
+                found.append(Descriptor(int(fd), target))
+        return sorted(found, key=lambda d: d.fd)
 
     def running(self) -> bool:
         return self.proc.poll() is None

@@ -4,7 +4,7 @@ Under load, a threaded upstream inside the test process competes for one
 GIL with the load client: the client then measures itself, not Marina. Run
 apart, each gets a core.
 
-    python -m tests.e2e.upstream_process [--cost normal|tiny] [--delay S]
+    python -m tests.e2e.upstream_process [--cost normal|tiny|cap] [--delay S]
 
 prints `ready <base_url>` on stdout, then serves until SIGTERM/SIGINT or EOF
 on stdin. It records nothing (a long soak would hold every request in memory).
@@ -21,10 +21,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.load import cost_nanousd, priced_handler, tiny_cost_nanousd
+from tests.e2e.load import cap_test_cost_nanousd, cost_nanousd, priced_handler, tiny_cost_nanousd
 from tests.upstream import ScriptedUpstream
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+COSTS = {"normal": cost_nanousd, "tiny": tiny_cost_nanousd, "cap": cap_test_cost_nanousd}
 
 
 class _Unrecorded(ScriptedUpstream):
@@ -40,11 +41,11 @@ class _Discard(list):  # type: ignore[type-arg]
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cost", choices=("normal", "tiny"), default="normal")
+    parser.add_argument("--cost", choices=sorted(COSTS), default="normal")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply's first byte")
     args = parser.parse_args(argv)
     server = _Unrecorded().start()
-    server.handler = priced_handler(cost_nanousd if args.cost == "normal" else tiny_cost_nanousd, delay=args.delay)
+    server.handler = priced_handler(COSTS[args.cost], delay=args.delay)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())

@@ -197,11 +197,12 @@ def test_stream_reset_midway(urls, upstream):
     assert b'"upstream_error"' in response.content
 
 
-def test_declared_body_too_large_is_413_without_a_trace(urls, upstream, settings):
+def test_declared_body_too_large_is_413_refused_unread_and_traced(urls, upstream, settings):
     settings.MARINA_MAX_REQUEST_BYTES = 2048
-    before = Trace.objects.count()
-    response = assert_same(both(urls, upstream, lambda: None, content=_body(pad="x" * 4096), expect_trace=False))
-    assert response.status_code == 413 and Trace.objects.count() == before
+    seen = both(urls, upstream, lambda: None, content=_body(pad="x" * 4096))
+    response = assert_same(seen)
+    assert response.status_code == 413 and response.json()["error"]["code"] == "request_too_large"
+    assert seen["fast"][1][0]["error_kind"] == "request_too_large" and upstream.requests == []
 
 
 def test_request_headers_reach_the_core_alike(urls, upstream):

@@ -1,0 +1,304 @@
+"""Every auth and error path of /v1/chat/completions against a live Marina:
+OpenAI's error envelope, the right status and code, and a trace with the
+error kind for each."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+from ledger.models import SpendDaily, Trace
+from passthru import upstream as upstream_client
+from tests.conftest import MARINA_KEY, PROVIDER_KEY
+from tests.e2e.servers import free_port
+from tests.upstream import Reply, Reset, Sse, completion
+
+MODEL = "openrouter/openai/gpt-5.2"
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture
+def http(marina_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=marina_url, headers={"authorization": f"Bearer {MARINA_KEY}"}, timeout=30) as client:
+        yield client
+
+
+def post(http: httpx.Client, body: Any = None, **kw: Any) -> httpx.Response:
+    if body is None:
+        body = {"model": MODEL, "messages": HELLO}
+    return http.post("/v1/chat/completions", json=body, **kw)
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The OpenAI envelope's error object, after checking status and shape."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    payload = response.json()
+    assert list(payload) == ["error"] and set(payload["error"]) == {"message", "type", "param", "code"}, payload
+    return payload["error"]
+
+
+def traced(response: httpx.Response, error_kind: str) -> Trace:
+    trace = Trace.objects.get(request_id=response.headers["x-request-id"])
+    assert (trace.status, trace.http_status, trace.error_kind) == ("error", response.status_code, error_kind)
+    return trace
+
+
+# --- Auth -------------------------------------------------------------------------
+def test_missing_key_is_401(http):
+    response = post(http, headers={"authorization": ""})
+    error = error_of(response, 401)
+    assert (error["type"], error["code"]) == ("authentication_error", "invalid_api_key")
+    assert "Authorization" in error["message"]
+    traced(response, "invalid_api_key")
+
+
+def test_invalid_key_is_401_and_never_recorded(http):
+    response = post(http, headers={"authorization": "Bearer sk-wrong-key-000000000000"})
+    assert error_of(response, 401)["message"] == "Invalid API key."
+    trace = traced(response, "invalid_api_key")
+    assert trace.key_name == ""
+    assert "sk-wrong" not in str(Trace.objects.values().get(pk=trace.pk))
+
+
+def test_no_keys_and_api_not_opened_is_401_naming_both_variables(http, settings):
+    settings.MODEL_API_KEYS = ""
+    settings.MARINA_OPEN_API = False
+    response = post(http)
+    message = error_of(response, 401)["message"]
+    assert "MODEL_API_KEYS" in message and "MARINA_OPEN_API=true" in message
+    traced(response, "invalid_api_key")
+
+
+def test_open_mode_serves_without_a_key(marina_url, settings, upstream):
+    settings.MODEL_API_KEYS = ""
+    settings.MARINA_OPEN_API = True
+    response = httpx.post(f"{marina_url}/v1/chat/completions", json={"model": MODEL, "messages": HELLO}, timeout=30)
+    assert response.status_code == 200, response.text
+    trace = Trace.objects.get(request_id=response.headers["x-request-id"])
+    assert (trace.status, trace.key_name) == ("ok", "open")
+    assert upstream.requests[0].headers["authorization"] == f"Bearer {PROVIDER_KEY}"  # the provider's key, always
+
+
+# --- Routing ----------------------------------------------------------------------------
+def test_unknown_provider_is_404_model_not_found_listing_providers(http, upstream):
+    response = post(http, {"model": "nowhere/some-model", "messages": HELLO})
+    error = error_of(response, 404)
+    assert (error["code"], error["param"]) == ("model_not_found", "model")
+    assert "openrouter" in error["message"] and "anthropic" in error["message"]
+    traced(response, "model_not_found")
+    assert upstream.requests == []
+
+
+def test_provider_without_key_is_503_naming_the_variable(http, upstream):
+    response = post(http, {"model": "openai/gpt-4o", "messages": HELLO})
+    error = error_of(response, 503)
+    assert "OPENAI_API_KEY" in error["message"]
+    traced(response, "provider_not_configured")
+    assert upstream.requests == []
+
+
+# --- Upstream answers and failures --------------------------------------------------------
+@pytest.mark.parametrize("status", [400, 404, 429])
+def test_upstream_4xx_passes_through_with_its_status_and_body(http, upstream, status):
+    body = {"error": {"message": f"provider says {status}", "type": "invalid_request_error", "param": None, "code": "x"}}
+    upstream.script(Reply(status=status, json=body))
+    response = post(http)
+    assert response.status_code == status
+    assert response.json() == body
+    traced(response, f"http_{status}")
+    assert SpendDaily.objects.get().errors == 1
+
+
+def test_upstream_4xx_on_a_stream_passes_through(http, upstream):
+    body = {"error": {"message": "bad stream", "type": "invalid_request_error", "param": None, "code": None}}
+    upstream.script(Reply(status=400, json=body))
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": True})
+    assert (response.status_code, response.json()) == (400, body)
+    traced(response, "http_400")
+
+
+@pytest.fixture
+def dead_provider(settings):  # type: ignore[no-untyped-def]
+    port = free_port()  # nothing listens there
+    providers = {name: dict(conf) for name, conf in settings.MARINA_PROVIDERS.items()}
+    providers["dead"] = {"base_url": f"http://127.0.0.1:{port}/v1", "api_key": "", "key_env": "DEAD_API_KEY", "keyless_ok": "yes"}
+    settings.MARINA_PROVIDERS = providers
+    return "dead/some-model"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_connect_error_is_502_upstream_error(http, dead_provider, stream):
+    response = post(http, {"model": dead_provider, "messages": HELLO, "stream": stream})
+    error = error_of(response, 502)
+    assert error["code"] == "upstream_error" and "dead" in error["message"]
+    traced(response, "connect")
+
+
+def test_reset_is_502_upstream_error(http, upstream):
+    upstream.script(Reset())
+    response = post(http)
+    assert error_of(response, 502)["code"] == "upstream_error"
+    traced(response, "reset")
+
+
+def test_reset_mid_stream_ends_with_an_error_event_and_no_done(http, upstream):
+    upstream.script(Sse(reset_after=2))
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": True})
+    assert response.status_code == 200
+    events = [e for e in response.text.split("\n\n") if e]
+    assert '"upstream_error"' in events[-1] and "[DONE]" not in response.text
+    traced(response, "reset")
+
+
+@pytest.fixture
+def short_timeout(settings) -> Iterator[float]:  # type: ignore[no-untyped-def]
+    settings.MARINA_UPSTREAM_TIMEOUT = 0.5
+    upstream_client.use_transport(None)  # the cached clients carry the old timeout
+    yield 0.5
+    upstream_client.use_transport(None)
+
+
+@pytest.mark.parametrize("step", [Reply(json=completion(), delay=1.5), Sse(delay=1.5)], ids=["plain", "stream"])
+def test_timeout_is_504_naming_the_variable(http, upstream, short_timeout, step):
+    upstream.script(step)
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": isinstance(step, Sse)})
+    error = error_of(response, 504)
+    assert "MARINA_UPSTREAM_TIMEOUT=0.5" in error["message"]
+    traced(response, "timeout")
+
+
+@pytest.mark.parametrize("raw", [b"<html>Bad gateway</html>", b'{"truncated": ', b"[1, 2]"])
+def test_non_json_upstream_body_is_502(http, upstream, raw):
+    upstream.script(Reply(raw=raw, content_type="text/html"))
+    response = post(http)
+    error = error_of(response, 502)
+    assert "not JSON" in error["message"]
+    traced(response, "bad_json")
+
+
+# --- Bad requests --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": HELLO}, "model"),
+        ({"model": "", "messages": HELLO}, "model"),
+        ({"model": 7, "messages": HELLO}, "model"),
+        ({"model": MODEL}, "messages"),
+        ({"model": MODEL, "messages": []}, "messages"),
+        ({"model": MODEL, "messages": "hello"}, "messages"),
+        ({"model": MODEL, "messages": [1]}, "messages[0]"),
+        ({"model": MODEL, "messages": [{"content": "no role"}]}, "messages[0]"),
+        ({"model": MODEL, "messages": HELLO, "stream": "yes"}, "stream"),
+        ({"model": MODEL, "messages": HELLO, "n": "2"}, "n"),
+        ({"model": MODEL, "messages": HELLO, "n": True}, "n"),
+        ({"model": MODEL, "messages": HELLO, "tools": {}}, "tools"),
+        ({"model": MODEL, "messages": HELLO, "tools": [None]}, "tools[0]"),
+        ({"model": MODEL, "messages": HELLO, "stream_options": []}, "stream_options"),
+    ],
+)
+def test_bad_request_is_400_naming_the_param(http, upstream, body, param):
+    response = post(http, body)
+    error = error_of(response, 400)
+    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    traced(response, "invalid_request_error")
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"", b"\xff\xfe{}", b'["a list"]', b"null"])
+def test_body_that_is_not_a_json_object_is_400(http, raw):
+    response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    error = error_of(response, 400)
+    assert error["type"] == "invalid_request_error"
+    assert Trace.objects.get(request_id=response.headers["x-request-id"]).http_status == 400
+
+
+def test_body_over_the_limit_is_413(http, settings, upstream):
+    settings.MARINA_MAX_REQUEST_BYTES = 4096
+    response = post(http, {"model": MODEL, "messages": [{"role": "user", "content": "x" * 5000}]})
+    error = error_of(response, 413)
+    assert "MARINA_MAX_REQUEST_BYTES=4096" in error["message"]
+    traced(response, "request_too_large")
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/embeddings"), ("GET", "/v1/nothing/here"), ("POST", "/v1/completions")])
+def test_unknown_path_is_404(http, method, path):
+    response = http.request(method, path, json={"model": MODEL})
+    error = error_of(response, 404)
+    assert error["code"] == "not_found" and path in error["message"]
+    traced(response, "not_found")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [("GET", "/v1/chat/completions", "POST"), ("PUT", "/v1/chat/completions", "POST"), ("DELETE", "/v1/models", "GET"), ("POST", "/v1/health", "GET")],
+)
+def test_wrong_method_is_405_with_allow(http, method, path, allowed):
+    response = http.request(method, path)
+    error = error_of(response, 405)
+    assert error["code"] == "method_not_allowed" and allowed in error["message"]
+    assert response.headers["allow"] == allowed
+    traced(response, "method_not_allowed")
+
+
+# --- The daily cap ---------------------------------------------------------------------------
+@pytest.mark.parametrize("stream", [False, True])
+def test_daily_cap_is_429_naming_the_reset_time_and_the_variable(http, upstream, settings, stream):
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("0.001")
+    upstream.script(Reply(json=completion(cost=0.002)))
+    assert post(http).status_code == 200  # under the cap when it started: it may finish past it
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
+    error = error_of(response, 429)
+    assert error["code"] == "spend_cap_reached"
+    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).date()
+    assert f"resets at {tomorrow:%Y-%m-%d} 00:00 UTC" in error["message"]
+    assert "MARINA_DAILY_SPEND_CAP_USD" in error["message"] and "$0.00200000" in error["message"]
+    traced(response, "spend_cap_reached")
+    assert len(upstream.requests) == 1  # refused before any upstream call
+    assert SpendDaily.objects.get().calls == 1
+
+
+# --- Found by fuzzing: bodies that once got a 500 or no answer at all ------------------------
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_deeply_nested_body_is_400_not_500(http, upstream, depth):
+    nested = "[" * depth + "]" * depth
+    raw = f'{{"model": "{MODEL}", "messages": [{{"role": "user", "content": {nested}}}]}}'.encode()
+    response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert "nested too deeply" in error_of(response, 400)["message"]
+    traced(response, "invalid_json")
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize("model", ["openrouter/x\x00y", "openrouter/x\r\nset-cookie: a=b", "openrouter/\ud800", "openrouter/" + "x" * 200])
+def test_model_ids_that_cannot_go_into_headers_or_the_ledger_are_400(http, upstream, model):
+    raw = json.dumps({"model": model, "messages": HELLO}).encode()  # ensure_ascii: \u escapes, as a client sends them
+    response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert error_of(response, 400)["param"] == "model"
+    traced(response, "invalid_request_error")
+    assert upstream.requests == []
+
+
+def test_lone_surrogate_in_a_message_is_forwarded_as_the_client_wrote_it(http, upstream):
+    raw = f'{{"model": "{MODEL}", "messages": [{{"role": "user", "content": "a\\ud800b"}}]}}'.encode()
+    response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 200, response.text
+    assert upstream.requests[0].body["messages"][0]["content"] == "a\ud800b"
+    assert Trace.objects.get().status == "ok" and SpendDaily.objects.get().calls == 1
+
+
+def test_an_unexpected_failure_is_a_500_envelope_and_traced(http, upstream, monkeypatch):
+    def broken(model_id: str) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("passthru.chat.resolve", broken)
+    response = post(http)
+    error = error_of(response, 500)
+    assert (error["type"], error["code"]) == ("server_error", "internal_error")
+    assert response.headers["x-request-id"] in error["message"] and "a bug" not in error["message"]
+    traced(response, "internal_error")
