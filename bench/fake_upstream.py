@@ -11,7 +11,7 @@ Anything else is 404.
 Not the scripted test upstream (tests/upstream.py): that one is a threaded
 stdlib server, exact and flexible, and far too slow to load-test a gateway.
 
-    python bench/fake_upstream.py --port 4010 [--gap-ms 1]
+    .venv/bin/python bench/fake_upstream.py --port 4010 [--gap-ms 1]
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Ledger writes: sustained calls per second, each with its trace, its span and
 its spend_daily upsert, on SQLite and on PostgreSQL, measured the same way.
 
-    python bench/ledger_writes.py                       # both backends, a minute or so
-    python bench/ledger_writes.py --backends sqlite --seconds 3
-    python bench/ledger_writes.py --pg-url postgres://postgres@127.0.0.1:5432/marina_perf_bench
+    .venv/bin/python bench/ledger_writes.py                       # both backends, 1 and 32 per process: ~1.5 minutes
+    .venv/bin/python bench/ledger_writes.py --backends sqlite --seconds 3
+    .venv/bin/python bench/ledger_writes.py --pg-url postgres://postgres@127.0.0.1:5432/marina_perf_bench
 
 Each backend gets a fresh database (a temporary SQLite file; the PostgreSQL
 database named in --pg-url is created, migrated and dropped). Then --processes

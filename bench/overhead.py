@@ -1,9 +1,9 @@
 """Overhead and throughput: the fake upstream directly, through Marina, and
 through LiteLLM's proxy, under wrk, with a τ²-sized body.
 
-    python bench/overhead.py                 # the whole matrix, a few minutes
-    python bench/overhead.py --skip-litellm  # Marina and direct only
-    python bench/overhead.py --duration 3 --concurrency 1,32
+    .venv/bin/python bench/overhead.py                 # the whole matrix, a few minutes
+    .venv/bin/python bench/overhead.py --skip-litellm  # Marina and direct only
+    .venv/bin/python bench/overhead.py --duration 3 --concurrency 1,32
 
 Marina runs as in production: gunicorn with gunicorn.conf.py, 2 workers, the
 ledger and traces on (SQLite in a temporary directory, the spend cap on).
