@@ -150,9 +150,9 @@ def _write_waiting() -> None:
         # One bad record must not sink the others: write them one by one.
         for trace, done in batch:
             try:
-                record_request(trace)
-            except Exception as exc:
-                done.set_exception(exc)
+                record_requests([trace])
+            except Exception as failed:
+                done.set_exception(failed)
             else:
                 done.set_result(None)
         return
