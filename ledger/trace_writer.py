@@ -68,6 +68,19 @@ def _statements(vendor: str) -> tuple[_Insert, _Insert]:
     return _Insert(Trace, returning), _Insert(Span, False)
 
 
+def storable(value: Any) -> Any:
+    """JSON for a trace column: NUL characters replaced (PostgreSQL's jsonb
+    cannot hold \\u0000, and one NUL in a traced body would lose the whole
+    trace write)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
+
+
 def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[str, Any]:
     costs = [s.cost_nanousd for s in upstream if s.cost_nanousd is not None]
     return {
@@ -90,7 +103,7 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
         "prompt_tokens": sum(s.prompt_tokens for s in upstream),
         "completion_tokens": sum(s.completion_tokens for s in upstream),
         "cost_nanousd": sum(costs) if costs else None,
-        "body": trace.body,
+        "body": None if trace.body is None else storable(trace.body),
     }
 
 
@@ -114,8 +127,8 @@ def _span_values(trace_id: int, s: SpanRecord) -> dict[str, Any]:
         "reasoning_tokens": s.reasoning_tokens,
         "cost_nanousd": s.cost_nanousd,
         "cost_source": s.cost_source,
-        "detail": s.detail,
-        "body": s.body,
+        "detail": storable(s.detail) if s.detail else s.detail,
+        "body": None if s.body is None else storable(s.body),
     }
 
 

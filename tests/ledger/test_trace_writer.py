@@ -134,3 +134,16 @@ def test_a_dead_writer_connection_is_replaced():
     services.submit_record(_record("after")).result(10)
     assert sorted(Trace.objects.values_list("request_id", flat=True)) == ["after", "before"]
     services.close_writer_connection()
+
+
+@pytest.mark.django_db
+def test_a_nul_character_in_a_traced_body_does_not_lose_the_trace():
+    # PostgreSQL's jsonb refuses \u0000; the trace is kept with the NUL replaced.
+    record = _record("req-nul")
+    record.body = {"messages": [{"role": "user", "content": "a\x00b"}], "k\x00": 1}
+    record.spans[1].body = {"request": {"content": "x\x00"}}
+    services.record_request(record)
+    trace = Trace.objects.get(request_id="req-nul")
+    assert trace.body == {"messages": [{"role": "user", "content": "a\ufffdb"}], "k\ufffd": 1}
+    assert trace.spans.get(seq=1).body == {"request": {"content": "x\ufffd"}}
+    assert sum(SpendDaily.objects.values_list("calls", flat=True)) == 2
