@@ -10,7 +10,6 @@ from html import escape
 
 # Colour-blind-safe palette (Okabe-Ito), cycled when there are more series.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-OTHER_COLOUR = "#9a9a9a"
 
 # Plot margins: room for y tick labels on the left and x labels below.
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 16, 44

@@ -145,17 +145,14 @@ def runs(
     """Runs matching the filter (created between two UTC days, inclusive),
     annotated with `pass1` so pass^1 sorts in the database."""
     qs = BenchmarkRun.objects.annotate(pass1=Cast(KT("pass_hat_k__0"), FloatField()))
-    if group:
-        qs = qs.filter(group=group)
-    if benchmark:
-        qs = qs.filter(benchmark=benchmark)
-    if target:
-        qs = qs.filter(target=target)
-    if since:
-        qs = qs.filter(created_at__date__gte=since)
-    if until:
-        qs = qs.filter(created_at__date__lte=until)
-    return qs.order_by("-created_at", "-pk")
+    wanted = {
+        "group": group,
+        "benchmark": benchmark,
+        "target": target,
+        "created_at__date__gte": since,
+        "created_at__date__lte": until,
+    }
+    return qs.filter(**_given(wanted)).order_by("-created_at", "-pk")
 
 
 @dataclass(frozen=True)
@@ -357,18 +354,14 @@ def traces(
     session: str = "",
 ) -> QuerySet[Trace]:
     """Traces matching the filter, newest first."""
-    qs = Trace.objects.all()
-    if model:
-        qs = qs.filter(requested_model=model)
-    if key:
-        qs = qs.filter(key_name=key)
-    if status:
-        qs = qs.filter(status=status)
-    if formation_label:
-        qs = qs.filter(formation_label=formation_label)
-    if session:
-        qs = qs.filter(session=session)
-    return qs.order_by("-started_at", "-pk")
+    wanted = {
+        "requested_model": model,
+        "key_name": key,
+        "status": status,
+        "formation_label": formation_label,
+        "session": session,
+    }
+    return Trace.objects.filter(**_given(wanted)).order_by("-started_at", "-pk")
 
 
 def trace_suggestions() -> dict[str, list[str]]:
@@ -510,3 +503,8 @@ def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) ->
         rows=rows,
         disagreements=disagreements,
     )
+
+
+def _given(filters: dict[str, object]) -> dict[str, object]:
+    """The filters a form actually set (empty fields filter nothing)."""
+    return {lookup: value for lookup, value in filters.items() if value}

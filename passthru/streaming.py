@@ -42,7 +42,6 @@ class Meter:
         self.hide_usage_chunk = hide_usage_chunk
         self.started = time.perf_counter()
         self.usage: Usage | None = None
-        self.saw_done = False
 
     def keep(self, event: bytes) -> bool:
         """Record what the event says; False if the client must not see it."""
@@ -50,7 +49,6 @@ class Meter:
             self.span.ttft_ms = (time.perf_counter() - self.started) * 1000
         data = event.strip()
         if data == b"data: [DONE]":
-            self.saw_done = True
             return False  # Marina writes the one [DONE] itself, last
         # Only chunks that carry a usage object are parsed; the rest pass untouched.
         if b'"usage"' not in data or not data.startswith(b"data:"):

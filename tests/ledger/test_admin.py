@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
+from ledger.models import BenchmarkItem, Span, SpendDaily, Trace
 from tests.ledger.report_builders import record_trace
 
 MODELS = ["benchmarkrun", "benchmarkitem", "trace", "span", "spenddaily"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 import csv
 import io
 import re
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from ledger.models import BenchmarkRun, SpendDaily
+from ledger.models import SpendDaily
 from ledger.selectors import utc_today
 from tests.ledger.report_builders import record_trace
 
