@@ -8,7 +8,7 @@ its spend_daily upsert, on SQLite and on PostgreSQL, measured the same way.
 Each backend gets a fresh database (a temporary SQLite file; the PostgreSQL
 database named in --pg-url is created, migrated and dropped). Then --processes
 writer processes (2, like gunicorn's workers) each run --concurrency asyncio
-tasks (default 1 and 32) that record calls through the real path, `ledger.services.arecord_request`
+tasks (default 1 and 32) that record calls through the real path, `ledger.spend.services.arecord_request`
 (the writer thread, group commit, the trace_writer SQL), awaiting each commit
 as the chat route does. Afterwards the ledger is checked: traces = spans =
 spend_daily calls = calls recorded, and the summed cost is exact."""
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,9 @@ def _setup_django() -> None:
 
 
 def _record(i: int, pid: int) -> Any:
-    from ledger.records import SpanRecord, TraceRecord
+    from ledger.spend.records import SpanRecord, TraceRecord
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     span = SpanRecord(
         seq=0, name="upstream", started_at=now, duration_ms=850.0, provider="openrouter",
         upstream_model="openai/gpt-4.1-mini", http_status=200, prompt_tokens=4800, completion_tokens=48,
@@ -57,7 +57,7 @@ def _record(i: int, pid: int) -> Any:
 def child_write(concurrency: int, seconds: float, start_at: float) -> dict[str, Any]:
     """One writer process: record calls for `seconds`; report counts, latency and CPU."""
     _setup_django()
-    from ledger import services
+    from ledger.spend import services
 
     async def main() -> dict[str, Any]:
         latencies: list[float] = []

@@ -89,7 +89,7 @@ def wrk(wrk_bin: str, url: str, body: Path, key: str, concurrency: int, seconds:
     cmd = [wrk_bin, f"-t{threads}", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
            "-s", str(BENCH / "wrk_post.lua"), url, "--", str(body), key]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    line = next(l for l in out.splitlines() if l.startswith("WRKJSON "))
+    line = next(ln for ln in out.splitlines() if ln.startswith("WRKJSON "))
     return json.loads(line[len("WRKJSON "):])
 
 
@@ -204,11 +204,11 @@ def fmt_ratios(results: list[Result]) -> str:
     for (target, mode, c), m in by.items():
         if target != "marina":
             continue
-        d, l = by.get(("direct", mode, c)), by.get(("litellm", mode, c))
+        d, lite = by.get(("direct", mode, c)), by.get(("litellm", mode, c))
         added = f"{m.p50_ms - d.p50_ms:+.2f} / {m.p99_ms - d.p99_ms:+.2f}" if d else "-"
         vs_direct = f"{m.rps / d.rps:.2f}" if d else "-"
-        vs_l = f"{m.rps / l.rps:.1f}×" if l else "-"
-        cpu = f"{l.cpu_ms_per_req / m.cpu_ms_per_req:.1f}×" if l and m.cpu_ms_per_req else "-"
+        vs_l = f"{m.rps / lite.rps:.1f}×" if lite else "-"
+        cpu = f"{lite.cpu_ms_per_req / m.cpu_ms_per_req:.1f}×" if lite and m.cpu_ms_per_req else "-"
         lines.append(f"| {mode} | {c} | {added} | {vs_direct} | {vs_l} | {cpu} |")
     return "\n".join(lines)
 
@@ -226,11 +226,11 @@ def goals(results: list[Result], rss: dict[str, list[float]]) -> list[str]:
             line(m1.p50_ms - d1.p50_ms <= 2.0, f"added p50 at c=1 ({mode}) ≤ 2 ms: {m1.p50_ms - d1.p50_ms:+.2f} ms")
             line(m1.p99_ms - d1.p99_ms <= 10.0, f"added p99 at c=1 ({mode}) ≤ 10 ms: {m1.p99_ms - d1.p99_ms:+.2f} ms")
     for (target, mode, c), m in by.items():
-        l = by.get(("litellm", mode, c))
-        if target == "marina" and l and c >= 32:
-            ratio = l.cpu_ms_per_req / m.cpu_ms_per_req if m.cpu_ms_per_req else float("inf")
+        lite = by.get(("litellm", mode, c))
+        if target == "marina" and lite and c >= 32:
+            ratio = lite.cpu_ms_per_req / m.cpu_ms_per_req if m.cpu_ms_per_req else float("inf")
             line(ratio >= 6, f"CPU/request ≤ 1/6 of LiteLLM's, {mode} c={c}: "
-                             f"{m.cpu_ms_per_req:.2f} vs {l.cpu_ms_per_req:.2f} ms ({ratio:.1f}×)")
+                             f"{m.cpu_ms_per_req:.2f} vs {lite.cpu_ms_per_req:.2f} ms ({ratio:.1f}×)")
     if rss.get("marina"):
         line(max(rss["marina"]) < 150, f"RSS per Marina worker < 150 MB: {', '.join(f'{v:.0f}' for v in rss['marina'])} MB")
     errors = sum(r.errors for r in results if r.target == "marina")

@@ -13,12 +13,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
-from ledger.selectors import cost_source_label, spend_sums
-from passthru.pricing import format_usd
-
-
-def _usd(nanousd: int | None) -> str:
-    return "—" if nanousd is None else f"${format_usd(nanousd)}"
+from ledger.reports.selectors import cost_source_label
+from ledger.spend.selectors import spend_sums
+from marina.money import dollars
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -71,7 +68,7 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
 
     @admin.display(description="cost", ordering="cost_nanousd")
     def cost(self, run: BenchmarkRun) -> str:
-        return f"{_usd(run.cost_nanousd)} ({cost_source_label(run.cost_source)})"
+        return f"{dollars(run.cost_nanousd)} ({cost_source_label(run.cost_source)})"
 
     @admin.display(description="")
     def links(self, run: BenchmarkRun) -> str:
@@ -111,7 +108,7 @@ class SpanInline(admin.TabularInline):
 
     @admin.display(description="cost")
     def cost(self, span: Span) -> str:
-        return _usd(span.cost_nanousd)
+        return dollars(span.cost_nanousd)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -137,7 +134,7 @@ class TraceAdmin(ReadOnlyAdmin):
 
     @admin.display(description="cost", ordering="cost_nanousd")
     def cost(self, trace: Trace) -> str:
-        return _usd(trace.cost_nanousd)
+        return dollars(trace.cost_nanousd)
 
     @admin.display(description="")
     def report(self, trace: Trace) -> str:
@@ -160,7 +157,7 @@ class SpanAdmin(ReadOnlyAdmin):
 
     @admin.display(description="cost", ordering="cost_nanousd")
     def cost(self, span: Span) -> str:
-        return _usd(span.cost_nanousd)
+        return dollars(span.cost_nanousd)
 
 
 @admin.register(SpendDaily)
@@ -178,7 +175,7 @@ class SpendDailyAdmin(ReadOnlyAdmin):
 
     @admin.display(description="cost (USD)", ordering="cost_nanousd")
     def cost(self, row: SpendDaily) -> str:
-        return _usd(row.cost_nanousd)
+        return dollars(row.cost_nanousd)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         response = super().changelist_view(request, extra_context)

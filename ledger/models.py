@@ -6,18 +6,14 @@ from decimal import Decimal
 
 from django.db import models
 
-NANO = Decimal("1e-9")
-
-
-def usd(nanousd: int | None) -> Decimal | None:
-    return None if nanousd is None else Decimal(nanousd) * NANO
+from marina.money import to_usd
 
 
 class SpendDaily(models.Model):
     """Spend per UTC day, key, requested model, provider and upstream model.
 
     Rows are only ever incremented with one atomic upsert
-    (ledger.services.record_request), so concurrent workers and hosts sharing
+    (ledger.spend.services.record_request), so concurrent workers and hosts sharing
     PostgreSQL never lose an increment."""
 
     day = models.DateField()
@@ -50,7 +46,7 @@ class SpendDaily(models.Model):
 
     @property
     def cost_usd(self) -> Decimal:
-        return Decimal(self.cost_nanousd) * NANO
+        return to_usd(self.cost_nanousd)
 
 
 class Trace(models.Model):
@@ -85,7 +81,7 @@ class Trace(models.Model):
 
     @property
     def cost_usd(self) -> Decimal | None:
-        return usd(self.cost_nanousd)
+        return to_usd(self.cost_nanousd)
 
 
 class Span(models.Model):
@@ -122,7 +118,7 @@ class Span(models.Model):
 
     @property
     def cost_usd(self) -> Decimal | None:
-        return usd(self.cost_nanousd)
+        return to_usd(self.cost_nanousd)
 
 
 class BenchmarkRun(models.Model):
@@ -172,7 +168,7 @@ class BenchmarkRun(models.Model):
 
     @property
     def cost_usd(self) -> Decimal | None:
-        return usd(self.cost_nanousd)
+        return to_usd(self.cost_nanousd)
 
     @property
     def evaluated(self) -> int:
@@ -182,7 +178,7 @@ class BenchmarkRun(models.Model):
     def cost_per_item_usd(self) -> Decimal | None:
         if self.cost_nanousd is None or not self.evaluated:
             return None
-        return usd(self.cost_nanousd) / self.evaluated  # type: ignore[operator]
+        return to_usd(self.cost_nanousd) / self.evaluated  # type: ignore[operator]
 
 
 class BenchmarkItem(models.Model):

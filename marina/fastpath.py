@@ -10,7 +10,7 @@ the framework-neutral core, `passthru.chat.chat_completions(Inbound) -> Outbound
 which the Ninja operation also calls. Everything else (and this route, when the
 fast path is off or the request is unusual) goes to Django unchanged.
 
-What it keeps identical to the Django route (tests/test_fastpath.py sends the
+What it keeps identical to the Django route (tests/marina/test_fastpath.py sends the
 same requests both ways and compares):
 - status, body, headers (the core's, plus exactly those Django's middleware
   adds to this route: Content-Length, X-Frame-Options, X-Content-Type-Options,

@@ -10,7 +10,7 @@ from passthru.api import unknown_path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("reports/", include("ledger.urls")),
+    path("reports/", include("ledger.reports.urls")),
     # Browsers ask for /favicon.ico on every admin page; answer instead of logging a 404.
     path("favicon.ico", RedirectView.as_view(url=static("ledger/favicon.svg"), permanent=True)),
     path("", api.urls),

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from ledger.records import SpanRecord
+from ledger.spend.records import SpanRecord
 from marina.redact import redact
 from passthru import spendcap, upstream
 from passthru.context import RequestContext

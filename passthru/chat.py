@@ -12,13 +12,13 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger import services
+from ledger.spend import services
+from marina import money
 from marina.redact import redact
 from passthru import auth, formations, spendcap, upstream
 from passthru.calls import call_json, encode, fail_span
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError
-from passthru.pricing import format_usd
 from passthru.providers import resolve
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
@@ -140,7 +140,7 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     if done.ok:
         headers["x-marina-upstream-model"] = route.served_id
         if done.usage.cost_nanousd is not None:
-            headers["x-marina-cost-usd"] = format_usd(done.usage.cost_nanousd)
+            headers["x-marina-cost-usd"] = money.plain(done.usage.cost_nanousd)
         if done.usage.cached_tokens:
             headers["x-marina-cache-read-tokens"] = str(done.usage.cached_tokens)
     # The upstream's status and body as they came, errors included.

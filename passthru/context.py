@@ -1,5 +1,5 @@
 """Per-request state: who called, what was asked, and the spans collected
-on the way. Turned into one ledger.records.TraceRecord at the end."""
+on the way. Turned into one ledger.spend.records.TraceRecord at the end."""
 from __future__ import annotations
 
 import re
@@ -7,10 +7,10 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from ledger.records import SpanRecord, TraceRecord
+from ledger.spend.records import SpanRecord, TraceRecord
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
 
@@ -34,7 +34,7 @@ class RequestContext:
     inbound: Inbound
     request_id: str
     started: float = field(default_factory=time.perf_counter)
-    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     key_name: str = ""
     requested_model: str = ""
     route: str = ""
@@ -57,7 +57,7 @@ class RequestContext:
 
     def open_span(self, name: str, *, parent_seq: int | None = None, **values: Any) -> SpanRecord:
         span = SpanRecord(
-            seq=len(self.spans), name=name, parent_seq=parent_seq, started_at=datetime.now(timezone.utc), **values
+            seq=len(self.spans), name=name, parent_seq=parent_seq, started_at=datetime.now(UTC), **values
         )
         self.spans.append(span)
         return span

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger import selectors, services
+from ledger.spend import selectors, services
 from passthru import auth, formations
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 
-NANO = Decimal("1e-9")
+from marina.money import to_nanousd
 
 # Cost sources stored with every call.
 SOURCE_PROVIDER = "provider"
@@ -42,15 +42,6 @@ class Usage:
             self.cost_nanousd = (self.cost_nanousd or 0) + other.cost_nanousd
             if self.cost_source == SOURCE_NONE:
                 self.cost_source = other.cost_source
-
-
-def to_nanousd(dollars: Decimal) -> int:
-    return int(dollars.quantize(NANO, rounding=ROUND_HALF_EVEN) / NANO)
-
-
-def format_usd(nanousd: int) -> str:
-    """8 fraction digits, as the x-marina-cost-usd header has it."""
-    return f"{Decimal(nanousd) * NANO:.8f}"
 
 
 def _int(value: Any) -> int:

@@ -5,7 +5,7 @@ total of spend_daily for the UTC day. Reading that total before every call
 costs a query and two thread hops per call, so each process keeps a snapshot
 of it, refreshed in the background once it is older than
 MARINA_SPEND_CAP_REFRESH_SECONDS (default 1), and adds its own calls recorded
-since (ledger.services.recorded_nanousd). So:
+since (ledger.spend.services.recorded_nanousd). So:
 - this process's own spend counts at once (each call as soon as it is recorded);
 - spend recorded by other processes or hosts counts within one refresh interval
   (plus one query): the cap can be overshot by at most what the others spend in
@@ -20,13 +20,13 @@ import concurrent.futures
 import logging
 import time as clock
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 
-from ledger import selectors, services
+from ledger.spend import selectors, services
+from marina.money import dollars, to_nanousd
 from passthru.errors import ApiError
-from passthru.pricing import format_usd, to_nanousd
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,10 @@ async def check() -> None:
     today = selectors.utc_today()
     spent = await spent_today(today)
     if spent >= to_nanousd(cap):
-        resets = datetime.combine(today + timedelta(days=1), time(0), tzinfo=timezone.utc)
+        resets = datetime.combine(today + timedelta(days=1), time(0), tzinfo=UTC)
         raise ApiError(
             429,
-            f"Daily spend cap reached: ${format_usd(spent)} of ${cap} spent today (UTC). "
+            f"Daily spend cap reached: {dollars(spent)} of ${cap} spent today (UTC). "
             f"It resets at {resets:%Y-%m-%d %H:%M} UTC; raise MARINA_DAILY_SPEND_CAP_USD "
             "(or set it to 'off') to continue.",
             code="spend_cap_reached",

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ledger.records import SpanRecord
+from ledger.spend.records import SpanRecord
 from passthru.errors import UpstreamError
 from passthru.pricing import Usage, price, usage_from
 from passthru.providers import Route

@@ -217,7 +217,7 @@ class _Pool:
             self.waiting.append(waiter)
             try:
                 await asyncio.wait_for(waiter, pool_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise httpx.PoolTimeout("No connection to the provider became free in time.") from None
         self.active += 1
         try:
@@ -237,7 +237,7 @@ class _Pool:
                 ),
                 timeout,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise httpx.ConnectTimeout(f"Connecting to {self.host}:{self.port} timed out.") from None
         except (OSError, ssl.SSLError) as exc:
             raise httpx.ConnectError(f"Could not connect to {self.host}:{self.port}: {exc}") from None

@@ -106,7 +106,7 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(5)
-    from ledger.services import close_writer_connection
+    from ledger.spend.services import close_writer_connection
 
     with django_db_blocker.unblock():
         close_writer_connection()

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from django import template
 
-from passthru.pricing import format_usd
+from marina import money
 
 register = template.Library()
 
@@ -13,21 +13,18 @@ register = template.Library()
 @register.filter
 def usd(nanousd: int | None) -> str:
     """Integer nano-dollars as exact dollars with 8 decimals."""
-    return "—" if nanousd is None else f"${format_usd(nanousd)}"
+    return money.dollars(nanousd)
 
 
 @register.filter
 def dollars(value: Decimal | float | None) -> str:
     """A dollar amount (Decimal or float) with 8 decimals."""
-    return "—" if value is None else f"${Decimal(value):.8f}"
+    return money.dollars(value)
 
 
 @register.filter
 def signed_dollars(value: Decimal | float | None) -> str:
-    if value is None:
-        return "—"
-    amount = Decimal(value)
-    return f"{'-' if amount < 0 else '+'}${abs(amount):.8f}"
+    return money.signed_dollars(value)
 
 
 @register.filter

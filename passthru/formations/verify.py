@@ -22,18 +22,19 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger.records import SpanRecord
+from ledger.spend.records import SpanRecord
+from marina import money
 from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
+from passthru.formations.tooleffect import Effect
+from passthru.formations.tooleffect import effects as tool_effects
 from passthru.formations.verify_guard import GuardDecision, content_text, guard_revision, tool_calls
 from passthru.formations.verify_prompts import checker_messages, revision_note
 from passthru.formations.verify_verdict import Verdict, parse_verdict
-from passthru.pricing import Usage, format_usd
+from passthru.pricing import Usage
 from passthru.providers import Route, resolve
 from passthru.responses import Outbound, json_out
-from passthru.tooleffect import Effect
-from passthru.tooleffect import effects as tool_effects
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +307,7 @@ class VerifyFormation:
         headers = {
             "x-marina-verify": label,
             # Sum of the priced calls; x-marina-cost-unpriced-calls says how many were not.
-            "x-marina-cost-usd": format_usd(usage.cost_nanousd or 0),
+            "x-marina-cost-usd": money.plain(usage.cost_nanousd or 0),
             "x-marina-upstream-model": run.proposer.served_id,
             "x-marina-lessons": "0",
         }

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from passthru.tooleffect import WRITE, Effect, call_effect
+from passthru.formations.tooleffect import WRITE, Effect, call_effect
 
 MIN_QUOTE_CHARS = 12
 

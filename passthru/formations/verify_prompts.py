@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from passthru.formations.tooleffect import READ_ONLY, Effect, call_effect
 from passthru.formations.verify_guard import content_text, tool_calls
 from passthru.formations.verify_verdict import Verdict
-from passthru.tooleffect import READ_ONLY, Effect, call_effect
 
 RULES_CHARS = 24_000
 TOOL_DESCRIPTION_CHARS = 300

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from ledger.compare import compare_groups, compare_runs
-from ledger.importers import import_tau2
+from ledger.benchmarks.compare import compare_groups, compare_runs
+from ledger.benchmarks.importers import import_tau2
 from ledger.models import BenchmarkRun, SpendDaily, Trace
-from ledger.selectors import spend_totals, utc_today
+from ledger.spend.selectors import spend_totals, utc_today
 from tests.browser.conftest import ADMIN_PASSWORD, PageProblems, screenshot
 from tests.ledger.report_builders import record_trace
 from tests.ledger.tau2files import results
@@ -37,7 +37,7 @@ def _ledger() -> dict[str, object]:
         ),
         "retail": _import("retail-oracle", target="openrouter/openai/gpt-5.2", group="retail-baseline"),
     }
-    yesterday = datetime.combine(utc_today() - timedelta(days=1), time(15, 0), tzinfo=timezone.utc)
+    yesterday = datetime.combine(utc_today() - timedelta(days=1), time(15, 0), tzinfo=UTC)
     for n in range(3):
         record_trace(
             request_id=f"req-plain-{n}", model="openrouter/openai/gpt-5.2", key="alice",

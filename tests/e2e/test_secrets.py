@@ -74,7 +74,7 @@ def test_no_key_in_the_database_logs_or_exports_after_a_tempting_run(servers, up
     (exports / "spend.txt").write_text(manage("spend", database_url=url).stdout)
     (exports / "spend.json").write_text(manage("spend", "--json", database_url=url).stdout)
     (exports / "dumpdata.json").write_text(manage("dumpdata", "ledger", database_url=url).stdout)
-    create = "from django.contrib.auth.models import User; User.objects.create_superuser('admin', '', '%s')" % ADMIN_PASSWORD
+    create = f"from django.contrib.auth.models import User; User.objects.create_superuser('admin', '', '{ADMIN_PASSWORD}')"
     manage("shell", "-c", create, database_url=url)
     trace_ids = [r[0] for r in server.ledger.rows("SELECT id FROM ledger_trace ORDER BY id DESC LIMIT 8")]
     with httpx.Client(base_url=server.base_url, timeout=30) as client:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import MARINA_KEY
 from tests.e2e.servers import manage
-from tests.e2e.tau2_cli import rewards_by_pair, require_tau2, run_tau2
+from tests.e2e.tau2_cli import require_tau2, rewards_by_pair, run_tau2
 from tests.e2e.tau2_oracle import find_tasks_file, start_oracle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tau2]

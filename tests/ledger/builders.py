@@ -6,7 +6,7 @@ import itertools
 import json
 from typing import Any
 
-from ledger.metrics import is_successful
+from ledger.benchmarks.metrics import is_successful
 from ledger.models import BenchmarkItem, BenchmarkRun
 from tests.ledger.tau2files import FIXTURES
 

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ledger.importers import import_tau2
+from ledger.benchmarks.importers import import_tau2
 from ledger.models import BenchmarkRun
 from tests.ledger.tau2files import results
 

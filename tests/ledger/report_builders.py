@@ -1,13 +1,13 @@
 """Ledger rows for the report tests: traces (and their spend) through the real
-writer, ledger.services.record_request. Runs come from the real importer
+writer, ledger.spend.services.record_request. Runs come from the real importer
 (tests/ledger/conftest.py) or tests.ledger.builders.make_run."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ledger.models import Trace
-from ledger.records import SpanRecord, TraceRecord
-from ledger.services import record_request
+from ledger.spend.records import SpanRecord, TraceRecord
+from ledger.spend.services import record_request
 
 
 def record_trace(
@@ -24,7 +24,7 @@ def record_trace(
     """One request through the real ledger writer (trace, spans and spend).
     `calls` lists (upstream model, cost in nano-dollars) per upstream call; more
     than one call becomes a verify-style formation: draft, review, revision."""
-    start = started_at or datetime.now(timezone.utc)
+    start = started_at or datetime.now(UTC)
     calls = calls or [(model, 1_250_000)]
     spans: list[SpanRecord] = []
     if len(calls) == 1:

@@ -1,11 +1,11 @@
-"""ledger.charts: pure SVG builders, checked by parsing what they return."""
+"""ledger.reports.charts: pure SVG builders, checked by parsing what they return."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from ledger.charts import PALETTE, Point, Series, Stack, line_chart, nice_ticks, stacked_bar_chart
+from ledger.reports.charts import PALETTE, Point, Series, Stack, line_chart, nice_ticks, stacked_bar_chart
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 

@@ -1,4 +1,4 @@
-"""ledger.compare on runs built from the τ² fixtures' per-item rewards, with
+"""ledger.benchmarks.compare on runs built from the τ² fixtures' per-item rewards, with
 figures worked out by hand in the comments."""
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from ledger.compare import CompareError, as_json, compare_groups, compare_runs, render_text
-from ledger.stats import mcnemar_exact_p, percentile_interval, task_bootstrap, two_stage_bootstrap, wilson_interval
+from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs, render_text
+from ledger.benchmarks.stats import (
+    mcnemar_exact_p,
+    percentile_interval,
+    task_bootstrap,
+    two_stage_bootstrap,
+    wilson_interval,
+)
 from tests.ledger.builders import fixture_expected, fixture_rewards, flipped, make_run
 
 pytestmark = pytest.mark.django_db

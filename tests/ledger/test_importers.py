@@ -1,20 +1,27 @@
-"""ledger.importers against the database: figures, idempotency, all-or-nothing,
+"""ledger.benchmarks.importers against the database: figures, idempotency, all-or-nothing,
 credentials, cost sources."""
 from __future__ import annotations
 
 import io
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 from django.core.management import call_command
 
-from ledger.errors import LedgerInputError, UncleanRunError
-from ledger.importers import convert_tau2, import_ledger, import_ledgers, import_tau2
+from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
+from ledger.benchmarks.importers import convert_tau2, import_ledger, import_ledgers, import_tau2
 from ledger.models import BenchmarkItem, BenchmarkRun, SpendDaily
-from tests.ledger.tau2files import FAKE_KEY, NAMES, REAL_LOOKING_KEY, copy_with, expected, intended_pass_hat_k
+from tests.ledger.tau2files import (
+    FAKE_KEY,
+    NAMES,
+    REAL_LOOKING_KEY,
+    copy_with,
+    expected,
+    intended_pass_hat_k,
+    truncated,
+)
 from tests.ledger.tau2files import results as fixture
-from tests.ledger.tau2files import truncated
 
 pytestmark = pytest.mark.django_db
 
@@ -51,8 +58,8 @@ def test_run_fields_for_the_infra_fixture():
     run.refresh_from_db()
     assert (run.target_kind, run.infra_errors, run.skipped, run.evaluated) == ("crew", 2, 0, 38)
     assert (run.tau2_version, run.tau2_commit, run.task_split) == ("sierra-tau2", "unknown", "")
-    assert run.started_at == datetime(2026, 12, 2, 11, 38, 18, 290362, tzinfo=timezone.utc)
-    assert run.ended_at == datetime(2026, 12, 2, 11, 39, 59, 557959, tzinfo=timezone.utc)
+    assert run.started_at == datetime(2026, 12, 2, 11, 38, 18, 290362, tzinfo=UTC)
+    assert run.ended_at == datetime(2026, 12, 2, 11, 39, 59, 557959, tzinfo=UTC)
     assert run.agent_args == {"api_base": run.agent_args["api_base"], "temperature": 0.0}
     assert any("infrastructure_error" in r for r in run.comparability_reasons)
     infra = run.items.get(item_id="17#2")

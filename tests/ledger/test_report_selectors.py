@@ -1,12 +1,13 @@
 """The reads behind the report pages that the view tests do not pin down."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from ledger.benchmarks.stats import pass_hat_k_intervals
 from ledger.models import Span, Trace
-from ledger.selectors import pass_hat_k_intervals, span_tree, task_key
+from ledger.reports.selectors import span_tree, task_key
 
 
 def test_intervals_are_reproducible_and_contain_the_estimate() -> None:
@@ -31,7 +32,7 @@ def test_task_ids_sort_naturally() -> None:
 
 @pytest.mark.django_db
 def test_span_tree_orders_children_under_parents_and_survives_bad_parents() -> None:
-    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2025, 1, 1, tzinfo=UTC)
     trace = Trace.objects.create(
         request_id="r", started_at=start, duration_ms=100.0, path="/v1/chat/completions", status="ok", http_status=200
     )

@@ -4,14 +4,14 @@ from __future__ import annotations
 import csv
 import io
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from ledger.models import SpendDaily
-from ledger.selectors import utc_today
+from ledger.spend.selectors import utc_today
 from tests.ledger.report_builders import record_trace
 
 PAGES = ["/reports/", "/reports/runs/", "/reports/compare/", "/reports/spend/", "/reports/spend.csv", "/reports/traces/"]
@@ -154,7 +154,7 @@ def test_spend_csv(user_client: Client, db) -> None:  # type: ignore[no-untyped-
 
 
 def test_trace_list_filters(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     record_trace(request_id="req-plain", model="openrouter/openai/gpt-5.2", started_at=now)
     record_trace(
         request_id="req-verify", model="marina/verify:openrouter/openai/gpt-5.2", key="ci",
@@ -211,7 +211,7 @@ def test_index_shows_yesterdays_spend_per_model(user_client: Client, runs) -> No
 
 
 def test_compare_two_runs(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
-    from ledger.compare import compare_runs
+    from ledger.benchmarks.compare import compare_runs
 
     a, b = runs["oracle"], runs["infra"]
     html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a.pk, "run_b": b.pk}).content.decode()
@@ -235,7 +235,7 @@ def test_compare_two_runs(user_client: Client, runs) -> None:  # type: ignore[no
 
 
 def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
-    from ledger.compare import compare_groups
+    from ledger.benchmarks.compare import compare_groups
     from tests.ledger.builders import fixture_rewards, flipped, make_run
 
     # group arm-c: the oracle run with task 8 now passing every trial (8#1..8#3 were failures)

@@ -1,4 +1,4 @@
-"""ledger.stats against hand-computed cases and published values."""
+"""ledger.benchmarks.stats against hand-computed cases and published values."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -6,7 +6,7 @@ from math import comb, sqrt
 
 import pytest
 
-from ledger.stats import (
+from ledger.benchmarks.stats import (
     Z95,
     mcnemar_exact_p,
     percentile,

@@ -9,16 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import LedgerInputError
-from ledger.ledgerfile import LedgerItem, LedgerRun, Participant, read_ledger, write_ledger
-from ledger.tau2 import assess, read_results, to_ledger
-from ledger.tau2.board import reasoning_effort
-from ledger.tau2.progress import MeteredFile
-from ledger.tau2.scrub import scrub
+from ledger.benchmarks.board import reasoning_effort
+from ledger.benchmarks.errors import LedgerInputError
+from ledger.benchmarks.items import LedgerItem, LedgerRun, Participant
+from ledger.benchmarks.ledgerfile import read_ledger, write_ledger
+from ledger.benchmarks.tau2 import assess, read_results, to_ledger
+from ledger.benchmarks.tau2.progress import MeteredFile
+from ledger.benchmarks.tau2.scrub import scrub
 from marina.redact import redact
-from tests.ledger.tau2files import FAKE_KEY, NAMES, REAL_LOOKING_KEY, copy_with, expected, intended_pass_hat_k
+from tests.ledger.tau2files import (
+    FAKE_KEY,
+    NAMES,
+    REAL_LOOKING_KEY,
+    copy_with,
+    expected,
+    intended_pass_hat_k,
+    truncated,
+)
 from tests.ledger.tau2files import results as fixture
-from tests.ledger.tau2files import truncated
 
 
 @pytest.mark.parametrize("name", NAMES)

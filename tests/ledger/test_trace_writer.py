@@ -3,16 +3,16 @@ would: each row is read back through the ORM and compared with what an
 ORM-created twin of it holds. Run on PostgreSQL too with DATABASE_URL."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import IntegrityError
 
-from ledger import services
 from ledger.models import Span, SpendDaily, Trace
-from ledger.records import SpanRecord, TraceRecord
+from ledger.spend import services
+from ledger.spend.records import SpanRecord, TraceRecord
 
-T0 = datetime(2026, 3, 4, 23, 59, 58, 123456, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 4, 23, 59, 58, 123456, tzinfo=UTC)
 
 
 def _record(request_id: str = "req-1", *, cost: int | None = 1_230_000) -> TraceRecord:

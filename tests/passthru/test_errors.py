@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -256,7 +256,7 @@ def test_daily_cap_is_429_naming_the_reset_time_and_the_variable(http, upstream,
     response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
     error = error_of(response, 429)
     assert error["code"] == "spend_cap_reached"
-    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).date()
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).date()
     assert f"resets at {tomorrow:%Y-%m-%d} 00:00 UTC" in error["message"]
     assert "MARINA_DAILY_SPEND_CAP_USD" in error["message"] and "$0.00200000" in error["message"]
     traced(response, "spend_cap_reached")

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from ledger.models import SpendDaily
-from ledger.selectors import utc_today
+from ledger.spend.selectors import utc_today
 from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, completion
 

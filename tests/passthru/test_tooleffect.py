@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from passthru.tooleffect import READ_ONLY, WRITE, call_effect, classify, description_reads, effects, name_words
+from passthru.formations.tooleffect import (
+    READ_ONLY,
+    WRITE,
+    call_effect,
+    classify,
+    description_reads,
+    effects,
+    name_words,
+)
 
 # shared/ sits beside the repository, locally and in CI.
 TOOLS_JSON = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "tau2" / "tools.json"

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
+from passthru.formations.tooleffect import effects
 from passthru.formations.verify_guard import (
     Conflict,
+    conversation_text,
     guard_revision,
     id_tokens,
     parse_path,
     quote_found,
-    conversation_text,
 )
-from passthru.tooleffect import effects
 
 
 def _tool(name: str, description: str) -> dict[str, Any]:

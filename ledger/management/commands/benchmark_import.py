@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ledger.cli import bad_input, import_lines, print_json, warn
-from ledger.importers import TARGET_KINDS, import_ledgers
+from ledger.benchmarks.cli import bad_input, import_lines, print_json, warn
+from ledger.benchmarks.importers import TARGET_KINDS, import_ledgers
 
 
 def add_import_options(parser: CommandParser) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.compare import CompareError, as_json, compare_groups, compare_runs, render_text
+from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs, render_text
 
 
 class Command(BaseCommand):

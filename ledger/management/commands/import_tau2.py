@@ -4,9 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ledger.cli import bad_input, import_lines, print_json, refuse_unclean, warn
-from ledger.errors import UncleanRunError
-from ledger.importers import TARGET_KINDS, import_tau2
+from ledger.benchmarks.cli import bad_input, import_lines, print_json, refuse_unclean, warn
+from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks.importers import TARGET_KINDS, import_tau2
 from ledger.management.commands.benchmark_import import add_import_options, import_options
 
 

@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ledger.cli import print_json, spend_dict, spend_lines
-from ledger.selectors import spend_totals, utc_today
+from ledger.benchmarks.cli import print_json, spend_dict, spend_lines
+from ledger.spend.selectors import spend_totals, utc_today
 
 
 def _day(text: str) -> date:

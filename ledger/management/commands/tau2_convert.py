@@ -4,9 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ledger.cli import bad_input, print_json, refuse_unclean, summary_dict, summary_lines, warn
-from ledger.errors import UncleanRunError
-from ledger.importers import convert_tau2
+from ledger.benchmarks.cli import bad_input, print_json, refuse_unclean, summary_dict, summary_lines, warn
+from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks.importers import convert_tau2
 
 
 class Command(BaseCommand):

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ledger.cli import bad_input
-from ledger.tau2.scrub import scrub
+from ledger.benchmarks.cli import bad_input
+from ledger.benchmarks.tau2.scrub import scrub
 
 
 class Command(BaseCommand):

@@ -1,104 +1,19 @@
-"""Reads behind the cap, the `spend` command and the reports."""
+"""Reads behind the report pages and the admin: everything the pages show is computed here;
+tables and templates only lay it out. Spend reads live in ledger.spend.selectors."""
 from __future__ import annotations
 
-import random
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date
 from typing import Any
 
-from django.db.models import Count, FloatField, Q, QuerySet, Sum
+from django.db.models import Count, FloatField, Q, QuerySet
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from ledger.metrics import Summary, pass_hat_k, summarize
+from ledger.benchmarks.metrics import Summary, summarize
+from ledger.benchmarks.stats import pass_hat_k_intervals
 from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
-
-
-def utc_today() -> date:
-    return datetime.now(timezone.utc).date()
-
-
-def spent_nanousd(day: date) -> int:
-    return SpendDaily.objects.filter(day=day).aggregate(total=Sum("cost_nanousd"))["total"] or 0
-
-
-@dataclass
-class SpendTotals:
-    first_day: date | None
-    last_day: date | None
-    calls: int
-    errors: int
-    unpriced_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    reasoning_tokens: int
-    cost_nanousd: int
-    rows: list[SpendDaily]
-
-
-def spend_totals(*, since: date | None = None, until: date | None = None) -> SpendTotals:
-    """Spend between two UTC days, inclusive, with the rows behind it."""
-    rows = SpendDaily.objects.all()
-    if since:
-        rows = rows.filter(day__gte=since)
-    if until:
-        rows = rows.filter(day__lte=until)
-    listed = list(rows.order_by("day", "key_name", "requested_model", "provider", "upstream_model"))
-    return SpendTotals(
-        first_day=listed[0].day if listed else since,
-        last_day=listed[-1].day if listed else until,
-        calls=sum(r.calls for r in listed),
-        errors=sum(r.errors for r in listed),
-        unpriced_calls=sum(r.unpriced_calls for r in listed),
-        prompt_tokens=sum(r.prompt_tokens for r in listed),
-        completion_tokens=sum(r.completion_tokens for r in listed),
-        cached_tokens=sum(r.cached_tokens for r in listed),
-        reasoning_tokens=sum(r.reasoning_tokens for r in listed),
-        cost_nanousd=sum(r.cost_nanousd for r in listed),
-        rows=listed,
-    )
-
-
-def recent_models(limit: int = 50) -> list[str]:
-    """Requested model ids served in the last week, most used first (for /v1/models)."""
-    since = utc_today().toordinal() - 7
-    rows = (
-        SpendDaily.objects.filter(day__gte=date.fromordinal(since))
-        .values("requested_model")
-        .annotate(n=Sum("calls"))
-        .order_by("-n")[:limit]
-    )
-    return [r["requested_model"] for r in rows]
-
-
-@dataclass
-class ModelSpend:
-    requested_model: str
-    calls: int
-    errors: int
-    unpriced_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    cost_nanousd: int
-
-
-def spend_per_model(totals: SpendTotals) -> list[ModelSpend]:
-    """The rows behind `totals` summed per requested model id (over days,
-    keys and providers), most expensive first."""
-    by_model: dict[str, ModelSpend] = {}
-    for r in totals.rows:
-        m = by_model.setdefault(r.requested_model, ModelSpend(r.requested_model, 0, 0, 0, 0, 0, 0))
-        m.calls += r.calls
-        m.errors += r.errors
-        m.unpriced_calls += r.unpriced_calls
-        m.prompt_tokens += r.prompt_tokens
-        m.completion_tokens += r.completion_tokens
-        m.cost_nanousd += r.cost_nanousd
-    return sorted(by_model.values(), key=lambda m: (-m.cost_nanousd, m.requested_model))
-
 
 # --- Reads behind the report pages and the admin ---------------------------------
 # Everything the pages show is computed here; tables and templates only lay it out.
@@ -201,42 +116,6 @@ def task_key(task_id: str) -> tuple[int, int | str]:
     return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated percentile of a sorted list (numpy's default)."""
-    pos = (len(sorted_values) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
-
-
-def pass_hat_k_intervals(
-    per_task: Sequence[Sequence[bool]],
-    *,
-    max_k: int,
-    resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> list[tuple[float, float]]:
-    """Percentile bootstrap intervals of pass^1..max_k, resampling tasks (the
-    unit τ² averages over), so tasks with correlated trials count once."""
-    if not per_task or max_k < 1:
-        return []
-    values = [[pass_hat_k(len(t), sum(t), k) for k in range(1, max_k + 1)] for t in per_task]
-    rng = random.Random(seed)
-    n = len(values)
-    draws: list[list[float]] = [[] for _ in range(max_k)]
-    for _ in range(resamples):
-        picks = [values[rng.randrange(n)] for _ in range(n)]
-        for k in range(max_k):
-            draws[k].append(sum(p[k] for p in picks) / n)
-    tail = (1 - confidence) / 2
-    out = []
-    for k_draws in draws:
-        k_draws.sort()
-        out.append((_percentile(k_draws, tail), _percentile(k_draws, 1 - tail)))
-    return out
-
-
 def run_report(run: BenchmarkRun, *, resamples: int = 1000, seed: int = 0) -> RunReport:
     """Everything the run page shows: figures recomputed from its items (with
     infrastructure errors excluded, as metrics.summarize does), the pass^k
@@ -296,50 +175,6 @@ def run_report(run: BenchmarkRun, *, resamples: int = 1000, seed: int = 0) -> Ru
         terminations=terminations,
         confidence=confidence,
     )
-
-
-# --- Spend -------------------------------------------------------------------------
-
-
-@dataclass
-class SpendByModel:
-    """Daily spend between two days, per requested model: chart and table."""
-
-    since: date
-    until: date
-    days: list[date]
-    models: list[str]  # most expensive first
-    cost: dict[str, list[int]]  # model -> nano-dollars per day, aligned with `days`
-    rows: list[dict[str, Any]]  # day, requested_model, calls, errors, unpriced_calls, tokens, cost_nanousd
-    totals: dict[str, int]
-
-
-_SPEND_SUMS = ("calls", "errors", "unpriced_calls", "prompt_tokens", "completion_tokens", "cost_nanousd")
-
-
-def spend_sums(rows: QuerySet[SpendDaily]) -> dict[str, int]:
-    """Column totals of any spend_daily queryset (the admin's totals row)."""
-    sums = rows.aggregate(**{name: Sum(name) for name in _SPEND_SUMS})
-    return {name: sums[name] or 0 for name in _SPEND_SUMS}
-
-
-def spend_by_model(*, since: date, until: date) -> SpendByModel:
-    """Spend per UTC day and requested model, every day of the range present
-    (a day without calls is a zero, not a gap)."""
-    rows = list(
-        SpendDaily.objects.filter(day__gte=since, day__lte=until)
-        .values("day", "requested_model")
-        .annotate(**{name: Sum(name) for name in _SPEND_SUMS})
-        .order_by("day", "requested_model")
-    )
-    days = [since + timedelta(days=n) for n in range((until - since).days + 1)]
-    index = {d: n for n, d in enumerate(days)}
-    cost: dict[str, list[int]] = {}
-    for r in rows:
-        cost.setdefault(r["requested_model"], [0] * len(days))[index[r["day"]]] += r["cost_nanousd"]
-    models = sorted(cost, key=lambda m: (-sum(cost[m]), m))
-    totals = {name: sum(r[name] for r in rows) for name in _SPEND_SUMS}
-    return SpendByModel(since=since, until=until, days=days, models=models, cost=cost, rows=rows, totals=totals)
 
 
 # --- Traces ------------------------------------------------------------------------
@@ -436,7 +271,7 @@ def run_labels(limit: int = 500) -> list[tuple[int, str]]:
 
 @dataclass
 class ComparisonView:
-    """What the compare page draws from a ledger.compare.Comparison."""
+    """What the compare page draws from a ledger.benchmarks.compare.Comparison."""
 
     max_k: int
     curve_a: list[CurvePoint]
@@ -447,7 +282,7 @@ class ComparisonView:
 
 def _shared_outcomes(comparison: Any) -> tuple[dict[str, list[bool]], dict[str, list[bool]]]:
     """Per task, the outcomes each side was compared on: the item ids every
-    run of both sides evaluated (ledger.compare's rule), pooled over a side's runs."""
+    run of both sides evaluated (ledger.benchmarks.compare's rule), pooled over a side's runs."""
     run_ids = [*comparison.a.run_ids, *comparison.b.run_ids]
     evaluated: dict[int, dict[str, tuple[str, bool]]] = defaultdict(dict)
     rows = BenchmarkItem.objects.filter(run_id__in=run_ids, infra_error=False)
@@ -467,7 +302,7 @@ def _shared_outcomes(comparison: Any) -> tuple[dict[str, list[bool]], dict[str, 
 
 
 def _side_curve(side: Any, per_task: dict[str, list[bool]], *, resamples: int, seed: int) -> list[CurvePoint]:
-    """The side's pass^k (as ledger.compare computed it) with task-bootstrap
+    """The side's pass^k (as ledger.benchmarks.compare computed it) with task-bootstrap
     intervals over the same outcomes."""
     values = list(side.pass_hat_k)
     intervals = pass_hat_k_intervals(list(per_task.values()), max_k=len(values), resamples=resamples, seed=seed)
@@ -475,7 +310,7 @@ def _side_curve(side: Any, per_task: dict[str, list[bool]], *, resamples: int, s
 
 
 def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) -> ComparisonView:
-    """Curves, figure rows and disagreeing tasks of a ledger.compare.Comparison."""
+    """Curves, figure rows and disagreeing tasks of a ledger.benchmarks.compare.Comparison."""
     a, b = comparison.a, comparison.b
     tasks_a, tasks_b = _shared_outcomes(comparison)
     curve_a = _side_curve(a, tasks_a, resamples=resamples, seed=seed)

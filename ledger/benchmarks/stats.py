@@ -16,6 +16,8 @@ import random
 from collections.abc import Sequence
 from math import floor, sqrt
 
+from ledger.benchmarks.metrics import pass_hat_k
+
 # The 97.5 % quantile of the standard normal, to the precision of a double.
 Z95 = 1.959963984540054
 
@@ -160,4 +162,40 @@ def two_stage_bootstrap(
         nb = [sum(col) for col in zip(*(b_items[r] for r in pick_b))]
         diff = [sb[i] / nb[i] - sa[i] / na[i] for i in task_range]
         out.append(sum(rng.choices(diff, k=t)) / t)
+    return out
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile of a sorted list (numpy's default)."""
+    pos = (len(sorted_values) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
+
+
+def pass_hat_k_intervals(
+    per_task: Sequence[Sequence[bool]],
+    *,
+    max_k: int,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> list[tuple[float, float]]:
+    """Percentile bootstrap intervals of pass^1..max_k, resampling tasks (the
+    unit τ² averages over), so tasks with correlated trials count once."""
+    if not per_task or max_k < 1:
+        return []
+    values = [[pass_hat_k(len(t), sum(t), k) for k in range(1, max_k + 1)] for t in per_task]
+    rng = random.Random(seed)
+    n = len(values)
+    draws: list[list[float]] = [[] for _ in range(max_k)]
+    for _ in range(resamples):
+        picks = [values[rng.randrange(n)] for _ in range(n)]
+        for k in range(max_k):
+            draws[k].append(sum(p[k] for p in picks) / n)
+    tail = (1 - confidence) / 2
+    out = []
+    for k_draws in draws:
+        k_draws.sort()
+        out.append((_percentile(k_draws, tail), _percentile(k_draws, 1 - tail)))
     return out

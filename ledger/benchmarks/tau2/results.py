@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import ijson
 
-from ledger import metrics
-from ledger.errors import LedgerInputError
-from ledger.credentials import WARNING, credential_paths, strip_secrets
-from ledger.tau2.progress import MeteredFile, bar_stream
+from ledger.benchmarks import metrics
+from ledger.benchmarks.credentials import WARNING, credential_paths, strip_secrets
+from ledger.benchmarks.errors import LedgerInputError
+from ledger.benchmarks.tau2.progress import MeteredFile, bar_stream
 
 INFRA_ERROR = "infrastructure_error"
 
@@ -33,7 +33,7 @@ _KEEP = frozenset(
      "skipped", "start_time", "end_time", "timestamp", "seed"}
 )  # fmt: skip
 # Where a split name could sit in `info`: neither τ² writes one today, so the
-# split is normally unknown (see ledger.tau2.board for how it is judged).
+# split is normally unknown (see ledger.benchmarks.board for how it is judged).
 _SPLIT_KEYS = ("task_split_name", "task_split", "split")
 
 
@@ -359,7 +359,7 @@ def parse_time(value: str | None) -> datetime | None:
         moment = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _side(raw: Any) -> Side:

@@ -1,5 +1,5 @@
 """Declarative django-tables2 tables for the report pages. Formatting only:
-every figure arrives computed (ledger.selectors)."""
+every figure arrives computed (ledger.reports.selectors)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +9,7 @@ from django.utils.html import format_html
 from django_tables2.utils import A
 
 from ledger.models import BenchmarkRun, Trace
-from passthru.pricing import format_usd
+from marina import money
 
 ATTRS = {"class": "report"}
 
@@ -20,7 +20,7 @@ class UsdColumn(tables.Column):
     attrs = {"td": {"class": "num"}, "th": {"class": "num"}}
 
     def render(self, value: int) -> str:
-        return f"${format_usd(value)}"
+        return money.dollars(value)
 
 
 class RateColumn(tables.Column):
@@ -92,7 +92,7 @@ class RunTable(tables.Table):
         return format_html('{} <span class="muted">(k={})</span>', f"{value[-1]:.3f}", len(value))
 
     def render_cost_nanousd(self, value: int, record: BenchmarkRun) -> str:
-        return format_html('${} <span class="muted">{}</span>', format_usd(value), record.cost_source)
+        return format_html('{} <span class="muted">{}</span>', money.dollars(value), record.cost_source)
 
 
 class TaskGridTable(tables.Table):
@@ -171,7 +171,7 @@ class TraceTable(tables.Table):
 
 
 class DisagreementTable(tables.Table):
-    """Tasks whose pass rates differ between the compared sides (ledger.compare.TaskDiff)."""
+    """Tasks whose pass rates differ between the compared sides (ledger.benchmarks.compare.TaskDiff)."""
 
     task_id = tables.Column(verbose_name="Task", orderable=False)
     a = tables.Column(verbose_name="A passed", empty_values=(), orderable=False, attrs=NumberColumn.attrs)

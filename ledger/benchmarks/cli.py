@@ -7,12 +7,12 @@ from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.errors import UncleanRunError
-from ledger.importers import ImportResult, format_usd
-from ledger.models import usd
-from ledger.ledgerfile import Ledger
-from ledger.selectors import SpendTotals, spend_per_model
-from ledger.tau2.board import Verdict, assess
+from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks.importers import ImportResult
+from ledger.benchmarks.ledgerfile import Ledger
+from ledger.spend.selectors import SpendTotals, spend_per_model
+from marina import money
 
 
 def bad_input(exc: Exception) -> CommandError:
@@ -36,10 +36,6 @@ def warn(command: BaseCommand, warnings: list[str]) -> None:
 
 def print_json(command: BaseCommand, value: Any) -> None:
     command.stdout.write(json.dumps(value, indent=1, ensure_ascii=False))
-
-
-def _usd8(nanousd: int) -> str:
-    return f"{usd(nanousd):.8f}"
 
 
 def _figure(value: float | None) -> str:
@@ -111,7 +107,7 @@ def import_lines(result: ImportResult) -> list[str]:
     figures = [f"mean reward {_figure(run.mean_reward)}"]
     figures += [f"pass^{k} {value:.6f}" for k, value in enumerate(run.pass_hat_k, 1)]
     lines.append("  " + " · ".join(figures))
-    lines.append(f"  cost {format_usd(run.cost_nanousd)} (source {run.cost_source}: {result.cost_note})")
+    lines.append(f"  cost {money.dollars(run.cost_nanousd, unknown='unpriced')} (source {run.cost_source}: {result.cost_note})")
     if run.infra_errors:
         lines.append(f"  excluded {run.infra_errors} infrastructure error(s)")
     if run.skipped:
@@ -132,11 +128,11 @@ def spend_lines(totals: SpendTotals) -> list[str]:
     for m in models:
         lines.append(
             f"{m.requested_model:<{width}}  {m.calls:>8}  {m.errors:>6}  {m.unpriced_calls:>8}  {m.prompt_tokens:>12}  "
-            f"{m.completion_tokens:>12}  {_usd8(m.cost_nanousd)}"
+            f"{m.completion_tokens:>12}  {money.plain(m.cost_nanousd)}"
         )
     lines.append(
         f"{'total':<{width}}  {totals.calls:>8}  {totals.errors:>6}  {totals.unpriced_calls:>8}  "
-        f"{totals.prompt_tokens:>12}  {totals.completion_tokens:>12}  {_usd8(totals.cost_nanousd)}"
+        f"{totals.prompt_tokens:>12}  {totals.completion_tokens:>12}  {money.plain(totals.cost_nanousd)}"
     )
     if totals.unpriced_calls:
         lines.append(f"{totals.unpriced_calls} unpriced call(s) are not in the cost: it is a lower bound")
@@ -155,7 +151,7 @@ def spend_dict(totals: SpendTotals) -> dict[str, Any]:
                 "unpriced_calls": m.unpriced_calls,
                 "prompt_tokens": m.prompt_tokens,
                 "completion_tokens": m.completion_tokens,
-                "cost_usd": _usd8(m.cost_nanousd),
+                "cost_usd": money.plain(m.cost_nanousd),
             }
             for m in spend_per_model(totals)
         ],
@@ -167,6 +163,6 @@ def spend_dict(totals: SpendTotals) -> dict[str, Any]:
             "completion_tokens": totals.completion_tokens,
             "cached_tokens": totals.cached_tokens,
             "reasoning_tokens": totals.reasoning_tokens,
-            "cost_usd": _usd8(totals.cost_nanousd),
+            "cost_usd": money.plain(totals.cost_nanousd),
         },
     }

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ledger.ledgerfile import LedgerItem, LedgerRun
+from ledger.benchmarks.items import LedgerItem, LedgerRun
 
 BOARD_EFFORTS = ("high", "xhigh")
 MIN_TRIALS = 4

@@ -15,8 +15,8 @@ from datetime import date
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from ledger.models import Trace
-from ledger.records import SpanRecord, TraceRecord
-from ledger.trace_writer import insert_traces
+from ledger.spend.records import SpanRecord, TraceRecord
+from ledger.spend.trace_writer import insert_traces
 
 
 def record_request(trace: TraceRecord) -> Trace:
@@ -95,7 +95,7 @@ def spend_snapshot(day: date) -> tuple[int, int]:
     """(spend_daily total for `day`, recorded_nanousd(day)) read together, so
     that the total already includes exactly the counted calls. Run it on the
     writer thread (`submit`)."""
-    from ledger.selectors import spent_nanousd
+    from ledger.spend.selectors import spent_nanousd
 
     with _recorded_lock:
         return spent_nanousd(day), _recorded.get(day, 0)
@@ -103,7 +103,7 @@ def spend_snapshot(day: date) -> tuple[int, int]:
 
 # One writer thread per process, holding one persistent connection: Django's
 # usual sync_to_async starts a thread and a connection per call, which
-# performance-notes.md measured at twice the cost of the whole request.
+# was measured at twice the cost of the whole request (docs/performance.md).
 _writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
 
 

@@ -2,7 +2,7 @@
 
 `compare_runs` / `compare_groups` return a `Comparison`; `render_text` and
 `as_json` turn it into what `manage.py compare` prints. The statistics live in
-ledger.stats and τ²'s pass^k in ledger.metrics; this module only picks the
+ledger.benchmarks.stats and τ²'s pass^k in ledger.benchmarks.metrics; this module only picks the
 items, pairs them and reports what might make the comparison unfair.
 docs/comparisons.md says what every figure means.
 """
@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ledger import stats
-from ledger.metrics import is_successful, summarize
-from ledger.models import BenchmarkRun, BenchmarkItem, usd
+from ledger.benchmarks import stats
+from ledger.benchmarks.metrics import is_successful, summarize
+from ledger.models import BenchmarkItem, BenchmarkRun
+from marina import money
 
 
 class CompareError(Exception):
@@ -66,7 +67,7 @@ class Comparison:
 
 @dataclass(frozen=True)
 class _Outcome:
-    """One evaluated item; shaped for ledger.metrics.summarize."""
+    """One evaluated item; shaped for ledger.benchmarks.metrics.summarize."""
 
     item_id: str
     task_id: str
@@ -257,7 +258,7 @@ def _cost_per_item(runs: list[BenchmarkRun]) -> Decimal | None:
     evaluated = sum(r.evaluated for r in runs)
     if evaluated <= 0:
         return None
-    total = usd(sum(r.cost_nanousd for r in runs))  # type: ignore[misc]
+    total = money.to_usd(sum(r.cost_nanousd for r in runs))  # type: ignore[misc]
     return total / evaluated  # type: ignore[operator]
 
 
@@ -394,7 +395,7 @@ def _signed_pct(x: float) -> str:
 
 
 def _money(x: Decimal | None) -> str:
-    return "unpriced" if x is None else f"${x:.8f}/item"
+    return "unpriced" if x is None else f"{money.dollars(x)}/item"
 
 
 def _p(p: float) -> str:
@@ -449,7 +450,7 @@ def as_json(c: Comparison) -> dict[str, Any]:
             "mean_reward": s.mean_reward,
             "pass_hat_k": s.pass_hat_k,
             "pass1_ci": list(s.pass1_ci),
-            "cost_per_item_usd": None if s.cost_per_item_usd is None else f"{s.cost_per_item_usd:.8f}",
+            "cost_per_item_usd": money.plain(s.cost_per_item_usd) or None,
         }
 
     return {

@@ -1,8 +1,9 @@
-"""A parsed τ² results file as a ledger (ledger.ledgerfile)."""
+"""A parsed τ² results file as a ledger (ledger.benchmarks.ledgerfile)."""
 from __future__ import annotations
 
-from ledger.ledgerfile import Ledger, LedgerItem, LedgerRun, Participant
-from ledger.tau2.results import Side, Tau2Results, parse_time
+from ledger.benchmarks.items import LedgerItem, LedgerRun, Participant
+from ledger.benchmarks.ledgerfile import Ledger
+from ledger.benchmarks.tau2.results import Side, Tau2Results, parse_time
 
 
 def _participant(side: Side) -> Participant:

@@ -19,14 +19,15 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from ledger import metrics
-from ledger.credentials import strip_secrets
-from ledger.errors import LedgerInputError, UncleanRunError
-from ledger.ledgerfile import Ledger, read_ledger, write_ledger
-from ledger.models import BenchmarkItem, BenchmarkRun, SpendDaily, usd
-from ledger.tau2.board import Verdict, assess
-from ledger.tau2.convert import to_ledger
-from ledger.tau2.results import parse_time, read_results
+from ledger.benchmarks import metrics
+from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.credentials import strip_secrets
+from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
+from ledger.benchmarks.ledgerfile import Ledger, read_ledger, write_ledger
+from ledger.benchmarks.tau2.convert import to_ledger
+from ledger.benchmarks.tau2.results import parse_time, read_results
+from ledger.models import BenchmarkItem, BenchmarkRun, SpendDaily
+from marina.money import to_nanousd
 
 TARGET_KINDS = ("model", "crew")
 # Group keys are short labels (as the original Marina's): letters, digits and : . _ @ / -
@@ -293,7 +294,7 @@ def _cost(
     """(nano-dollars, source, note): the flag's amount; Marina's own spend for
     the run's models over its UTC days; τ²'s own costs; or unpriced."""
     if cost_usd is not None:
-        return int((Decimal(str(cost_usd)) * 1_000_000_000).to_integral_value()), "cli", "given with --cost-usd"
+        return to_nanousd(cost_usd), "cli", "given with --cost-usd"
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:
@@ -323,12 +324,9 @@ def _cost(
     if evaluated and all(i.agent_cost_usd is not None and i.user_cost_usd is not None for i in evaluated):
         total = sum(Decimal(str(i.agent_cost_usd)) + Decimal(str(i.user_cost_usd)) for i in evaluated)
         if total > 0:
-            return int((total * 1_000_000_000).to_integral_value()), "tau2", "τ²'s own agent + user costs (LiteLLM)"
+            return to_nanousd(total), "tau2", "τ²'s own agent + user costs (LiteLLM)"
         # LiteLLM prices ids it does not know at 0.0 (tau2-facts §1): a $0 run is unpriced, not free.
         return None, "none", "τ² reported $0 for every simulation (LiteLLM could not price the models)"
     return None, "none", "no --cost-usd or --cost-from-spend, and τ² did not price every simulation"
 
 
-def format_usd(nanousd: int | None) -> str:
-    amount = usd(nanousd)
-    return "unpriced" if amount is None else f"${amount:.8f}"

@@ -1,6 +1,6 @@
 """The report pages under /reports/: thin views that read through
-ledger.selectors, lay figures out with ledger.tables and draw with
-ledger.charts. Every page needs a logged-in user (the admin's login)."""
+ledger.reports.selectors, lay figures out with ledger.reports.tables and draw with
+ledger.reports.charts. Every page needs a logged-in user (the admin's login)."""
 from __future__ import annotations
 
 import csv
@@ -14,12 +14,12 @@ from django.utils.safestring import mark_safe
 from django_tables2 import RequestConfig
 from django_tables2.paginators import LazyPaginator
 
-from ledger import selectors
-from ledger.charts import Point, Series, Stack, line_chart, stacked_bar_chart
-from ledger.compare import CompareError, compare_groups, compare_runs
-from ledger.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
-from ledger.models import BenchmarkRun, Trace, usd
-from ledger.tables import (
+from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
+from ledger.models import BenchmarkRun, Trace
+from ledger.reports import selectors
+from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
+from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
+from ledger.reports.tables import (
     DisagreementTable,
     OutcomeColumn,
     RunTable,
@@ -28,8 +28,9 @@ from ledger.tables import (
     TerminationTable,
     TraceTable,
 )
+from ledger.spend import selectors as spend_selectors
+from marina import money
 from marina.redact import redact
-from passthru.pricing import format_usd
 
 # Stacks beyond this many models are summed into "other" in the spend chart.
 CHART_MODELS = 7
@@ -46,8 +47,8 @@ def _dollars(value: float) -> str:
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     """Landing page: the latest runs and yesterday's spend per model."""
-    yesterday = selectors.utc_today() - timedelta(days=1)
-    spend = selectors.spend_by_model(since=yesterday, until=yesterday)
+    yesterday = spend_selectors.utc_today() - timedelta(days=1)
+    spend = spend_selectors.spend_by_model(since=yesterday, until=yesterday)
     latest = RunTable(selectors.runs()[:5], orderable=False)
     return render(request, "ledger/index.html", {"latest": latest, "spend": spend, "yesterday": yesterday})
 
@@ -82,7 +83,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "report": report,
         "grid": grid,
         "terminations": TerminationTable(report.terminations),
-        "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.charts)
+        "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.reports.charts)
         "cost_source": selectors.cost_source_label(run.cost_source),
         # Import strips credentials; redact again so a page never shows one.
         "agent_args": redact(run.agent_args),
@@ -97,13 +98,13 @@ def spend(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "ledger/spend.html", {"form": form}, status=400)
     since, until = form.range()
-    data = selectors.spend_by_model(since=since, until=until)
+    data = spend_selectors.spend_by_model(since=since, until=until)
     shown, rest = data.models[:CHART_MODELS], data.models[CHART_MODELS:]
     # The chart draws dollars (floats); the table and totals keep exact nano-dollars.
-    stacks = [Stack(m, [float(usd(v) or 0) for v in data.cost[m]]) for m in shown]
+    stacks = [Stack(m, [float(money.to_usd(v) or 0) for v in data.cost[m]]) for m in shown]
     if rest:
         other = [sum(v) for v in zip(*(data.cost[m] for m in rest))]
-        stacks.append(Stack(f"{len(rest)} other models", [float(usd(v) or 0) for v in other]))
+        stacks.append(Stack(f"{len(rest)} other models", [float(money.to_usd(v) or 0) for v in other]))
     chart = stacked_bar_chart(
         [d.strftime("%m-%d") for d in data.days],
         stacks,
@@ -117,8 +118,8 @@ def spend(request: HttpRequest) -> HttpResponse:
         "form": form,
         "data": data,
         "table": table,
-        "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.charts)
-        "total_usd": format_usd(data.totals["cost_nanousd"]),
+        "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
+        "total_usd": money.plain(data.totals["cost_nanousd"]),
         "csv_query": form.data.urlencode(),
     }
     return render(request, "ledger/spend.html", context)
@@ -141,9 +142,9 @@ def spend_csv(request: HttpRequest) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="marina-spend-{since}-{until}.csv"'
     writer = csv.writer(response)
     writer.writerow([*SPEND_CSV_COLUMNS, "cost_usd"])
-    for row in selectors.spend_totals(since=since, until=until).rows:
+    for row in spend_selectors.spend_totals(since=since, until=until).rows:
         # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
-        writer.writerow([*(getattr(row, c) for c in SPEND_CSV_COLUMNS), f"{usd(row.cost_nanousd):.9f}"])
+        writer.writerow([*(getattr(row, c) for c in SPEND_CSV_COLUMNS), money.exact(row.cost_nanousd)])
     return response
 
 
@@ -202,7 +203,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         context |= {
             "comparison": comparison,
             "view": view,
-            "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.charts)
+            "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
             "disagreements": DisagreementTable(view.disagreements),
         }
     return render(request, "ledger/compare.html", context)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from ledger import views
+from ledger.reports import views
 
 app_name = "reports"
 

@@ -2,8 +2,8 @@
 into a ledger, judge its board comparability, and scrub its credentials."""
 from __future__ import annotations
 
-from ledger.tau2.board import Verdict, assess
-from ledger.tau2.convert import to_ledger
-from ledger.tau2.results import Simulation, Tau2Results, read_results
+from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.tau2.convert import to_ledger
+from ledger.benchmarks.tau2.results import Simulation, Tau2Results, read_results
 
 __all__ = ["Simulation", "Tau2Results", "Verdict", "assess", "read_results", "to_ledger"]

@@ -1,4 +1,4 @@
-"""The SQL behind ledger.services.record_request: traces, spans and spend for
+"""The SQL behind ledger.spend.services.record_request: traces, spans and spend for
 a batch of requests in one transaction.
 
 Why not the ORM: `Trace.objects.create` + `bulk_create` compile their SQL on
@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models import Field, Model
 
 from ledger.models import Span, Trace
-from ledger.records import SpanRecord, TraceRecord
+from ledger.spend.records import SpanRecord, TraceRecord
 
 # Field types whose Python values the database driver cannot take as they are.
 _ADAPTED = {"DateTimeField", "DateField", "TimeField", "JSONField", "DecimalField", "UUIDField", "DurationField"}

@@ -7,7 +7,8 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from ledger.selectors import run_choices, utc_today
+from ledger.reports.selectors import run_choices
+from ledger.spend.selectors import utc_today
 
 DATE = forms.DateInput(attrs={"type": "date"})
 

@@ -1,0 +1,139 @@
+"""Reads of spend_daily: the cap's running total, the `spend` command, /v1/models'
+recent ids and the spend report."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from django.db.models import QuerySet, Sum
+
+from ledger.models import SpendDaily
+
+
+def utc_today() -> date:
+    return datetime.now(UTC).date()
+
+
+def spent_nanousd(day: date) -> int:
+    return SpendDaily.objects.filter(day=day).aggregate(total=Sum("cost_nanousd"))["total"] or 0
+
+
+@dataclass
+class SpendTotals:
+    first_day: date | None
+    last_day: date | None
+    calls: int
+    errors: int
+    unpriced_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    cost_nanousd: int
+    rows: list[SpendDaily]
+
+
+def spend_totals(*, since: date | None = None, until: date | None = None) -> SpendTotals:
+    """Spend between two UTC days, inclusive, with the rows behind it."""
+    rows = SpendDaily.objects.all()
+    if since:
+        rows = rows.filter(day__gte=since)
+    if until:
+        rows = rows.filter(day__lte=until)
+    listed = list(rows.order_by("day", "key_name", "requested_model", "provider", "upstream_model"))
+    return SpendTotals(
+        first_day=listed[0].day if listed else since,
+        last_day=listed[-1].day if listed else until,
+        calls=sum(r.calls for r in listed),
+        errors=sum(r.errors for r in listed),
+        unpriced_calls=sum(r.unpriced_calls for r in listed),
+        prompt_tokens=sum(r.prompt_tokens for r in listed),
+        completion_tokens=sum(r.completion_tokens for r in listed),
+        cached_tokens=sum(r.cached_tokens for r in listed),
+        reasoning_tokens=sum(r.reasoning_tokens for r in listed),
+        cost_nanousd=sum(r.cost_nanousd for r in listed),
+        rows=listed,
+    )
+
+
+def recent_models(limit: int = 50) -> list[str]:
+    """Requested model ids served in the last week, most used first (for /v1/models)."""
+    since = utc_today().toordinal() - 7
+    rows = (
+        SpendDaily.objects.filter(day__gte=date.fromordinal(since))
+        .values("requested_model")
+        .annotate(n=Sum("calls"))
+        .order_by("-n")[:limit]
+    )
+    return [r["requested_model"] for r in rows]
+
+
+@dataclass
+class ModelSpend:
+    requested_model: str
+    calls: int
+    errors: int
+    unpriced_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_nanousd: int
+
+
+def spend_per_model(totals: SpendTotals) -> list[ModelSpend]:
+    """The rows behind `totals` summed per requested model id (over days,
+    keys and providers), most expensive first."""
+    by_model: dict[str, ModelSpend] = {}
+    for r in totals.rows:
+        m = by_model.setdefault(r.requested_model, ModelSpend(r.requested_model, 0, 0, 0, 0, 0, 0))
+        m.calls += r.calls
+        m.errors += r.errors
+        m.unpriced_calls += r.unpriced_calls
+        m.prompt_tokens += r.prompt_tokens
+        m.completion_tokens += r.completion_tokens
+        m.cost_nanousd += r.cost_nanousd
+    return sorted(by_model.values(), key=lambda m: (-m.cost_nanousd, m.requested_model))
+
+
+# --- Spend -------------------------------------------------------------------------
+
+
+@dataclass
+class SpendByModel:
+    """Daily spend between two days, per requested model: chart and table."""
+
+    since: date
+    until: date
+    days: list[date]
+    models: list[str]  # most expensive first
+    cost: dict[str, list[int]]  # model -> nano-dollars per day, aligned with `days`
+    rows: list[dict[str, Any]]  # day, requested_model, calls, errors, unpriced_calls, tokens, cost_nanousd
+    totals: dict[str, int]
+
+
+_SPEND_SUMS = ("calls", "errors", "unpriced_calls", "prompt_tokens", "completion_tokens", "cost_nanousd")
+
+
+def spend_sums(rows: QuerySet[SpendDaily]) -> dict[str, int]:
+    """Column totals of any spend_daily queryset (the admin's totals row)."""
+    sums = rows.aggregate(**{name: Sum(name) for name in _SPEND_SUMS})
+    return {name: sums[name] or 0 for name in _SPEND_SUMS}
+
+
+def spend_by_model(*, since: date, until: date) -> SpendByModel:
+    """Spend per UTC day and requested model, every day of the range present
+    (a day without calls is a zero, not a gap)."""
+    rows = list(
+        SpendDaily.objects.filter(day__gte=since, day__lte=until)
+        .values("day", "requested_model")
+        .annotate(**{name: Sum(name) for name in _SPEND_SUMS})
+        .order_by("day", "requested_model")
+    )
+    days = [since + timedelta(days=n) for n in range((until - since).days + 1)]
+    index = {d: n for n, d in enumerate(days)}
+    cost: dict[str, list[int]] = {}
+    for r in rows:
+        cost.setdefault(r["requested_model"], [0] * len(days))[index[r["day"]]] += r["cost_nanousd"]
+    models = sorted(cost, key=lambda m: (-sum(cost[m]), m))
+    totals = {name: sum(r[name] for r in rows) for name in _SPEND_SUMS}
+    return SpendByModel(since=since, until=until, days=days, models=models, cost=cost, rows=rows, totals=totals)
