@@ -18,7 +18,7 @@ from marina.redact import redact
 from passthru import auth, formations, spendcap, upstream
 from passthru.calls import call_json, encode, fail_span
 from passthru.context import Inbound, RequestContext
-from passthru.errors import ApiError, UpstreamError
+from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
 from passthru.providers import resolve
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
@@ -58,10 +58,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     except Exception:
         # A bug, not the client's fault: still OpenAI's envelope, and still traced.
         log.exception("unexpected error answering %s", ctx.request_id)
-        error = ApiError(
-            500, f"Marina failed on this request ({ctx.request_id}).", code="internal_error", error_type="server_error"
-        )
-        return await _answer_error(ctx, error)
+        return await _answer_error(ctx, internal_error(ctx.request_id))
     await _finish(ctx, out)
     return out
 
@@ -85,12 +82,7 @@ async def refuse(inbound: Inbound, error: ApiError, headers: dict[str, str] | No
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or 400/413 naming the offending `param`."""
-    if len(raw) > settings.MARINA_MAX_REQUEST_BYTES:
-        raise ApiError(
-            413,
-            f"Request body is {len(raw)} bytes; the limit is MARINA_MAX_REQUEST_BYTES={settings.MARINA_MAX_REQUEST_BYTES}.",
-            code="request_too_large",
-        )
+    check_request_size(len(raw))
     try:
         # NaN and Infinity are not JSON (RFC 8259); json.loads would take them.
         body = json.loads(raw, parse_constant=_not_json)
