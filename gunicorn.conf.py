@@ -1,8 +1,15 @@
 """gunicorn settings for Marina (ASGI workers). Every value can be set from
-the environment; see .env.example."""
+the environment or from .env; see .env.example."""
 from __future__ import annotations
 
 import os
+import runpy
+from pathlib import Path
+from typing import Any
+
+from marina.env import ConfigError, load_env_file
+
+load_env_file(Path(__file__).resolve().parent / ".env")  # as marina/settings.py does; read here for MARINA_BIND & co.
 
 bind = os.environ.get("MARINA_BIND", "127.0.0.1:3300")
 workers = int(os.environ.get("MARINA_WORKERS", os.environ.get("WEB_CONCURRENCY", "2")))
@@ -21,3 +28,13 @@ loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
 # from each other. Off unless MARINA_CONTROL_SOCKET names a path for this one.
 control_socket = os.environ.get("MARINA_CONTROL_SOCKET") or "gunicorn.ctl"
 control_socket_disable = not os.environ.get("MARINA_CONTROL_SOCKET")
+
+
+def on_starting(server: Any) -> None:
+    """Read Marina's settings once in the master, before any worker: a malformed
+    variable stops the server with one line naming it (gunicorn prints a
+    RuntimeError as `Error: ...` and exits 1), not a traceback per worker."""
+    try:
+        runpy.run_path(str(Path(__file__).resolve().parent / "marina" / "settings.py"))
+    except ConfigError as exc:
+        raise RuntimeError(f"Marina's configuration: {exc}") from None
