@@ -3,6 +3,8 @@ the environment; see .env.example."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 bind = os.environ.get("MARINA_BIND", "127.0.0.1:3300")
 workers = int(os.environ.get("MARINA_WORKERS", os.environ.get("WEB_CONCURRENCY", "2")))
@@ -21,3 +23,33 @@ loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
 # from each other. Off unless MARINA_CONTROL_SOCKET names a path for this one.
 control_socket = os.environ.get("MARINA_CONTROL_SOCKET") or "gunicorn.ctl"
 control_socket_disable = not os.environ.get("MARINA_CONTROL_SOCKET")
+
+# Prometheus metrics (observability/metrics.py): every worker writes its
+# samples to files in one folder, and a scrape of any worker sums them all.
+# The variable must be set before a worker imports prometheus-client, so it is
+# set here, in the master. A folder given in PROMETHEUS_MULTIPROC_DIR is
+# emptied at start (samples of an earlier server would be counted again);
+# without one, a temporary folder lives as long as this server.
+_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+_own_metrics_dir = not _metrics_dir
+if _own_metrics_dir:
+    _metrics_dir = tempfile.mkdtemp(prefix="marina-metrics-")
+else:
+    os.makedirs(_metrics_dir, exist_ok=True)
+    for _name in os.listdir(_metrics_dir):
+        if _name.endswith(".db"):
+            os.remove(os.path.join(_metrics_dir, _name))
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+
+def child_exit(server, worker):  # type: ignore[no-untyped-def]
+    """A worker is gone: its live gauges (ledger queue depth) stop counting;
+    its counters stay, so totals survive a worker restart."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid, _metrics_dir)
+
+
+def on_exit(server):  # type: ignore[no-untyped-def]
+    if _own_metrics_dir:
+        shutil.rmtree(_metrics_dir, ignore_errors=True)
