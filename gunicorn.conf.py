@@ -1,10 +1,17 @@
 """gunicorn settings for Marina (ASGI workers). Every value can be set from
-the environment; see .env.example."""
+the environment or from .env; see .env.example."""
 from __future__ import annotations
 
 import os
+import runpy
 import shutil
 import tempfile
+from pathlib import Path
+from typing import Any
+
+from marina.env import ConfigError, load_env_file
+
+load_env_file(Path(__file__).resolve().parent / ".env")  # as marina/settings.py does; read here for MARINA_BIND & co.
 
 bind = os.environ.get("MARINA_BIND", "127.0.0.1:3300")
 workers = int(os.environ.get("MARINA_WORKERS", os.environ.get("WEB_CONCURRENCY", "2")))
@@ -24,6 +31,17 @@ loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
 control_socket = os.environ.get("MARINA_CONTROL_SOCKET") or "gunicorn.ctl"
 control_socket_disable = not os.environ.get("MARINA_CONTROL_SOCKET")
 
+
+def on_starting(server: Any) -> None:
+    """Read Marina's settings once in the master, before any worker: a malformed
+    variable stops the server with one line naming it (gunicorn prints a
+    RuntimeError as `Error: ...` and exits 1), not a traceback per worker."""
+    try:
+        runpy.run_path(str(Path(__file__).resolve().parent / "marina" / "settings.py"))
+    except ConfigError as exc:
+        raise RuntimeError(f"Marina's configuration: {exc}") from None
+
+
 # Prometheus metrics (observability/metrics.py): every worker writes its
 # samples to files in one folder, and a scrape of any worker sums them all.
 # The variable must be set before a worker imports prometheus-client, so it is
@@ -42,7 +60,7 @@ else:
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
 
 
-def child_exit(server, worker):  # type: ignore[no-untyped-def]
+def child_exit(server: Any, worker: Any) -> None:
     """A worker is gone: its live gauges (ledger queue depth) stop counting;
     its counters stay, so totals survive a worker restart."""
     from prometheus_client import multiprocess
@@ -50,6 +68,6 @@ def child_exit(server, worker):  # type: ignore[no-untyped-def]
     multiprocess.mark_process_dead(worker.pid, _metrics_dir)
 
 
-def on_exit(server):  # type: ignore[no-untyped-def]
+def on_exit(server: Any) -> None:
     if _own_metrics_dir:
         shutil.rmtree(_metrics_dir, ignore_errors=True)

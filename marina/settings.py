@@ -1,5 +1,5 @@
 """Marina's one settings file. Every deploy-time value is read from the
-environment (see .env.example for the full list); defaults suit local
+environment or from .env (see .env.example for the full list); defaults suit local
 development: SQLite in the project root, the API closed until keys are set."""
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from marina.env import (
     env_pairs,
     env_secret,
     env_str,
+    load_env_file,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+load_env_file(BASE_DIR / ".env")  # .env in the project root (or MARINA_ENV_FILE); the environment wins over it
 
 SECRET_KEY = env_secret("MARINA_SECRET_KEY") or "dev-only-not-secret-change-me"
 DEBUG = env_bool("MARINA_DEBUG", False)
