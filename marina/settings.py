@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "ninja",
     "passthru",
     "ledger",
+    "observability",
 ]
 
 MIDDLEWARE = [
@@ -228,3 +229,11 @@ if MARINA_VERIFY_CHECKER_EFFORT and not MARINA_VERIFY_CHECKER_EFFORT.isalpha():
     raise ConfigError(
         f"MARINA_VERIFY_CHECKER_EFFORT must be a word such as low or high, or off, not {MARINA_VERIFY_CHECKER_EFFORT!r}"
     )
+
+# --- Observability (docs/observability.md) -------------------------------------
+# GET /metrics: loopback clients only, unless this token is set (then any
+# client sending `Authorization: Bearer <token>`).
+MARINA_METRICS_TOKEN = env_secret("MARINA_METRICS_TOKEN")
+# OpenTelemetry export is configured by the SDK's own variables
+# (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, ...);
+# see observability/otel.py.
