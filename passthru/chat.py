@@ -15,7 +15,7 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, fallback, formations, spendcap, upstream
+from passthru import auth, fallback, formations, ratelimit, spendcap, upstream
 from passthru.bodyprep import prepare
 from passthru.calls import encode, fail_span
 from passthru.context import Inbound, RequestContext
@@ -35,7 +35,9 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     (for streams: when the stream ends)."""
     ctx = RequestContext.for_request(inbound)
     try:
-        ctx.key_name = auth.authenticate(inbound.headers.get("authorization")).key_name
+        caller = auth.authenticate(inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent"))
+        ctx.key_name = caller.key_name
+        await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
         ctx.requested_model = body["model"]
         ctx.stream = body.get("stream") is True

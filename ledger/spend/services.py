@@ -35,7 +35,7 @@ def record_request(trace: TraceRecord) -> Trace:
 def record_requests(traces: Sequence[TraceRecord], *, notify: bool = True) -> list[int]:
     """record_request for several requests, in one transaction. With `notify`,
     the observers hear of the traces once they are committed."""
-    with _sqlite_write_turn(), transaction.atomic():
+    with sqlite_write_turn(), transaction.atomic():
         ids = insert_traces(traces)
         upstream = [s for t in traces for s in t.spans if s.is_upstream_call]
         if upstream:
@@ -96,14 +96,15 @@ _turn_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def _sqlite_write_turn() -> Iterator[None]:
+def sqlite_write_turn() -> Iterator[None]:
     """On a SQLite file, wait for this process's turn to write on an flock.
 
     Several gunicorn workers write the same file. SQLite makes a writer that
     finds the lock taken sleep and retry (1, 2, 5, ... up to 100 ms per try),
     and under load the other worker keeps winning: p99 went to 1.4 s at
     concurrency 32. Blocking on an flock first wakes the next writer as soon
-    as the lock is free. PostgreSQL needs nothing of the kind."""
+    as the lock is free. PostgreSQL needs nothing of the kind. (The rate
+    limiter's upserts, passthru/ratelimit.py, take the same turn.)"""
     name = connection.settings_dict["NAME"]
     if connection.vendor != "sqlite" or connection.in_atomic_block or not name or str(name).startswith((":memory:", "file:")):
         yield
