@@ -50,6 +50,7 @@ def clean_environ(extra: Mapping[str, str]) -> dict[str, str]:
         if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES) and not k.endswith(_SCRUBBED_SUFFIXES)
     }
     env["PYTHONUNBUFFERED"] = "1"  # the log file is read while the server runs
+    env["MARINA_ENV_FILE"] = os.devnull  # nor a developer's .env
     env.update(extra)
     return env
 
