@@ -12,7 +12,7 @@ from passthru import auth, formations
 
 
 async def list_models(authorization: str | None) -> dict[str, Any]:
-    auth.authenticate(authorization)
+    await auth.authenticate(authorization)
     recent = await asyncio.wrap_future(services.submit(selectors.recent_models))
     now = int(time.time())
     ids: dict[str, str] = {}
