@@ -15,11 +15,11 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, formations, spendcap, upstream
-from passthru.calls import call_json, encode, fail_span
+from passthru import auth, fallback, formations, spendcap, upstream
+from passthru.calls import encode, fail_span
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
-from passthru.providers import resolve
+from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
 
@@ -126,8 +126,7 @@ def _not_json(constant: str) -> Any:
 
 
 async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
-    done = await call_json(ctx, route, body)
+    route, done = await fallback.call_first(ctx, plan(body["model"]), body)
     headers: dict[str, str] = {}
     if done.ok:
         headers["x-marina-upstream-model"] = route.served_id
@@ -140,7 +139,7 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
 
 
 async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
+    route = plan(body["model"]).routes[0]
     await spendcap.check()
     client_wants_usage = wants_usage(body)
     sent = {**(body if client_wants_usage else with_usage_requested(body)), "model": route.upstream_model}
