@@ -16,6 +16,7 @@ from ledger.spend import services
 from marina import money
 from marina.redact import redact
 from passthru import auth, fallback, formations, spendcap, upstream
+from passthru.bodyprep import prepare
 from passthru.calls import encode, fail_span
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
@@ -142,7 +143,7 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     route = plan(body["model"]).routes[0]
     await spendcap.check()
     client_wants_usage = wants_usage(body)
-    sent = {**(body if client_wants_usage else with_usage_requested(body)), "model": route.upstream_model}
+    sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
     span = ctx.open_span("upstream", provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}
