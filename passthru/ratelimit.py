@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
-from ledger.spend.services import sqlite_write_turn
+from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.errors import ApiError
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ def record_request(trace: TraceRecord) -> Trace:
 def record_requests(traces: Sequence[TraceRecord], *, notify: bool = True) -> list[int]:
     """record_request for several requests, in one transaction. With `notify`,
     the observers hear of the traces once they are committed."""
-    with sqlite_write_turn(), transaction.atomic():
+    with _sqlite_write_turn(), transaction.atomic():
         ids = insert_traces(traces)
         upstream = [s for t in traces for s in t.spans if s.is_upstream_call]
         if upstream:
@@ -96,7 +96,7 @@ _turn_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def sqlite_write_turn() -> Iterator[None]:
+def _sqlite_write_turn() -> Iterator[None]:
     """On a SQLite file, wait for this process's turn to write on an flock.
 
     Several gunicorn workers write the same file. SQLite makes a writer that
