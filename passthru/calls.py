@@ -20,6 +20,7 @@ from django.conf import settings
 from ledger.spend.records import SpanRecord
 from marina.redact import redact
 from passthru import spendcap, upstream
+from passthru.bodyprep import prepare
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.pricing import Usage, price, usage_from
@@ -85,7 +86,7 @@ async def call_json(
     raised: the passthru relays them. Transport failures and a 2xx body that
     is not JSON raise UpstreamError."""
     await spendcap.check()
-    body = {**body, "model": route.upstream_model}
+    body = prepare(route, body)  # the upstream id, and only the changes this provider needs
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}
@@ -150,7 +151,7 @@ async def call_stream(
     upstream response is closed at once)."""
     await spendcap.check()
     client_wants_usage = wants_usage(body)
-    sent = {**(body if client_wants_usage else with_usage_requested(body)), "model": route.upstream_model}
+    sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}

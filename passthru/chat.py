@@ -14,11 +14,11 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, formations
-from passthru.calls import call_json, call_stream
+from passthru import auth, fallback, formations, ratelimit
+from passthru.calls import call_stream
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
-from passthru.providers import resolve
+from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE
 
@@ -33,7 +33,9 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     (for streams: when the stream ends)."""
     ctx = RequestContext.for_request(inbound)
     try:
-        ctx.key_name = auth.authenticate(inbound.headers.get("authorization")).key_name
+        caller = await auth.authenticate(inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent"))
+        ctx.key_name = caller.key_name
+        await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
         ctx.requested_model = body["model"]
         ctx.stream = body.get("stream") is True
@@ -125,8 +127,7 @@ def _not_json(constant: str) -> Any:
 
 
 async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
-    done = await call_json(ctx, route, body)
+    route, done = await fallback.call_first(ctx, plan(body["model"]), body)
     headers: dict[str, str] = {}
     if done.ok:
         headers["x-marina-upstream-model"] = route.served_id
@@ -139,7 +140,7 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
 
 
 async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
+    route = plan(body["model"]).routes[0]
     reply = await call_stream(ctx, route, body)
     if reply.events is None:
         # An error (or a provider that ignored stream=true): relay it whole.
