@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import runpy
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +40,34 @@ def on_starting(server: Any) -> None:
         runpy.run_path(str(Path(__file__).resolve().parent / "marina" / "settings.py"))
     except ConfigError as exc:
         raise RuntimeError(f"Marina's configuration: {exc}") from None
+
+
+# Prometheus metrics (observability/metrics.py): every worker writes its
+# samples to files in one folder, and a scrape of any worker sums them all.
+# The variable must be set before a worker imports prometheus-client, so it is
+# set here, in the master. A folder given in PROMETHEUS_MULTIPROC_DIR is
+# emptied at start (samples of an earlier server would be counted again);
+# without one, a temporary folder lives as long as this server.
+_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+_own_metrics_dir = not _metrics_dir
+if _own_metrics_dir:
+    _metrics_dir = tempfile.mkdtemp(prefix="marina-metrics-")
+else:
+    os.makedirs(_metrics_dir, exist_ok=True)
+    for _name in os.listdir(_metrics_dir):
+        if _name.endswith(".db"):
+            os.remove(os.path.join(_metrics_dir, _name))
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker is gone: its live gauges (ledger queue depth) stop counting;
+    its counters stay, so totals survive a worker restart."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid, _metrics_dir)
+
+
+def on_exit(server: Any) -> None:
+    if _own_metrics_dir:
+        shutil.rmtree(_metrics_dir, ignore_errors=True)

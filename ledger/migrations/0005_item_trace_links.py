@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0003_ledger_import_skipped_source_name'),
+        ('ledger', '0004_api_keys'),
     ]
 
     operations = [
