@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -162,7 +163,7 @@ def import_ledger(
             sha = hashlib.sha256(json.dumps(path_or_data, sort_keys=True).encode()).hexdigest()
         else:
             sha = hashlib.sha256(Path(path_or_data).read_bytes()).hexdigest()
-    source_name = ledger.source.get("name") if isinstance(ledger.source.get("name"), str) else Path(name).name
+    source_name = ledger.source["name"] if isinstance(ledger.source.get("name"), str) else Path(name).name
     return _import(
         ledger, sha=sha, source=name, source_name=source_name, target_kind=target_kind, target=target,
         group=group, label=label, cost_usd=cost_usd, cost_from_spend=cost_from_spend, dry_run=dry_run,
@@ -170,7 +171,7 @@ def import_ledger(
     )  # fmt: skip
 
 
-def import_ledgers(paths: list[str | Path], **options: Any) -> list[ImportResult]:
+def import_ledgers(paths: Sequence[str | Path], **options: Any) -> list[ImportResult]:
     """Several ledger files (same options) in one transaction: if one file is
     refused, none is recorded."""
     if options.get("cost_usd") is not None and len(paths) > 1:
@@ -470,7 +471,7 @@ class FileOutcome:
         return self.result is None
 
 
-def import_each(paths: list[str | Path], **options: Any) -> list[FileOutcome]:
+def import_each(paths: Sequence[str | Path], **options: Any) -> list[FileOutcome]:
     """Files and directories (every run file in it), each file in its own
     transaction: a refused file is reported and the others are still recorded."""
     if options.get("cost_usd") is not None:

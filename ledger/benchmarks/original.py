@@ -144,7 +144,7 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
     if started is None and isinstance(data.get("timestamp"), (int, float)) and not isinstance(data["timestamp"], bool):
         begin = datetime.fromtimestamp(data["timestamp"] / 1000, UTC)
         started = begin.isoformat()
-        duration = data.get("duration_ms") if isinstance(data.get("duration_ms"), (int, float)) else 0
+        duration = _num(data.get("duration_ms")) or 0.0
         ended = (begin + timedelta(milliseconds=duration)).isoformat()
     tau2 = config.get("tau2") if isinstance(config.get("tau2"), dict) else {}
     tau2 = {k: v for k, v in tau2.items() if isinstance(v, str)}
@@ -169,7 +169,7 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
         task_ids=[str(t) for t in config["taskIds"]] if isinstance(config.get("taskIds"), list) else None,
         judge=chosen_judge,
     )
-    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    source: dict[str, Any] = data["source"] if isinstance(data.get("source"), dict) else {}
     return Ledger(run=run, items=items, source={**source, "format": "original"}, warnings=warnings)
 
 
