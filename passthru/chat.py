@@ -15,12 +15,12 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, fallback, formations, ratelimit, spendcap, upstream
+from passthru import auth, fallback, formations, ratelimit, spendcap, toolcalls, upstream
 from passthru.bodyprep import prepare
 from passthru.calls import encode, fail_span
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
-from passthru.providers import plan
+from passthru.providers import Route, plan
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
 
@@ -131,35 +131,47 @@ def _not_json(constant: str) -> Any:
 async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     route, done = await fallback.call_first(ctx, plan(body["model"]), body)
     headers: dict[str, str] = {}
+    raw = done.body
     if done.ok:
         headers["x-marina-upstream-model"] = route.served_id
         if done.usage.cost_nanousd is not None:
             headers["x-marina-cost-usd"] = money.plain(done.usage.cost_nanousd)
         if done.usage.cached_tokens:
             headers["x-marina-cache-read-tokens"] = str(done.usage.cached_tokens)
+        if done.usage.cache_write_tokens:
+            headers["x-marina-cache-write-tokens"] = str(done.usage.cache_write_tokens)
+        # Text tool calls (`<tool_call>{…}</tool_call>`) become structured ones;
+        # any other reply goes out byte for byte.
+        if done.payload is not None and toolcalls.wanted(body) and toolcalls.normalise_reply(done.payload):
+            raw = encode(done.payload)
     # The upstream's status and body as they came, errors included.
-    return Outbound(done.status, headers, done.body, content_type="application/json")
+    return Outbound(done.status, headers, raw, content_type="application/json")
 
 
 async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = plan(body["model"]).routes[0]
-    await spendcap.check()
+    """Open the stream on the first route of the plan that serves it (a
+    fallback plan passes over the routes that do not know the model or fail
+    before the first byte), then relay it."""
+    routes = plan(body["model"])
     client_wants_usage = wants_usage(body)
-    sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
-    span = ctx.open_span("upstream", provider=route.provider.name, upstream_model=route.upstream_model)
-    if settings.MARINA_TRACE_BODIES:
-        span.body = {"request": redact(sent)}
-    stream = upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers())
-    meter = Meter(route, span, hide_usage_chunk=not client_wants_usage)
-    try:
-        await stream.__aenter__()
-    except UpstreamError as exc:
-        _stop_clock(ctx, meter)
-        fail_span(span, exc)
-        raise
-    span.http_status = stream.status
-    if stream.status != 200 or not stream.content_type.startswith(SSE):
-        # An error (or a provider that ignored stream=true): relay it whole.
+    asked = body if client_wants_usage else with_usage_requested(body)
+    misses = fallback.Misses(routes, [])
+    for route in routes.routes:
+        try:
+            stream, meter = await _open_stream(ctx, route, asked, hide_usage_chunk=not client_wants_usage)
+        except UpstreamError as exc:
+            if not routes.fallback:
+                raise
+            misses.add(route, fallback.describe_failure(exc))
+            continue
+        if stream.status == 200 and stream.content_type.startswith(SSE):
+            headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
+            out = Outbound(200, headers, content_type=SSE)
+            out.stream = _relay_and_record(ctx, stream, meter, out, normalise=toolcalls.wanted(body))
+            _common_headers(ctx, out)
+            return out
+        # An error (or a provider that ignored stream=true): read it whole.
+        span = meter.span
         try:
             raw = await stream.read()
         finally:
@@ -167,14 +179,34 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
         _stop_clock(ctx, meter)
         if stream.status != 200:
             span.status, span.error_kind = "error", f"http_{stream.status}"
+            if routes.fallback and fallback.outcome(stream.status, raw) != fallback.SERVED:
+                misses.add(route, fallback.describe(stream.status, raw))
+                continue
         out = Outbound(stream.status, {}, raw, content_type=stream.content_type or "application/json")
         await _finish(ctx, out, error_kind=span.error_kind)
         return out
-    headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
-    out = Outbound(200, headers, content_type=SSE)
-    out.stream = _relay_and_record(ctx, stream, meter, out)
-    _common_headers(ctx, out)
-    return out
+    raise misses.exhausted()
+
+
+async def _open_stream(
+    ctx: RequestContext, route: Route, asked: dict[str, Any], *, hide_usage_chunk: bool
+) -> tuple[upstream.Stream, Meter]:
+    """Send the streaming request on `route` and read its status line (one span)."""
+    await spendcap.check()
+    sent = prepare(route, asked)
+    span = ctx.open_span("upstream", provider=route.provider.name, upstream_model=route.upstream_model)
+    if settings.MARINA_TRACE_BODIES:
+        span.body = {"request": redact(sent)}
+    stream = upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers())
+    meter = Meter(route, span, hide_usage_chunk=hide_usage_chunk)
+    try:
+        await stream.__aenter__()
+    except UpstreamError as exc:
+        _stop_clock(ctx, meter)
+        fail_span(span, exc)
+        raise
+    span.http_status = stream.status
+    return stream, meter
 
 
 def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
@@ -183,13 +215,19 @@ def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
     meter.span.duration_ms = elapsed * 1000
 
 
-async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound) -> AsyncIterator[bytes]:
+async def _relay_and_record(
+    ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound, *, normalise: bool = False
+) -> AsyncIterator[bytes]:
     """Yield the events, trace the request however the stream ended (finished,
     failed upstream, or cancelled by a client that went away), then [DONE] if
-    it finished: a client that saw the end of the stream can already find its trace."""
+    it finished: a client that saw the end of the stream can already find its trace.
+    With `normalise`, text tool calls become structured deltas (passthru/toolcalls.py)."""
     status, error_kind, error_message = "ok", "", ""
+    events = relay_or_error(stream.chunks(), meter)
+    if normalise:
+        events = toolcalls.normalise_stream(events)
     try:
-        async for event in relay_or_error(stream.chunks(), meter):
+        async for event in events:
             yield event
     except UpstreamError as exc:
         status, error_kind, error_message = "error", exc.kind, exc.message
