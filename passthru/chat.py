@@ -6,8 +6,7 @@ import asyncio
 import json
 import logging
 import re
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from django.conf import settings
@@ -15,14 +14,13 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, fallback, formations, ratelimit, spendcap, toolcalls, upstream
-from passthru.bodyprep import prepare
-from passthru.calls import encode, fail_span
+from passthru import auth, fallback, formations, ratelimit, toolcalls
+from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
-from passthru.providers import Route, plan
+from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
-from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
+from passthru.streaming import DONE
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +129,6 @@ def _not_json(constant: str) -> Any:
 async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     route, done = await fallback.call_first(ctx, plan(body["model"]), body)
     headers: dict[str, str] = {}
-    raw = done.body
     if done.ok:
         headers["x-marina-upstream-model"] = route.served_id
         if done.usage.cost_nanousd is not None:
@@ -143,99 +140,56 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
         # Text tool calls (`<tool_call>{…}</tool_call>`) become structured ones;
         # any other reply goes out byte for byte.
         if done.payload is not None and toolcalls.wanted(body) and toolcalls.normalise_reply(done.payload):
-            raw = encode(done.payload)
+            return Outbound(done.status, headers, encode(done.payload), content_type="application/json")
     # The upstream's status and body as they came, errors included.
-    return Outbound(done.status, headers, raw, content_type="application/json")
+    return Outbound(done.status, headers, done.body, content_type="application/json")
 
 
 async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    """Open the stream on the first route of the plan that serves it (a
-    fallback plan passes over the routes that do not know the model or fail
-    before the first byte), then relay it."""
+    """The stream of the first route of the plan that serves it: a fallback
+    plan passes over the routes that do not know the model or fail before the
+    first byte (passthru/fallback.py), each attempt its own span."""
     routes = plan(body["model"])
-    client_wants_usage = wants_usage(body)
-    asked = body if client_wants_usage else with_usage_requested(body)
     misses = fallback.Misses(routes, [])
     for route in routes.routes:
         try:
-            stream, meter = await _open_stream(ctx, route, asked, hide_usage_chunk=not client_wants_usage)
+            reply = await call_stream(ctx, route, body)
         except UpstreamError as exc:
             if not routes.fallback:
                 raise
             misses.add(route, fallback.describe_failure(exc))
             continue
-        if stream.status == 200 and stream.content_type.startswith(SSE):
-            headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
-            out = Outbound(200, headers, content_type=SSE)
-            out.stream = _relay_and_record(ctx, stream, meter, out, normalise=toolcalls.wanted(body))
-            _common_headers(ctx, out)
-            return out
-        # An error (or a provider that ignored stream=true): read it whole.
-        span = meter.span
-        try:
-            raw = await stream.read()
-        finally:
-            await stream.__aexit__(None, None, None)
-        _stop_clock(ctx, meter)
-        if stream.status != 200:
-            span.status, span.error_kind = "error", f"http_{stream.status}"
-            if routes.fallback and fallback.outcome(stream.status, raw) != fallback.SERVED:
-                misses.add(route, fallback.describe(stream.status, raw))
+        if reply.events is None:
+            if routes.fallback and reply.status != 200 and fallback.outcome(reply.status, reply.body) != fallback.SERVED:
+                misses.add(route, fallback.describe(reply.status, reply.body))
                 continue
-        out = Outbound(stream.status, {}, raw, content_type=stream.content_type or "application/json")
-        await _finish(ctx, out, error_kind=span.error_kind)
+            # An error (or a provider that ignored stream=true): relay it whole.
+            out = Outbound(reply.status, {}, reply.body, content_type=reply.content_type or "application/json")
+            await _finish(ctx, out, error_kind=reply.span.error_kind)
+            return out
+        headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
+        out = Outbound(200, headers, content_type=SSE)
+        events = toolcalls.normalise_stream(reply.events) if toolcalls.wanted(body) else reply.events
+        out.stream = _relay_and_record(ctx, events, out)
+        _common_headers(ctx, out)
         return out
     raise misses.exhausted()
 
 
-async def _open_stream(
-    ctx: RequestContext, route: Route, asked: dict[str, Any], *, hide_usage_chunk: bool
-) -> tuple[upstream.Stream, Meter]:
-    """Send the streaming request on `route` and read its status line (one span)."""
-    await spendcap.check()
-    sent = prepare(route, asked)
-    span = ctx.open_span("upstream", provider=route.provider.name, upstream_model=route.upstream_model)
-    if settings.MARINA_TRACE_BODIES:
-        span.body = {"request": redact(sent)}
-    stream = upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers())
-    meter = Meter(route, span, hide_usage_chunk=hide_usage_chunk)
-    try:
-        await stream.__aenter__()
-    except UpstreamError as exc:
-        _stop_clock(ctx, meter)
-        fail_span(span, exc)
-        raise
-    span.http_status = stream.status
-    return stream, meter
-
-
-def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
-    elapsed = time.perf_counter() - meter.started
-    ctx.upstream_seconds += elapsed
-    meter.span.duration_ms = elapsed * 1000
-
-
-async def _relay_and_record(
-    ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound, *, normalise: bool = False
-) -> AsyncIterator[bytes]:
+async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, None], out: Outbound) -> AsyncIterator[bytes]:
     """Yield the events, trace the request however the stream ended (finished,
     failed upstream, or cancelled by a client that went away), then [DONE] if
-    it finished: a client that saw the end of the stream can already find its trace.
-    With `normalise`, text tool calls become structured deltas (passthru/toolcalls.py)."""
+    it finished: a client that saw the end of the stream can already find its trace."""
     status, error_kind, error_message = "ok", "", ""
-    events = relay_or_error(stream.chunks(), meter)
-    if normalise:
-        events = toolcalls.normalise_stream(events)
     try:
         async for event in events:
             yield event
     except UpstreamError as exc:
         status, error_kind, error_message = "error", exc.kind, exc.message
-        meter.span.status, meter.span.error_kind = "error", exc.kind
     except (asyncio.CancelledError, GeneratorExit):
-        meter.span.status, meter.span.error_kind = "cancelled", "client_disconnected"
-        await stream.__aexit__(None, None, None)  # cancel the upstream call now
-        _close_span(ctx, meter)
+        # Closing the events cancels the upstream call now and closes its span
+        # (already done if the cancellation came through them).
+        await events.aclose()
         record = ctx.trace(
             http_status=out.status,
             status="cancelled",
@@ -245,8 +199,6 @@ async def _relay_and_record(
         # Not awaited: a cancelled task cannot wait; the writer thread commits it.
         services.submit(services.record_request, record)
         raise
-    await stream.__aexit__(None, None, None)
-    _close_span(ctx, meter)
     record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
     try:
         await services.arecord_request(record)
@@ -256,15 +208,6 @@ async def _relay_and_record(
     # last word, so a client that skips error events still sees a broken stream.
     if status == "ok":
         yield DONE
-
-
-def _close_span(ctx: RequestContext, meter: Meter) -> None:
-    _stop_clock(ctx, meter)
-    if meter.usage is not None:
-        u, span = meter.usage, meter.span
-        span.prompt_tokens, span.completion_tokens = u.prompt_tokens, u.completion_tokens
-        span.cached_tokens, span.reasoning_tokens = u.cached_tokens, u.reasoning_tokens
-        span.cost_nanousd, span.cost_source = u.cost_nanousd, u.cost_source
 
 
 def _common_headers(ctx: RequestContext, out: Outbound) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,11 +188,15 @@ class StreamNormaliser:
         return out
 
 
-async def normalise_stream(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """`events` with text tool calls turned into structured deltas."""
+async def normalise_stream(events: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    """`events` with text tool calls turned into structured deltas. Closing
+    this closes `events` at once (a client gone cancels the upstream call)."""
     normaliser = StreamNormaliser()
-    async for event in events:
-        for out in normaliser.events(event):
+    try:
+        async for event in events:
+            for out in normaliser.events(event):
+                yield out
+        for out in normaliser.flush():
             yield out
-    for out in normaliser.flush():
-        yield out
+    finally:
+        await events.aclose()
