@@ -54,9 +54,11 @@ def authenticate(authorization: str | None) -> Caller:
             "The model API is closed: set MODEL_API_KEYS (comma list of keys) "
             "or MARINA_OPEN_API=true for local development.",
         )
-    if not authorization or not authorization.startswith("Bearer "):
+    scheme, _, credentials = (authorization or "").strip().partition(" ")
+    # The scheme is case-insensitive (RFC 9110 section 11.1): `bearer` is `Bearer`.
+    if scheme.lower() != "bearer" or not credentials.strip():
         raise ApiError(401, "Missing or invalid Authorization header: send 'Authorization: Bearer <key>'.")
-    offered = hashlib.sha256(authorization[7:].strip().encode()).digest()
+    offered = hashlib.sha256(credentials.strip().encode()).digest()
     match: _Key | None = None
     for key in keys:  # no early exit: every entry is compared (timing-safe)
         if hmac.compare_digest(offered, key.digest) and match is None:
