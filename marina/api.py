@@ -8,7 +8,7 @@ from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
 
 from passthru.api import router as v1_router
-from passthru.errors import ApiError, error_envelope
+from passthru.errors import ApiError, error_envelope, internal_error
 from passthru.responses import error_out
 
 log = logging.getLogger(__name__)
@@ -49,5 +49,5 @@ def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 def unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     """Anything else is a bug: log it, and still answer in OpenAI's envelope."""
     log.error("unexpected error on %s %s", request.method, request.path, exc_info=exc)
-    out = error_out(ApiError(500, "Marina failed on this request.", code="internal_error", error_type="server_error"))
+    out = error_out(internal_error())
     return HttpResponse(out.body, status=out.status, content_type=out.content_type)

@@ -37,10 +37,9 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.http.response import ResponseHeaders
 
-from passthru.api import request_too_large
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
-from passthru.errors import ApiError
+from passthru.errors import ApiError, check_request_size, declared_size, internal_error
 from passthru.responses import Outbound, error_out
 
 log = logging.getLogger(__name__)
@@ -195,11 +194,12 @@ class FastPath:
         await self.django_app(scope, receive, send)
 
     async def chat(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > settings.MARINA_MAX_REQUEST_BYTES:
+        try:
+            check_request_size(declared_size(headers))
+        except ApiError as exc:
             # Refused unread and traced, as the Ninja operation does (passthru/api.py _serve).
             unread = Inbound(method="POST", path=CHAT_PATH, headers=headers, body=b"")
-            await _respond(send, await refuse(unread, request_too_large(int(declared))), _Call())
+            await _respond(send, await refuse(unread, exc), _Call())
             return
         body = await _read_body(receive)
         if body is None:
@@ -222,8 +222,7 @@ class FastPath:
             # What marina/api.py's unexpected_error answers on the Django route.
             log.exception("unexpected error on POST %s", CHAT_PATH)
             if not call.started:
-                error = ApiError(500, "Marina failed on this request.", code="internal_error", error_type="server_error")
-                await _respond(send, error_out(error), call)
+                await _respond(send, error_out(internal_error()), call)
         finally:
             call.finished = True
             watcher.cancel()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -11,7 +10,7 @@ from ninja import Router
 
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
-from passthru.errors import ApiError
+from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
 from passthru.models_list import list_models
 from passthru.responses import Outbound
 from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList, inline_schema
@@ -29,9 +28,8 @@ _ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 5
 
 
 def inbound(request: HttpRequest) -> Inbound:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > settings.MARINA_MAX_REQUEST_BYTES:
-        raise request_too_large(int(declared))
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    check_request_size(declared_size(headers))
     try:
         body = request.body
     except RequestDataTooBig:
@@ -39,7 +37,7 @@ def inbound(request: HttpRequest) -> Inbound:
     return Inbound(
         method=request.method or "POST",
         path=request.path,
-        headers={k.lower(): v for k, v in request.headers.items()},
+        headers=headers,
         body=body,
     )
 
@@ -61,16 +59,6 @@ async def _serve(request: HttpRequest, core: Callable[[Inbound], Awaitable[Outbo
     except ApiError as exc:
         return to_django(await refuse(_without_body(request), exc))
     return to_django(await core(parsed))
-
-
-def request_too_large(size: int | None) -> ApiError:
-    """413 for a body over MARINA_MAX_REQUEST_BYTES (also used by marina/fastpath.py)."""
-    return ApiError(
-        413,
-        f"Request body{f' is {size} bytes; it' if size else ''} exceeds "
-        f"MARINA_MAX_REQUEST_BYTES={settings.MARINA_MAX_REQUEST_BYTES}.",
-        code="request_too_large",
-    )
 
 
 def to_django(out: Outbound) -> HttpResponseBase:

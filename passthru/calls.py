@@ -15,6 +15,7 @@ from django.conf import settings
 from ledger.spend.records import SpanRecord
 from marina.redact import redact
 from passthru import spendcap, upstream
+from passthru.bodyprep import prepare
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.pricing import Usage, price, usage_from
@@ -78,7 +79,7 @@ async def call_json(
     raised: the passthru relays them. Transport failures and a 2xx body that
     is not JSON raise UpstreamError."""
     await spendcap.check()
-    body = {**body, "model": route.upstream_model}
+    body = prepare(route, body)  # the upstream id, and only the changes this provider needs
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}

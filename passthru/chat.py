@@ -15,11 +15,12 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, formations, spendcap, upstream
-from passthru.calls import call_json, encode, fail_span
+from passthru import auth, fallback, formations, spendcap, upstream
+from passthru.bodyprep import prepare
+from passthru.calls import encode, fail_span
 from passthru.context import Inbound, RequestContext
-from passthru.errors import ApiError, UpstreamError
-from passthru.providers import resolve
+from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
+from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
 
@@ -63,10 +64,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     except Exception:
         # A bug, not the client's fault: still OpenAI's envelope, and still traced.
         log.exception("unexpected error answering %s", ctx.request_id)
-        error = ApiError(
-            500, f"Marina failed on this request ({ctx.request_id}).", code="internal_error", error_type="server_error"
-        )
-        return await _answer_error(ctx, error)
+        return await _answer_error(ctx, internal_error(ctx.request_id))
     await _finish(ctx, out)
     return out
 
@@ -90,12 +88,7 @@ async def refuse(inbound: Inbound, error: ApiError, headers: dict[str, str] | No
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or 400/413 naming the offending `param`."""
-    if len(raw) > settings.MARINA_MAX_REQUEST_BYTES:
-        raise ApiError(
-            413,
-            f"Request body is {len(raw)} bytes; the limit is MARINA_MAX_REQUEST_BYTES={settings.MARINA_MAX_REQUEST_BYTES}.",
-            code="request_too_large",
-        )
+    check_request_size(len(raw))
     try:
         # NaN and Infinity are not JSON (RFC 8259); json.loads would take them.
         body = json.loads(raw, parse_constant=_not_json)
@@ -141,8 +134,7 @@ def _not_json(constant: str) -> Any:
 
 
 async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
-    done = await call_json(ctx, route, body)
+    route, done = await fallback.call_first(ctx, plan(body["model"]), body)
     headers: dict[str, str] = {}
     if done.ok:
         headers["x-marina-upstream-model"] = route.served_id
@@ -155,10 +147,10 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
 
 
 async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
+    route = plan(body["model"]).routes[0]
     await spendcap.check()
     client_wants_usage = wants_usage(body)
-    sent = {**(body if client_wants_usage else with_usage_requested(body)), "model": route.upstream_model}
+    sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
     span = ctx.open_span("upstream", provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}

@@ -1,10 +1,15 @@
 """Errors the /v1 surface answers with, all in OpenAI's error envelope.
 
 Operations never catch these: marina/api.py maps each class to its status and
-envelope once (STYLE practice 3)."""
+envelope once (STYLE practice 3). The two errors every edge may raise on its
+own (the Ninja route, the ASGI fast path, the core) are built here only, so
+their wording cannot drift apart: `internal_error` (the 500) and
+`check_request_size` (the 413)."""
 from __future__ import annotations
 
 from typing import Any
+
+from django.conf import settings
 
 _TYPE_BY_STATUS = {
     400: "invalid_request_error",
@@ -50,6 +55,37 @@ class UpstreamError(ApiError):
         super().__init__(status, message, code="upstream_error")
         self.provider = provider
         self.kind = kind
+
+
+def internal_error(request_id: str | None = None) -> ApiError:
+    """The 500 for a bug, not the client's fault. Never says what failed (the
+    log does): an exception's text may hold a secret or a body."""
+    where = f" ({request_id})" if request_id else ""
+    return ApiError(500, f"Marina failed on this request{where}.", code="internal_error", error_type="server_error")
+
+
+def check_request_size(size: int | None) -> None:
+    """Raise the 413 if a body of `size` bytes (declared or read; None: not
+    known yet) is over MARINA_MAX_REQUEST_BYTES."""
+    if size is not None and size > settings.MARINA_MAX_REQUEST_BYTES:
+        raise request_too_large(size)
+
+
+def request_too_large(size: int | None) -> ApiError:
+    """The 413. `size` None: Django refused to read a body over
+    DATA_UPLOAD_MAX_MEMORY_SIZE without saying how big it was."""
+    told = f"is {size} bytes" if size is not None else "is too large"
+    return ApiError(
+        413,
+        f"Request body {told}; the limit is MARINA_MAX_REQUEST_BYTES={settings.MARINA_MAX_REQUEST_BYTES}.",
+        code="request_too_large",
+    )
+
+
+def declared_size(headers: dict[str, str]) -> int | None:
+    """The Content-Length a client declared, if it is a number."""
+    declared = headers.get("content-length", "")
+    return int(declared) if declared.isdigit() else None
 
 
 def error_envelope(message: str, error_type: str, code: str | None, param: str | None = None) -> dict[str, Any]:

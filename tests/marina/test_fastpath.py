@@ -170,8 +170,8 @@ def test_stream_with_and_without_usage(urls, upstream):
         (b"[1, 2]", {}, 400),
         (_body(messages=[]), {}, 400),
         (_body(stream="yes"), {}, 400),
-        (_body(model="nosuchprovider/x"), {}, 404),
-        (_body(model="openai/gpt-4o"), {}, 503),  # the openai provider has no key in tests
+        (_body(model="marina/default"), {}, 404),  # no MARINA_DEFAULT_MODEL in tests
+        (_body(model="together/x"), {}, 503),  # an aggregator without its key
     ],
 )
 def test_errors_marina_decides(urls, upstream, content, headers, status):
@@ -203,6 +203,65 @@ def test_declared_body_too_large_is_413_refused_unread_and_traced(urls, upstream
     response = assert_same(seen)
     assert response.status_code == 413 and response.json()["error"]["code"] == "request_too_large"
     assert seen["fast"][1][0]["error_kind"] == "request_too_large" and upstream.requests == []
+
+
+def test_body_too_large_has_one_wording_declared_or_read_on_both_routes(urls, upstream, settings):
+    """The 413 is built once (passthru.errors.request_too_large): a declared
+    Content-Length refused unread and a chunked body refused once read say the
+    same thing, on the fast path and the Ninja route alike."""
+    settings.MARINA_MAX_REQUEST_BYTES = 2048
+    content = _body(pad="x" * 4096)
+    expected = {
+        "message": f"Request body is {len(content)} bytes; the limit is MARINA_MAX_REQUEST_BYTES=2048.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "request_too_large",
+    }
+    declared = assert_same(both(urls, upstream, lambda: None, content=content))
+    answers = {"declared": declared.json()}
+    for name, base in urls.items():
+        # An iterator body goes out chunked, with no Content-Length to refuse on.
+        request_id = f"req-chunked-{name}-{time.monotonic_ns()}"
+        headers = {"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id}
+        response = httpx.post(f"{base}/v1/chat/completions", content=iter([content[:1000], content[1000:]]), headers=headers)
+        assert "content-length" not in response.request.headers and response.status_code == 413
+        answers[f"chunked-{name}"] = response.json()
+        trace = _wait_for_trace(request_id)
+        assert trace is not None and trace[0]["error_kind"] == "request_too_large"
+    assert answers == {k: {"error": expected} for k in answers}
+    assert upstream.requests == []
+
+
+def test_an_unexpected_failure_outside_the_core_is_the_same_500_on_both_routes(urls, upstream, monkeypatch):
+    """A bug that escapes the core is answered by the edge: marina/api.py's
+    handler on the Ninja route, FastPath.chat on the fast path; one envelope."""
+
+    async def broken(inbound: Any) -> Any:
+        raise RuntimeError("a bug with a secret sk-or-xyz")
+
+    monkeypatch.setattr("marina.fastpath.chat_completions", broken)
+    monkeypatch.setattr("passthru.api.chat_completions", broken)
+    response = assert_same(both(urls, upstream, lambda: None, content=_body(), expect_trace=False))
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {"message": "Marina failed on this request.", "type": "server_error", "param": None, "code": "internal_error"}
+    }
+
+
+def test_an_unexpected_failure_in_the_core_is_the_same_500_on_both_routes(urls, upstream, monkeypatch):
+    def broken(model_id: str) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("passthru.chat.plan", broken)
+    seen = both(urls, upstream, lambda: None, content=_body())
+    bodies = {}
+    for name, (response, trace) in seen.items():
+        request_id = response.headers["x-request-id"]
+        assert response.status_code == 500 and trace is not None and trace[0]["error_kind"] == "internal_error"
+        bodies[name] = response.json()["error"] | {"message": response.json()["error"]["message"].replace(request_id, "ID")}
+    assert bodies["fast"] == bodies["django"] == {
+        "message": "Marina failed on this request (ID).", "type": "server_error", "param": None, "code": "internal_error"
+    }
 
 
 def test_request_headers_reach_the_core_alike(urls, upstream):

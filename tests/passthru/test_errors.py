@@ -111,19 +111,21 @@ def test_open_mode_serves_without_a_key(marina_url, settings, upstream):
 
 
 # --- Routing ----------------------------------------------------------------------------
-def test_unknown_provider_is_404_model_not_found_listing_providers(http, upstream):
+def test_unknown_prefix_nobody_serves_is_404_model_not_found(http, upstream):
+    # A prefix that is not a provider goes through the fallback loop (tests/passthru/test_routing.py).
+    upstream.script(Reply(status=404, json={"error": {"message": "no such model"}}))
     response = post(http, {"model": "nowhere/some-model", "messages": HELLO})
     error = error_of(response, 404)
     assert (error["code"], error["param"]) == ("model_not_found", "model")
-    assert "openrouter" in error["message"] and "anthropic" in error["message"]
+    assert "openrouter" in error["message"]
     traced(response, "model_not_found")
-    assert upstream.requests == []
+    assert upstream.requests[0].body["model"] == "nowhere/some-model"
 
 
 def test_provider_without_key_is_503_naming_the_variable(http, upstream):
-    response = post(http, {"model": "openai/gpt-4o", "messages": HELLO})
+    response = post(http, {"model": "together/meta-llama/x", "messages": HELLO})
     error = error_of(response, 503)
-    assert "OPENAI_API_KEY" in error["message"]
+    assert "TOGETHER_API_KEY" in error["message"]
     traced(response, "provider_not_configured")
     assert upstream.requests == []
 
@@ -335,7 +337,7 @@ def test_an_unexpected_failure_is_a_500_envelope_and_traced(http, upstream, monk
     def broken(model_id: str) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("passthru.chat.resolve", broken)
+    monkeypatch.setattr("passthru.chat.plan", broken)
     response = post(http)
     error = error_of(response, 500)
     assert (error["type"], error["code"]) == ("server_error", "internal_error")
