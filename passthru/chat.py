@@ -40,7 +40,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     (for streams: when the stream ends)."""
     ctx = RequestContext.for_request(inbound)
     try:
-        ctx.key_name = auth.authenticate(inbound.headers.get("authorization")).key_name
+        ctx.key_name = (await auth.authenticate(inbound.headers.get("authorization"))).key_name
         body = parse_body(inbound.body)
         ctx.requested_model = body["model"]
         ctx.stream = body.get("stream") is True

@@ -77,9 +77,10 @@ def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-unty
     # Each test starts from its own empty ledger: read the spend total before
     # every call (tests/passthru/test_spendcap.py covers the cached snapshot).
     settings.MARINA_SPEND_CAP_REFRESH_SECONDS = 0
-    from passthru import spendcap
+    from passthru import auth, spendcap
 
     spendcap.forget()
+    auth.forget()  # stored keys read by an earlier test's server
     return settings
 
 

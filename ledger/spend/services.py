@@ -221,7 +221,12 @@ def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
     _waiting.append((trace, done))
     _writer.submit(_in_writer, _write_waiting)
+    retention.maybe_prune_in_background()
     return done
+
+
+# Other writers of the ledger (trace retention) take the same turn on SQLite.
+write_turn = _sqlite_write_turn
 
 
 async def arecord_request(trace: TraceRecord) -> None:
@@ -233,3 +238,6 @@ def close_writer_connection() -> None:
     """Close the writer thread's connection (tests do, before dropping a database)."""
     # `connection` must be looked up on the writer thread: it is per-thread.
     submit(lambda: connection.close()).result()
+
+
+from ledger.spend import retention  # noqa: E402  (retention uses this module's writer)
