@@ -2,7 +2,13 @@
 keys made with `manage.py create_key` (stored as SHA-256 digests only).
 
 A key is never stored or logged. The ledger and traces see only the key's
-name (`secret:name`) or, for a nameless key, `key-` plus a short hash prefix."""
+name (`secret:name`) or, for a nameless key, `key-` plus a short hash prefix.
+
+`secret:*` in MODEL_API_KEYS is an operator's key for many callers: a request
+made with it may name its caller with `X-Marina-Agent: <name>`, and that name
+is what the ledger, traces and rate limits go by (without the header: the
+key's hash name). So may any caller in open mode. Other keys' callers cannot
+rename themselves: the header is ignored for them."""
 from __future__ import annotations
 
 import asyncio
@@ -38,15 +44,20 @@ KEY_REFRESH_SECONDS = 5.0
 UNKNOWN_KEY_REFRESH_SECONDS = 1.0
 
 
+WILDCARD = "*"
+
+
 @dataclass(frozen=True)
 class Caller:
     key_name: str
+    keyed: bool = True  # False in open mode: rate limits then go by IP
 
 
 @dataclass(frozen=True)
 class _Key:
     digest: bytes  # sha256 of the secret: compare digests so lengths never leak
     name: str
+    names_callers: bool = False  # `secret:*`
 
 
 @lru_cache(maxsize=4)
@@ -58,7 +69,9 @@ def _parse_keys(raw: str) -> tuple[_Key, ...]:
         if not secret:
             continue
         digest = hashlib.sha256(secret.encode()).digest()
-        keys.append(_Key(digest, name.strip() or f"key-{digest.hex()[:8]}"))
+        name = name.strip()
+        wildcard = name == WILDCARD
+        keys.append(_Key(digest, f"key-{digest.hex()[:8]}" if wildcard or not name else name, wildcard))
     return tuple(keys)
 
 
@@ -102,8 +115,19 @@ def forget() -> None:
     _stored = None
 
 
-async def authenticate(authorization: str | None) -> Caller:
-    """The caller behind an Authorization header, or ApiError(401)."""
+def _agent(name: str) -> str:
+    """An X-Marina-Agent name, or the 400 saying what a name may be."""
+    name = name.strip()
+    if not _NAME.match(name):
+        raise ApiError(
+            400, "X-Marina-Agent must be a caller name of 1 to 64 letters, digits or . _ @ -.", code="invalid_agent_name"
+        )
+    return name
+
+
+async def authenticate(authorization: str | None, agent: str | None = None) -> Caller:
+    """The caller behind an Authorization header (and, for a `secret:*` key or
+    in open mode, the X-Marina-Agent header), or ApiError(401)."""
     env_keys = _parse_keys(settings.MODEL_API_KEYS)
     offered = None
     scheme, _, credentials = (authorization or "").strip().partition(" ")
@@ -116,11 +140,11 @@ async def authenticate(authorization: str | None) -> Caller:
             if hmac.compare_digest(offered, key.digest) and match is None:
                 match = key
         if match is not None:
-            return Caller(match.name)
+            return Caller(_agent(agent) if match.names_callers and agent else match.name)
     stored = await _stored_keys(offered)
     if not env_keys and not stored:
         if settings.MARINA_OPEN_API:
-            return Caller(OPEN_MODE_NAME)
+            return Caller(_agent(agent) if agent else OPEN_MODE_NAME, keyed=False)
         raise ApiError(
             401,
             "The model API is closed: make a key with `manage.py create_key NAME`, set MODEL_API_KEYS "

@@ -103,7 +103,8 @@ def _sqlite_write_turn() -> Iterator[None]:
     finds the lock taken sleep and retry (1, 2, 5, ... up to 100 ms per try),
     and under load the other worker keeps winning: p99 went to 1.4 s at
     concurrency 32. Blocking on an flock first wakes the next writer as soon
-    as the lock is free. PostgreSQL needs nothing of the kind."""
+    as the lock is free. PostgreSQL needs nothing of the kind. (The rate
+    limiter's upserts, passthru/ratelimit.py, take the same turn.)"""
     name = connection.settings_dict["NAME"]
     if connection.vendor != "sqlite" or connection.in_atomic_block or not name or str(name).startswith((":memory:", "file:")):
         yield
