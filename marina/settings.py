@@ -144,6 +144,13 @@ MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50"
 # own calls since) before reading it again; 0 reads it before every call.
 MARINA_SPEND_CAP_REFRESH_SECONDS = env_float("MARINA_SPEND_CAP_REFRESH_SECONDS", 1.0, minimum=0.0)
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
+# Days of traces (and their spans) to keep; `keep` (the default) keeps them all.
+# Older ones are deleted by `manage.py prune_traces` and, once an hour, by each
+# server's ledger writer in small batches. spend_daily and benchmark runs are never pruned.
+_retention = env_str("MARINA_TRACE_RETENTION_DAYS", "keep").lower()
+MARINA_TRACE_RETENTION_DAYS = (
+    None if _retention in ("", "keep", "off") else env_int("MARINA_TRACE_RETENTION_DAYS", 0, minimum=1)
+)
 # Serve POST /v1/chat/completions from the core without Django's handler and
 # middleware (marina/fastpath.py; same responses, ~several ms less CPU per call).
 MARINA_FASTPATH = env_bool("MARINA_FASTPATH", True)

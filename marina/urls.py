@@ -10,6 +10,8 @@ from observability.views import metrics_view
 from passthru.api import unknown_path
 
 urlpatterns = [
+    # A person opening the server's address lands on the overview (or its login page).
+    path("", RedirectView.as_view(pattern_name="reports:index", permanent=False), name="home"),
     path("admin/", admin.site.urls),
     path("reports/", include("ledger.reports.urls")),
     # Browsers ask for /favicon.ico on every admin page; answer instead of logging a 404.

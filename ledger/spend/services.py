@@ -103,7 +103,8 @@ def _sqlite_write_turn() -> Iterator[None]:
     finds the lock taken sleep and retry (1, 2, 5, ... up to 100 ms per try),
     and under load the other worker keeps winning: p99 went to 1.4 s at
     concurrency 32. Blocking on an flock first wakes the next writer as soon
-    as the lock is free. PostgreSQL needs nothing of the kind."""
+    as the lock is free. PostgreSQL needs nothing of the kind. (The rate
+    limiter's upserts, passthru/ratelimit.py, take the same turn.)"""
     name = connection.settings_dict["NAME"]
     if connection.vendor != "sqlite" or connection.in_atomic_block or not name or str(name).startswith((":memory:", "file:")):
         yield
@@ -221,7 +222,12 @@ def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
     _waiting.append((trace, done))
     _writer.submit(_in_writer, _write_waiting)
+    retention.maybe_prune_in_background()
     return done
+
+
+# Other writers of the ledger (trace retention) take the same turn on SQLite.
+write_turn = _sqlite_write_turn
 
 
 async def arecord_request(trace: TraceRecord) -> None:
@@ -233,3 +239,6 @@ def close_writer_connection() -> None:
     """Close the writer thread's connection (tests do, before dropping a database)."""
     # `connection` must be looked up on the writer thread: it is per-thread.
     submit(lambda: connection.close()).result()
+
+
+from ledger.spend import retention  # noqa: E402  (retention uses this module's writer)

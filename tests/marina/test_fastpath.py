@@ -193,7 +193,10 @@ def test_upstream_reset_and_bad_json(urls, upstream):
 
 
 def test_stream_reset_midway(urls, upstream):
-    response = assert_same(both(urls, upstream, lambda: upstream.script(Sse(reset_after=2)), content=_body(stream=True)))
+    chunks = [{**c, "created": 1_700_000_000} for c in sse_chunks()]  # `created` must not tick between the two
+    response = assert_same(
+        both(urls, upstream, lambda: upstream.script(Sse(chunks=chunks, reset_after=2)), content=_body(stream=True))
+    )
     assert b'"upstream_error"' in response.content
 
 
