@@ -25,7 +25,12 @@ from passthru.streaming import DONE
 log = logging.getLogger(__name__)
 
 MAX_MODEL_CHARS = 200  # ledger columns requested_model / upstream_model
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# Control characters (C0, DEL, C1), line/paragraph separators and lone
+# surrogates. The id is echoed in response headers, and Python's header
+# encoding splits lines on U+2028/U+2029 and U+0085 as well as CR/LF: such an
+# id once reached the upstream (and was billed) before the answer's headers
+# broke the client's connection.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 async def chat_completions(inbound: Inbound) -> Outbound:
@@ -97,7 +102,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if _UNPRINTABLE.search(model):
         # The id goes into response headers and the ledger: a control character
         # would break the one, a lone surrogate the other.
-        raise ApiError(400, "'model' must not contain control characters or lone surrogates.", param="model")
+        raise ApiError(
+            400, "'model' must not contain control characters, line separators or lone surrogates.", param="model"
+        )
     if len(model) > MAX_MODEL_CHARS:
         # The ledger keys spend by model id: longer ids could not be stored whole.
         raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
