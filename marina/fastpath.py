@@ -37,10 +37,9 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.http.response import ResponseHeaders
 
-from marina import intake
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
-from passthru.errors import ApiError, internal_error
+from passthru.errors import ApiError, check_request_size, declared_size, internal_error
 from passthru.responses import Outbound, error_out
 
 log = logging.getLogger(__name__)
@@ -147,6 +146,18 @@ def _host_allowed(host: str | None) -> bool:
     return bool(domain) and validate_host(domain, allowed)
 
 
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None if the client went away first."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 class _Call:
     """One request's state shared with its disconnect watcher."""
 
@@ -185,13 +196,13 @@ class FastPath:
 
     async def chat(self, headers: dict[str, str], receive: Receive, send: Send, *, peer: str = "") -> None:
         try:
-            # Nothing of the body is read before the size and the key are checked,
-            # and no more than MARINA_MAX_REQUEST_BYTES of it then (marina/intake.py).
-            await intake.admit(CHAT_PATH, headers)
-            body = await intake.read_body(receive)
+            check_request_size(declared_size(headers))
         except ApiError as exc:
-            await refuse_unread(send, "POST", CHAT_PATH, headers, exc)
+            # Refused unread and traced, as the Ninja operation does (passthru/api.py _serve).
+            unread = Inbound(method="POST", path=CHAT_PATH, headers=headers, body=b"")
+            await _respond(send, await refuse(unread, exc), _Call())
             return
+        body = await _read_body(receive)
         if body is None:
             return
         call = _Call()
@@ -216,14 +227,6 @@ class FastPath:
         finally:
             call.finished = True
             watcher.cancel()
-
-
-async def refuse_unread(send: Send, method: str, path: str, headers: dict[str, str], error: ApiError) -> None:
-    """Answer a request refused before its body was read, traced as the Ninja
-    operation traces it (passthru/api.py _serve), with the headers Django's
-    middleware would add."""
-    unread = Inbound(method=method, path=path, headers=headers, body=b"")
-    await _respond(send, await refuse(unread, error), _Call())
 
 
 async def _respond(send: Send, out: Outbound, call: _Call) -> None:
