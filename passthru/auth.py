@@ -130,8 +130,10 @@ async def authenticate(authorization: str | None, agent: str | None = None) -> C
     in open mode, the X-Marina-Agent header), or ApiError(401)."""
     env_keys = _parse_keys(settings.MODEL_API_KEYS)
     offered = None
-    if authorization and authorization.startswith("Bearer "):
-        offered = hashlib.sha256(authorization[7:].strip().encode()).digest()
+    scheme, _, credentials = (authorization or "").strip().partition(" ")
+    # The scheme is case-insensitive (RFC 9110 section 11.1): `bearer` is `Bearer`.
+    if scheme.lower() == "bearer" and credentials.strip():
+        offered = hashlib.sha256(credentials.strip().encode()).digest()
     if offered is not None and env_keys:
         match: _Key | None = None
         for key in env_keys:  # no early exit: every entry is compared (timing-safe)

@@ -14,8 +14,8 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, fallback, formations, ratelimit
-from passthru.calls import call_stream
+from passthru import auth, fallback, formations, ratelimit, toolcalls
+from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
 from passthru.providers import plan
@@ -28,7 +28,12 @@ log = logging.getLogger(__name__)
 # closed the connection first.
 CLIENT_CLOSED_REQUEST = 499
 MAX_MODEL_CHARS = 200  # ledger columns requested_model / upstream_model
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# Control characters (C0, DEL, C1), line/paragraph separators and lone
+# surrogates. The id is echoed in response headers, and Python's header
+# encoding splits lines on U+2028/U+2029 and U+0085 as well as CR/LF: such an
+# id once reached the upstream (and was billed) before the answer's headers
+# broke the client's connection.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 async def chat_completions(inbound: Inbound) -> Outbound:
@@ -106,7 +111,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if _UNPRINTABLE.search(model):
         # The id goes into response headers and the ledger: a control character
         # would break the one, a lone surrogate the other.
-        raise ApiError(400, "'model' must not contain control characters or lone surrogates.", param="model")
+        raise ApiError(
+            400, "'model' must not contain control characters, line separators or lone surrogates.", param="model"
+        )
     if len(model) > MAX_MODEL_CHARS:
         # The ledger keys spend by model id: longer ids could not be stored whole.
         raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
@@ -144,23 +151,45 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
             headers["x-marina-cost-usd"] = money.plain(done.usage.cost_nanousd)
         if done.usage.cached_tokens:
             headers["x-marina-cache-read-tokens"] = str(done.usage.cached_tokens)
+        if done.usage.cache_write_tokens:
+            headers["x-marina-cache-write-tokens"] = str(done.usage.cache_write_tokens)
+        # Text tool calls (`<tool_call>{…}</tool_call>`) become structured ones;
+        # any other reply goes out byte for byte.
+        if done.payload is not None and toolcalls.wanted(body) and toolcalls.normalise_reply(done.payload):
+            return Outbound(done.status, headers, encode(done.payload), content_type="application/json")
     # The upstream's status and body as they came, errors included.
     return Outbound(done.status, headers, done.body, content_type="application/json")
 
 
 async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = plan(body["model"]).routes[0]
-    reply = await call_stream(ctx, route, body)
-    if reply.events is None:
-        # An error (or a provider that ignored stream=true): relay it whole.
-        out = Outbound(reply.status, {}, reply.body, content_type=reply.content_type or "application/json")
-        await _finish(ctx, out, error_kind=reply.span.error_kind)
+    """The stream of the first route of the plan that serves it: a fallback
+    plan passes over the routes that do not know the model or fail before the
+    first byte (passthru/fallback.py), each attempt its own span."""
+    routes = plan(body["model"])
+    misses = fallback.Misses(routes, [])
+    for route in routes.routes:
+        try:
+            reply = await call_stream(ctx, route, body)
+        except UpstreamError as exc:
+            if not routes.fallback:
+                raise
+            misses.add(route, fallback.describe_failure(exc))
+            continue
+        if reply.events is None:
+            if routes.fallback and reply.status != 200 and fallback.outcome(reply.status, reply.body) != fallback.SERVED:
+                misses.add(route, fallback.describe(reply.status, reply.body))
+                continue
+            # An error (or a provider that ignored stream=true): relay it whole.
+            out = Outbound(reply.status, {}, reply.body, content_type=reply.content_type or "application/json")
+            await _finish(ctx, out, error_kind=reply.span.error_kind)
+            return out
+        headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
+        out = Outbound(200, headers, content_type=SSE)
+        events = toolcalls.normalise_stream(reply.events) if toolcalls.wanted(body) else reply.events
+        out.stream = _relay_and_record(ctx, events, out)
+        _common_headers(ctx, out)
         return out
-    headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
-    out = Outbound(200, headers, content_type=SSE)
-    out.stream = _relay_and_record(ctx, reply.events, out)
-    _common_headers(ctx, out)
-    return out
+    raise misses.exhausted()
 
 
 async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, None], out: Outbound) -> AsyncIterator[bytes]:

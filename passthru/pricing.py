@@ -29,6 +29,7 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0  # prompt tokens written to the provider's cache (reported, not priced)
     cost_nanousd: int | None = None
     cost_source: str = SOURCE_NONE
 
@@ -38,6 +39,7 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.cached_tokens += other.cached_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        self.cache_write_tokens += other.cache_write_tokens
         if other.cost_nanousd is not None:
             self.cost_nanousd = (self.cost_nanousd or 0) + other.cost_nanousd
             if self.cost_source == SOURCE_NONE:
@@ -54,10 +56,18 @@ def usage_from(payload: dict[str, Any] | None) -> Usage | None:
         return None
     prompt_details = payload.get("prompt_tokens_details") or {}
     completion_details = payload.get("completion_tokens_details") or {}
+    if not isinstance(prompt_details, dict):
+        prompt_details = {}
+    # Cache reads and writes in the dialects providers use: OpenAI's
+    # prompt_tokens_details.cached_tokens, OpenRouter's …cache_write_tokens,
+    # Anthropic's cache_read_input_tokens / cache_creation_input_tokens.
+    cached = _int(prompt_details.get("cached_tokens")) or _int(payload.get("cache_read_input_tokens"))
+    written = _int(prompt_details.get("cache_write_tokens")) or _int(payload.get("cache_creation_input_tokens"))
     return Usage(
         prompt_tokens=_int(payload.get("prompt_tokens")),
         completion_tokens=_int(payload.get("completion_tokens")),
-        cached_tokens=_int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else 0,
+        cached_tokens=cached,
+        cache_write_tokens=written,
         reasoning_tokens=(
             _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else 0
         ),

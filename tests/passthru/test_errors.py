@@ -66,6 +66,31 @@ def test_invalid_key_is_401_and_never_recorded(http):
     assert "sk-wrong" not in str(Trace.objects.values().get(pk=trace.pk))
 
 
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "bEaReR"])
+def test_the_bearer_scheme_is_case_insensitive(marina_url, upstream, scheme):
+    """RFC 9110 section 11.1: the auth scheme is case-insensitive; the key itself is not."""
+    with httpx.Client(base_url=marina_url, timeout=30) as client:
+        response = client.post(
+            "/v1/chat/completions", json={"model": MODEL, "messages": HELLO}, headers={"authorization": f"{scheme} {MARINA_KEY}"}
+        )
+        assert response.status_code == 200, response.text
+        assert Trace.objects.get(request_id=response.headers["x-request-id"]).key_name == "tester"
+        wrong_case_key = client.post(
+            "/v1/chat/completions",
+            json={"model": MODEL, "messages": HELLO},
+            headers={"authorization": f"{scheme} {MARINA_KEY.upper()}"},
+        )
+    assert error_of(wrong_case_key, 401)["message"] == "Invalid API key."
+    assert len(upstream.requests) == 1
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "Bearer\t\tx", MARINA_KEY, f"Token {MARINA_KEY}"])
+def test_other_schemes_and_empty_credentials_are_401(http, upstream, header):
+    response = post(http, headers={"authorization": header})
+    assert "Authorization" in error_of(response, 401)["message"]
+    assert upstream.requests == []
+
+
 def test_no_keys_and_api_not_opened_is_401_naming_both_variables(http, settings):
     settings.MODEL_API_KEYS = ""
     settings.MARINA_OPEN_API = False
@@ -277,7 +302,21 @@ def test_deeply_nested_body_is_400_not_500(http, upstream, depth):
     assert upstream.requests == []
 
 
-@pytest.mark.parametrize("model", ["openrouter/x\x00y", "openrouter/x\r\nset-cookie: a=b", "openrouter/\ud800", "openrouter/" + "x" * 200])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "openrouter/x\x00y",
+        "openrouter/x\r\nset-cookie: a=b",
+        "openrouter/\ud800",
+        "openrouter/" + "x" * 200,
+        # Line and paragraph separators, and C1 controls: Python's header
+        # encoding splits lines on them, so the answer's headers would be broken.
+        "openrouter/x\u2028y",
+        "openrouter/x\u2029y",
+        "openrouter/x\x85y",
+        "openrouter/x\x9by",
+    ],
+)
 def test_model_ids_that_cannot_go_into_headers_or_the_ledger_are_400(http, upstream, model):
     raw = json.dumps({"model": model, "messages": HELLO}).encode()  # ensure_ascii: \u escapes, as a client sends them
     response = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})

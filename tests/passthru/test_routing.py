@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 from ledger.models import Trace  # noqa: E402
 from passthru.fallback import FAILED, NOT_HERE, SERVED, outcome  # noqa: E402
 from tests.conftest import MARINA_KEY  # noqa: E402
-from tests.upstream import Reply, Reset, completion  # noqa: E402
+from tests.upstream import Reply, Reset, Sse, completion  # noqa: E402
 
 HELLO = [{"role": "user", "content": "hello"}]
 ANTHROPIC_404 = {"type": "error", "error": {"type": "not_found_error", "message": "model: gpt-4.1-mini"}}
@@ -209,6 +209,15 @@ def test_litellm_as_tau2_names_an_unprefixed_model(routed, marina_url, upstream)
     assert headers["llm_provider-x-marina-upstream-model"] == "openai/gpt-4.1-mini"
 
 
+def test_stream_falls_through_to_the_provider_that_serves(routed, client, upstream):
+    upstream.script(Reply(status=404, json=ANTHROPIC_404), Sse())
+    with client.chat.completions.with_streaming_response.create(model="gpt-4.1-mini", messages=HELLO, stream=True) as raw:
+        assert raw.headers["x-marina-upstream-model"] == "openai/gpt-4.1-mini"
+        text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+    assert text == "Hello there, streamed."
+    assert spans_of(raw.headers["x-request-id"]) == [("anthropic", "error", "http_404"), ("openai", "ok", "")]
+
+
 def test_outcome_classifies_replies():
     assert outcome(200, b"{}") == SERVED
     assert outcome(404, b"") == NOT_HERE
@@ -216,3 +225,11 @@ def test_outcome_classifies_replies():
     assert outcome(400, b'{"error":{"code":"model_not_found"}}') == NOT_HERE
     assert outcome(400, b'{"error":{"message":"temperature must be <= 2"}}') == SERVED
     assert outcome(401, b"") == FAILED and outcome(429, b"") == FAILED and outcome(503, b"") == FAILED
+
+
+def test_stream_nobody_serves_is_404(routed, client, upstream):
+    upstream.script(Reply(status=404, json=ANTHROPIC_404), Reply(status=404, json=OPENAI_404), Reply(status=404, json={}))
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="gpt-9", messages=HELLO, stream=True)
+    assert caught.value.body["code"] == "model_not_found"
+    assert Trace.objects.get().spans.count() == 3
