@@ -14,7 +14,7 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, fallback, formations, ratelimit, toolcalls
+from passthru import auth, cors, fallback, formations, ratelimit, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
@@ -235,6 +235,8 @@ def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> No
 def _common_headers(ctx: RequestContext, out: Outbound) -> None:
     out.headers["x-request-id"] = ctx.request_id
     out.headers["x-marina-overhead-ms"] = f"{ctx.overhead_ms():.2f}"
+    if settings.MARINA_CORS_ORIGINS:
+        out.headers.update(cors.headers(ctx.inbound.headers))
 
 
 async def _finish(ctx: RequestContext, out: Outbound, *, error_kind: str = "", error_message: str = "") -> None:
