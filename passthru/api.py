@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
+from passthru import cors
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
@@ -91,7 +93,9 @@ async def create_chat_completion(request: HttpRequest) -> HttpResponseBase:
 
 
 @router.get("/models", response={200: ModelList, 401: ErrorEnvelope}, summary="List usable model ids")
-async def models(request: HttpRequest) -> dict:
+async def models(request: HttpRequest, response: HttpResponse) -> dict:
+    for name, value in cors.headers({k.lower(): v for k, v in request.headers.items()}).items():
+        response[name] = value
     return await list_models(request.headers.get("authorization"))
 
 
@@ -105,8 +109,18 @@ async def health(request: HttpRequest) -> dict:
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
+def _preflight(request: HttpRequest) -> HttpResponse:
+    """A CORS preflight: 204, no key needed (passthru/cors.py)."""
+    response = HttpResponse(status=204)
+    for name, value in cors.preflight({k.lower(): v for k, v in request.headers.items()}).items():
+        response[name] = value
+    return response
+
+
 def _refuse_other_methods(path: str, allowed: str) -> None:
     async def wrong_method(request: HttpRequest) -> HttpResponseBase:
+        if request.method == "OPTIONS" and settings.MARINA_CORS_ORIGINS:
+            return _preflight(request)
         error = ApiError(
             405, f"Method {request.method} is not allowed on {request.path}: use {allowed}.", code="method_not_allowed"
         )
@@ -122,5 +136,7 @@ for _path, _allowed in (("/chat/completions", "POST"), ("/models", "GET"), ("/he
 @csrf_exempt  # an API path: no browser forms, no CSRF cookie
 async def unknown_path(request: HttpRequest, rest: str = "") -> HttpResponseBase:
     """Unknown /v1 paths get OpenAI's 404 envelope, not Django's HTML page."""
+    if request.method == "OPTIONS" and settings.MARINA_CORS_ORIGINS:
+        return _preflight(request)
     error = ApiError(404, f"Unknown API path: {request.method} {request.path}", code="not_found")
     return to_django(await refuse(_without_body(request), error))

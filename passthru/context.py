@@ -45,6 +45,7 @@ class RequestContext:
     upstream_seconds: float = 0.0  # time spent waiting on providers, for x-marina-overhead-ms
     spans: list[SpanRecord] = field(default_factory=list)
     body: Any = None
+    traced: bool = False  # its trace has gone to the ledger (one trace per request)
 
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:

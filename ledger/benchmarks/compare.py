@@ -181,8 +181,8 @@ def _compare(
     resamples: int,
     notes: Sequence[str] = (),
 ) -> Comparison:
-    if resamples < 1:
-        raise CompareError(f"resamples must be at least 1, got {resamples}")
+    if not 1 <= resamples <= stats.MAX_RESAMPLES:
+        raise CompareError(f"--resamples must be between 1 and {stats.MAX_RESAMPLES:,} (default 2000), not {resamples}")
     everyone = side_a + side_b
     shared = set(everyone[0].evaluated)
     for data in everyone[1:]:
