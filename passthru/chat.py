@@ -13,6 +13,7 @@ from django.conf import settings
 
 from ledger.spend import services
 from marina import money
+from marina.conversation import identify
 from marina.redact import redact
 from passthru import auth, cors, fallback, formations, ratelimit, toolcalls
 from passthru.calls import call_stream, encode
@@ -46,6 +47,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
         ctx.requested_model = body["model"]
+        ctx.conversation = identify(body)  # seed and opening hashes, never content: links τ² items to traces
         ctx.stream = body.get("stream") is True
         if settings.MARINA_TRACE_BODIES:
             ctx.body = redact(body)

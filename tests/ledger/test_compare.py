@@ -230,7 +230,7 @@ def test_render_text_and_json(oracle: dict[str, float | None], improved: dict[st
     b = make_run(improved, target="marina/verify:x", cost_source="cli")  # unpriced
     c = compare_runs(a, b, resamples=300)
     text = render_text(c)
-    assert text.startswith("Compare B against A on 40 shared item(s) in 10 task(s)\n")
+    assert text.startswith("Compare B against A on 40 shared item(s) in 10 task(s); every difference is B - A\n")
     assert f"A  base (run #{a.pk}): 40 item(s)\n" in text
     assert f"B  marina/verify:x (run #{b.pk}): 40 item(s)\n" in text
     assert "   mean reward 0.700  pass^1 0.700  pass^2 0.517  pass^3 0.400  pass^4 0.300\n" in text
