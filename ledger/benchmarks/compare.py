@@ -95,6 +95,9 @@ def compare_runs(
     """Compare run B against run A on the items both evaluated, pairing items
     by item id; the interval is a task-clustered paired bootstrap."""
     run_a, run_b = _get_run(a), _get_run(b)
+    for run in (run_a, run_b):
+        if run.is_invalid:
+            raise CompareError(f"run #{run.pk} is marked invalid ({run.invalid_reason}); --revalidate it to compare it")
     return _compare(
         [_load(run_a)],
         [_load(run_b)],
@@ -111,14 +114,24 @@ def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> C
     group's runs on the item ids every run of both groups evaluated; the
     interval is a two-stage bootstrap (runs within each side, then tasks)."""
     runs_a, runs_b = _group_runs(a), _group_runs(b)
+    left_out = [
+        f"run #{r.pk} of group {name!r} left out: marked invalid ({r.invalid_reason})"
+        for name, runs in ((a, runs_a), (b, runs_b))
+        for r in runs
+        if r.is_invalid
+    ]
+    for name, runs in ((a, runs_a), (b, runs_b)):
+        if all(r.is_invalid for r in runs):
+            raise CompareError(f"no valid run in group {name!r}: " + "; ".join(left_out))
     return _compare(
-        [_load(r) for r in runs_a],
-        [_load(r) for r in runs_b],
+        [_load(r) for r in runs_a if not r.is_invalid],
+        [_load(r) for r in runs_b if not r.is_invalid],
         label_a=a,
         label_b=b,
         grouped=True,
         seed=seed,
         resamples=resamples,
+        notes=left_out,
     )
 
 
@@ -166,6 +179,7 @@ def _compare(
     grouped: bool,
     seed: int,
     resamples: int,
+    notes: Sequence[str] = (),
 ) -> Comparison:
     if not 1 <= resamples <= stats.MAX_RESAMPLES:
         raise CompareError(f"--resamples must be between 1 and {stats.MAX_RESAMPLES:,} (default 2000), not {resamples}")
@@ -189,7 +203,7 @@ def _compare(
     b = _side(side_b, shared, label_b)
     tasks = [_task_diff(t, by_task[t], side_a, side_b) for t in task_ids]
 
-    warnings = _warnings(side_a, side_b, shared, grouped, label_a, label_b)
+    warnings = [*notes, *_warnings(side_a, side_b, shared, grouped, label_a, label_b)]
     pairs, unmatched = _matched_runs(side_a, side_b) if grouped else ([(side_a[0], side_b[0])], [])
     if unmatched:
         warnings.append(

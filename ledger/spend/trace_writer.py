@@ -104,6 +104,9 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
         "completion_tokens": sum(s.completion_tokens for s in upstream),
         "cost_nanousd": sum(costs) if costs else None,
         "body": None if trace.body is None else storable(trace.body),
+        "conv_seed": trace.conv_seed,
+        "conv_opening": trace.conv_opening[:16],
+        "conv_system": trace.conv_system[:16],
     }
 
 

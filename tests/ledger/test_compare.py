@@ -129,7 +129,7 @@ def test_warns_on_every_setting_that_differs(oracle: dict[str, float | None]) ->
         tau2_version="0.2.1",
         tau2_commit="a2c0247",
         cost_source="tau2",
-        status="invalid",
+        status="running",
     )
     warnings = compare_runs(a, b).warnings
     assert warnings == [
@@ -141,7 +141,7 @@ def test_warns_on_every_setting_that_differs(oracle: dict[str, float | None]) ->
         "runs differ in τ² version: A 26.3, B 0.2.1",
         "runs differ in τ² commit: A unrecorded, B a2c0247",
         "runs differ in cost source: A none, B tau2",
-        f"B run #{b.pk} has status 'invalid'",
+        f"B run #{b.pk} has status 'running'",
     ]
 
 
