@@ -13,9 +13,9 @@ from django.core.management import CommandError
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.benchmarks.importers import convert_tau2, import_ledger, import_tau2
 from ledger.models import BenchmarkItem, BenchmarkRun, BenchmarkRunValidity
+from tests.ledger.benchmarks.test_commands import refused, run
 from tests.ledger.tau2files import FAKE_KEY, NAMES, expected, intended_pass_hat_k
 from tests.ledger.tau2files import results as fixture
-from tests.ledger.test_commands import refused, run
 
 FIGURES = ("benchmark", "domain", "seed", "num_trials", "agent_model", "user_model", "simulations", "infra_errors",
            "skipped", "mean_reward", "pass_hat_k", "cost_nanousd", "cost_source", "comparable",
