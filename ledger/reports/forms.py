@@ -112,3 +112,4 @@ class TraceFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=STATUSES)
     formation_label = forms.CharField(required=False, label="Formation label")
     session = forms.CharField(required=False)
+    item = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)

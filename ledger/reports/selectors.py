@@ -87,6 +87,10 @@ class Cell:
     correct: bool
     infra_error: bool
     termination_reason: str
+    item_pk: int = 0
+    link_status: str = ""  # linked | unfound | ambiguous | "" (see ledger/benchmarks/links.py)
+    trace_calls: int = 0
+    trace_cost_nanousd: int | None = None
 
     @property
     def outcome(self) -> str:
@@ -155,6 +159,10 @@ def run_report(run: BenchmarkRun, *, resamples: int = 1000, seed: int = 0) -> Ru
                 correct=i.correct,
                 infra_error=i.infra_error,
                 termination_reason=i.termination_reason,
+                item_pk=i.pk,
+                link_status=i.link_status,
+                trace_calls=i.trace_calls,
+                trace_cost_nanousd=i.trace_cost_nanousd,
             )
         grid.append(row)
     grid.sort(key=lambda r: r["task_key"])
@@ -187,8 +195,9 @@ def traces(
     status: str = "",
     formation_label: str = "",
     session: str = "",
+    item: int | None = None,
 ) -> QuerySet[Trace]:
-    """Traces matching the filter, newest first."""
+    """Traces matching the filter, newest first; `item`: the traces linked to that benchmark item."""
     wanted = {
         "requested_model": model,
         "key_name": key,
@@ -196,7 +205,10 @@ def traces(
         "formation_label": formation_label,
         "session": session,
     }
-    return Trace.objects.filter(**_given(wanted)).order_by("-started_at", "-pk")
+    found = Trace.objects.filter(**_given(wanted))
+    if item:
+        found = found.filter(item_links__item_id=item)
+    return found.order_by("-started_at", "-pk")
 
 
 def trace_suggestions() -> dict[str, list[str]]:

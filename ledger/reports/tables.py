@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_tables2 as tables
+from django.urls import reverse
 from django.utils.html import format_html
 from django_tables2.utils import A
 
@@ -47,7 +48,7 @@ class OutcomeColumn(tables.Column):
 
     def render(self, value: Any) -> str:
         reward = "—" if value.reward is None else f"{value.reward:g}"
-        return format_html(
+        cell = format_html(
             '<span class="cell cell-{}" title="trial {}: reward {} · {}">{}</span>',
             value.outcome,
             value.trial,
@@ -55,6 +56,16 @@ class OutcomeColumn(tables.Column):
             value.termination_reason or "no termination reason",
             self._marks[value.outcome],
         )
+        if value.trace_calls:
+            # The cell opens the traces Marina linked to this item on import.
+            url = reverse("reports:traces") + f"?item={value.item_pk}"
+            cost = money.dollars(value.trace_cost_nanousd, unknown="unpriced")
+            return format_html(
+                '<a href="{}" title="{} linked call(s), {}">{}</a>', url, value.trace_calls, cost, cell
+            )
+        if value.link_status in ("unfound", "ambiguous"):
+            return format_html('{}<sup class="unlinked" title="no trace linked: {}">?</sup>', cell, value.link_status)
+        return cell
 
 
 class RunTable(tables.Table):
@@ -78,7 +89,9 @@ class RunTable(tables.Table):
         per_page = 25
         empty_text = "No runs match. Import one with manage.py import_tau2."
 
-    def render_id(self, value: int) -> str:
+    def render_id(self, value: int, record: BenchmarkRun) -> str:
+        if record.is_invalid:
+            return format_html('#{} <span class="badge invalid" title="{}">invalid</span>', value, record.invalid_reason)
         return f"#{value}"
 
     def render_target(self, value: str, record: BenchmarkRun) -> str:

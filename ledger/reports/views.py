@@ -236,6 +236,7 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "trace": trace,
         "nodes": nodes,
+        "item_links": trace.item_links.select_related("item"),
         # Bodies are stored redacted (MARINA_TRACE_BODIES=on); redact again on the way out.
         "body": redact(trace.body) if trace.body is not None else None,
     }

@@ -263,3 +263,32 @@ def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> 
     assert "Pick two different sides." in html
     html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a}).content.decode()
     assert "Pick both sides." in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grid_cells_link_to_their_traces_and_a_trace_shows_its_item(user_client):
+    """Issue 13: an item linked on import opens its traces from the run page's grid;
+    the trace page names the item; an invalid run says so."""
+    import json as _json
+
+    from ledger.benchmarks.importers import import_tau2
+    from ledger.benchmarks.validity import invalidate
+    from ledger.models import BenchmarkItem, Trace
+    from tests.ledger.benchmarks.test_links import _record_simulation
+    from tests.ledger.tau2files import results
+
+    sim = _json.loads(results("airline-oracle").read_text())["simulations"][0]
+    ids = _record_simulation(sim)
+    run = import_tau2(results("airline-oracle"), target="openrouter/oracle-agent").run
+    item = BenchmarkItem.objects.get(run=run, item_id=f"{sim['task_id']}#{sim['trial']}")
+    page = user_client.get(f"/reports/runs/{run.pk}/").content.decode()
+    assert f"?item={item.pk}" in page and page.count("?item=") == 1
+    assert page.count('class="unlinked"') == 39  # the other items: no trace found, and the page says so
+    listed = user_client.get(f"/reports/traces/?item={item.pk}").content.decode()
+    assert all(rid in listed for rid in ids)
+    trace = Trace.objects.get(request_id=ids[0])
+    detail = user_client.get(f"/reports/traces/{trace.pk}/").content.decode()
+    assert f"run #{run.pk}" in detail and item.item_id in detail
+    invalidate(run.pk, "upstream outage")
+    assert "upstream outage" in user_client.get(f"/reports/runs/{run.pk}/").content.decode()
+    assert ">invalid</span>" in user_client.get("/reports/runs/").content.decode()
