@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -72,6 +72,30 @@ class Replicates:
 
 
 @dataclass
+class DecisionRow:
+    """One side's shared items whose linked calls got one formation decision
+    pattern (e.g. `verify: revised`), and how they scored."""
+
+    side: str  # A or B
+    decision: str  # `<route>: <label>[+<label>]`, or `none` (no formation decision / no linked trace)
+    items: int
+    successes: int
+    other_successes: int | None  # two runs: the other side's successes on the same items
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.items
+
+    @property
+    def diff(self) -> float | None:
+        """B − A on these items (two runs only)."""
+        if self.other_successes is None:
+            return None
+        other = self.other_successes / self.items
+        return self.rate - other if self.side == "B" else other - self.rate
+
+
+@dataclass
 class Comparison:
     a: Side
     b: Side
@@ -86,6 +110,7 @@ class Comparison:
     bootstrap: str
     tasks: list[TaskDiff]
     replicates: Replicates | None = None  # groups only
+    decisions: list[DecisionRow] = field(default_factory=list)  # empty when no formation decided anything
 
 
 @dataclass(frozen=True)
@@ -107,6 +132,7 @@ class _RunData:
     run: BenchmarkRun
     evaluated: dict[str, _Outcome]  # by item id; infrastructure errors left out
     infra_errors: int
+    decisions: dict[str, str] = field(default_factory=dict)  # item id -> decision pattern (items with one)
 
 
 # -- public entry points -------------------------------------------------------
@@ -180,14 +206,42 @@ def _group_runs(name: str) -> list[BenchmarkRun]:
 def _load(run: BenchmarkRun) -> _RunData:
     evaluated: dict[str, _Outcome] = {}
     infra = 0
-    rows = BenchmarkItem.objects.filter(run=run).values_list("item_id", "task_id", "reward", "infra_error")
-    for item_id, task_id, reward, infra_error in rows.iterator():
+    decisions: dict[str, str] = {}
+    rows = BenchmarkItem.objects.filter(run=run).values_list("item_id", "task_id", "reward", "infra_error", "decisions")
+    for item_id, task_id, reward, infra_error, decided in rows.iterator():
+        if decided:
+            decisions[item_id] = decision_pattern(decided)
         if infra_error:
             infra += 1  # not evaluated: never a score, on either side
             continue
         # A missing reward on an evaluated item counts as 0, as τ² does.
         evaluated[item_id] = _Outcome(item_id, task_id, reward if reward is not None else 0.0)
-    return _RunData(run=run, evaluated=evaluated, infra_errors=infra)
+    return _RunData(run=run, evaluated=evaluated, infra_errors=infra, decisions=decisions)
+
+
+def decision_pattern(decisions: dict[str, dict[str, int]]) -> str:
+    """`verify: approved+revised`: which decisions a formation took on an item's calls."""
+    return "; ".join(f"{route}: " + "+".join(sorted(labels)) for route, labels in sorted(decisions.items()))
+
+
+def _decision_rows(side_a: list[_RunData], side_b: list[_RunData], shared: set[str], grouped: bool) -> list[DecisionRow]:
+    """Shared items by formation decision, per side; paired with the other side for two runs."""
+    if not any(d.decisions for d in side_a + side_b):
+        return []
+    rows: list[DecisionRow] = []
+    for name, side, other in (("A", side_a, side_b), ("B", side_b, side_a)):
+        cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for data in side:
+            for item_id in shared:
+                cell = cells[data.decisions.get(item_id, "none")]
+                cell[0] += 1
+                cell[1] += data.evaluated[item_id].success
+                if not grouped:
+                    cell[2] += other[0].evaluated[item_id].success
+        for decision in sorted(cells, key=lambda d: (d == "none", d)):
+            n, ok, other_ok = cells[decision]
+            rows.append(DecisionRow(name, decision, n, ok, None if grouped else other_ok))
+    return rows
 
 
 # -- the comparison ------------------------------------------------------------
@@ -271,6 +325,7 @@ def _compare(
         bootstrap=method,
         tasks=tasks,
         replicates=replicates,
+        decisions=_decision_rows(side_a, side_b, shared, grouped),
     )
 
 
@@ -496,6 +551,11 @@ def render_text(c: Comparison, *, tasks: bool = False) -> str:
         lines.append(f"$/item B - A {c.b.cost_per_item_usd - c.a.cost_per_item_usd:+.8f}")
     if c.replicates is not None:
         lines += _replicate_lines(c.replicates)
+    if c.decisions:
+        lines.append("by formation decision (each side's shared items, by what its formation decided on their calls):")
+        for row in c.decisions:
+            paired = "" if row.diff is None else f"  other side on these items {_pct(row.rate - row.diff if row.side == 'B' else row.rate + row.diff)}  B - A {_signed_pct(row.diff)}"
+            lines.append(f"   {row.side} {row.decision}: {row.items} item(s), pass {_pct(row.rate)}{paired}")
     if tasks:
         lines += _task_table(c.tasks)
     return "\n".join(lines) + "\n"
@@ -580,4 +640,9 @@ def as_json(c: Comparison) -> dict[str, Any]:
             for t in c.tasks
         ],
         "replicates": replicates,
+        "decisions": [
+            {"side": r.side, "decision": r.decision, "items": r.items, "successes": r.successes,
+             "other_successes": r.other_successes, "diff": r.diff}
+            for r in c.decisions
+        ],  # fmt: skip
     }

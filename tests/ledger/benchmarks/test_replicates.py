@@ -76,3 +76,26 @@ def test_two_runs_have_no_replicate_section(groups):
     a, b = BenchmarkRun.objects.order_by("pk")[:2]
     c = compare_runs(a, b, resamples=50)
     assert c.replicates is None and as_json(c)["replicates"] is None and "replicates:" not in render_text(c)
+
+
+@pytest.mark.django_db
+def test_compare_breaks_the_difference_down_by_formation_decision():
+    from ledger.benchmarks.compare import compare_runs
+    from ledger.models import BenchmarkItem
+
+    a = make_run({"1#0": 0.0, "1#1": 1.0, "2#0": 1.0, "2#1": 0.0})
+    b = make_run({"1#0": 1.0, "1#1": 1.0, "2#0": 0.0, "2#1": 0.0}, target="marina/verify:openrouter/oracle-agent")
+    for item_id, decided in (("1#0", {"verify": {"revised": 1, "approved": 2}}), ("1#1", {"verify": {"approved": 3}}),
+                             ("2#0", {"verify": {"approved": 2}})):  # fmt: skip
+        BenchmarkItem.objects.filter(run=b, item_id=item_id).update(decisions=decided, link_status="linked")
+    c = compare_runs(a, b, resamples=20)
+    rows = {(r.side, r.decision): (r.items, r.successes, r.other_successes, r.diff) for r in c.decisions}
+    assert rows == {
+        ("A", "none"): (4, 2, 2, 0.0),
+        ("B", "verify: approved"): (2, 1, 2, -0.5),
+        ("B", "verify: approved+revised"): (1, 1, 0, 1.0),
+        ("B", "none"): (1, 0, 0, 0.0),
+    }
+    text = render_text(c)
+    assert "B verify: approved+revised: 1 item(s), pass 100.0%  other side on these items 0.0%  B - A +100.0%" in text
+    assert as_json(c)["decisions"][1]["decision"] == "verify: approved"
