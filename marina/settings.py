@@ -137,6 +137,10 @@ MARINA_OPEN_API = env_str("MARINA_OPEN_API") == "true"  # exactly "true", as in 
 
 MARINA_MAX_REQUEST_BYTES = env_int("MARINA_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MARINA_MAX_REQUEST_BYTES + 1024
+# POST /v1/benchmarks/runs (marina/benchmark_upload.py): its own, larger body cap,
+# and whether an open API (MARINA_OPEN_API, no keys) may file runs at all.
+MARINA_MAX_UPLOAD_BYTES = env_int("MARINA_MAX_UPLOAD_BYTES", 50 * 1024 * 1024, minimum=1024)
+MARINA_OPEN_API_UPLOADS = env_bool("MARINA_OPEN_API_UPLOADS", False)
 MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")

@@ -10,8 +10,14 @@ from uvicorn_worker import UvicornWorker
 
 
 class MarinaWorker(UvicornWorker):
-    # proxy_headers off: uvicorn would otherwise replace the client's address
-    # with X-Forwarded-For whenever the peer is 127.0.0.1 (gunicorn's default
-    # forwarded_allow_ips), so any local process could pick its rate-limit
-    # bucket. Marina reads X-Forwarded-For itself, only with MARINA_TRUST_PROXY.
-    CONFIG_KWARGS: dict[str, Any] = {"loop": "uvloop", "http": "httptools", "proxy_headers": False}
+    CONFIG_KWARGS: dict[str, Any] = {"loop": "uvloop", "http": "httptools"}
+    sockets: list[Any]  # gunicorn's listeners (set by gunicorn's Worker; declared for mypy)
+
+    def run(self) -> None:
+        # uvicorn_worker hands uvicorn gunicorn's listener wrappers. On shutdown
+        # uvloop closes the listening fd itself and then calls the wrapper's
+        # close(), which fails on the closed fd and logs "Error while closing
+        # socket [Errno 9] Bad file descriptor" at every SIGTERM. Given the real
+        # socket objects, uvloop detaches them instead: nothing is closed twice.
+        self.sockets = [getattr(listener, "sock", listener) for listener in self.sockets]
+        super().run()

@@ -13,6 +13,7 @@ from django.conf import settings
 
 from ledger.spend import services
 from marina import money
+from marina.conversation import identify
 from marina.redact import redact
 from passthru import auth, cors, fallback, formations, ratelimit, toolcalls
 from passthru.calls import call_stream, encode
@@ -24,6 +25,9 @@ from passthru.streaming import DONE
 
 log = logging.getLogger(__name__)
 
+# No answer went out: the status nginx and most gateways log for a client that
+# closed the connection first.
+CLIENT_CLOSED_REQUEST = 499
 MAX_MODEL_CHARS = 200  # ledger columns requested_model / upstream_model
 # Control characters (C0, DEL, C1), line/paragraph separators and lone
 # surrogates. The id is echoed in response headers, and Python's header
@@ -43,6 +47,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
         ctx.requested_model = body["model"]
+        ctx.conversation = identify(body)  # seed and opening hashes, never content: links τ² items to traces
         ctx.stream = body.get("stream") is True
         if settings.MARINA_TRACE_BODIES:
             ctx.body = redact(body)
@@ -56,6 +61,12 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         else:
             ctx.route = "passthru"
             out = await _plain(ctx, body)
+    except asyncio.CancelledError:
+        # The client went away before the answer (Django's handler and the fast
+        # path cancel the call): the request is still in the ledger.
+        if not ctx.traced:
+            _trace_disconnect(ctx, CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
+        raise
     except ApiError as exc:
         return await _answer_error(ctx, exc)
     except RecursionError:
@@ -197,15 +208,9 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
         # Closing the events cancels the upstream call now and closes its span
         # (already done if the cancellation came through them).
         await events.aclose()
-        record = ctx.trace(
-            http_status=out.status,
-            status="cancelled",
-            error_kind="client_disconnected",
-            error_message="The client disconnected mid-stream.",
-        )
-        # Not awaited: a cancelled task cannot wait; the writer thread commits it.
-        services.submit(services.record_request, record)
+        _trace_disconnect(ctx, out.status, "The client disconnected mid-stream.")
         raise
+    ctx.traced = True
     record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
     try:
         await services.arecord_request(record)
@@ -215,6 +220,18 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
     # last word, so a client that skips error events still sees a broken stream.
     if status == "ok":
         yield DONE
+
+
+def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> None:
+    """Trace a request its client abandoned; upstream calls it cut short are
+    marked cancelled too. Not awaited: a cancelled task cannot wait; the
+    writer thread commits it."""
+    for span in ctx.spans:
+        if span.http_status is None and span.status == "ok":
+            span.status, span.error_kind = "cancelled", "client_disconnected"
+    ctx.traced = True
+    record = ctx.trace(http_status=http_status, status="cancelled", error_kind="client_disconnected", error_message=message)
+    services.submit(services.record_request, record)
 
 
 def _common_headers(ctx: RequestContext, out: Outbound) -> None:
@@ -229,6 +246,7 @@ async def _finish(ctx: RequestContext, out: Outbound, *, error_kind: str = "", e
     _common_headers(ctx, out)
     if out.status >= 400 and not error_kind:
         error_kind = next((s.error_kind for s in ctx.spans if s.error_kind), f"http_{out.status}")
+    ctx.traced = True
     record = ctx.trace(
         http_status=out.status,
         status="ok" if out.status < 400 else "error",

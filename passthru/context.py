@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger.spend.records import SpanRecord, TraceRecord
+from marina.conversation import NONE as NO_IDENTITY
+from marina.conversation import Identity
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
 
@@ -45,6 +47,8 @@ class RequestContext:
     upstream_seconds: float = 0.0  # time spent waiting on providers, for x-marina-overhead-ms
     spans: list[SpanRecord] = field(default_factory=list)
     body: Any = None
+    conversation: Identity = NO_IDENTITY
+    traced: bool = False  # its trace has gone to the ledger (one trace per request)
 
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:
@@ -89,4 +93,7 @@ class RequestContext:
             error_message=error_message,
             body=self.body,
             spans=self.spans,
+            conv_seed=self.conversation.seed,
+            conv_opening=self.conversation.opening,
+            conv_system=self.conversation.system,
         )

@@ -87,3 +87,19 @@ def test_the_tests_use_the_server_scripts_test_gives_them():
         capture_output=True, text=True, timeout=60,
     )
     assert done.stdout.strip() == given, done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the cluster runs as another user only under root")
+def test_it_runs_from_a_directory_the_cluster_owner_cannot_enter(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "with-postgres"), "bash", "-c", 'echo "$MARINA_TEST_POSTGRES"'],
+        cwd=private,
+        env={k: v for k, v in os.environ.items() if k != "MARINA_TEST_POSTGRES"},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("postgres://postgres@127.0.0.1:")
+    assert "Permission denied" not in done.stderr
+    assert done.stderr.count("\n") == 1  # only the line naming the server

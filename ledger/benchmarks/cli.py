@@ -112,6 +112,10 @@ def import_lines(result: ImportResult) -> list[str]:
         lines.append(f"  excluded {run.infra_errors} infrastructure error(s)")
     if run.skipped:
         lines.append(f"  {run.skipped} skipped simulation(s) (failed model calls) counted as failures")
+    if run.judge:
+        lines.append(f"  judge {run.judge}")
+    if result.links is not None:
+        lines.append(f"  traces: {result.links.note()}")
     return lines + _verdict_lines(result.verdict, "  ")
 
 

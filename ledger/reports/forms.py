@@ -1,7 +1,7 @@
 """GET filter forms of the report pages (no writes happen through them)."""
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
 from django import forms
@@ -79,13 +79,21 @@ class SpendRangeForm(forms.Form):
                 until = date.fromisoformat(data["until"])
             except ValueError:
                 until = utc_today()  # the form reports the bad date
-            data["since"] = (until - timedelta(days=cls.DEFAULT_DAYS - 1)).isoformat()
+            data["since"] = cls.days_before(until).isoformat()
         return cls(data)
+
+    @classmethod
+    def days_before(cls, until: date) -> date:
+        """The default range's first day; never before 0001-01-01 (an `until` in
+        year 1 made this an OverflowError, a 500)."""
+        return date.fromordinal(max(1, until.toordinal() - (cls.DEFAULT_DAYS - 1)))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if self.errors:
+            return data  # a field's own error (not a date) is the one to show
         until = data.get("until") or utc_today()
-        since = data.get("since") or until - timedelta(days=self.DEFAULT_DAYS - 1)
+        since = data.get("since") or self.days_before(until)
         if since > until:
             raise forms.ValidationError("The range ends before it starts.")
         if (until - since).days >= self.MAX_DAYS:

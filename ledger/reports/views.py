@@ -7,6 +7,7 @@ import csv
 from datetime import timedelta
 from typing import Any
 
+from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -19,6 +20,7 @@ from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Trace
 from ledger.reports import overview, selectors
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
+from ledger.reports.csvcells import safe_row
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.tables import (
     DisagreementTable,
@@ -115,7 +117,9 @@ def index(request: HttpRequest) -> HttpResponse:
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET or None)
-    filters = form.cleaned_data if form.is_valid() else {}
+    if form.is_bound and not form.is_valid():
+        return render(request, "ledger/run_list.html", {"form": form}, status=400)
+    filters = form.cleaned_data if form.is_bound else {}
     table = RunTable(selectors.runs(**{k: v for k, v in filters.items() if v}))
     RequestConfig(request, paginate={"per_page": 25}).configure(table)
     return render(request, "ledger/run_list.html", {"form": form, "table": table})
@@ -191,7 +195,7 @@ def spend_csv(request: HttpRequest) -> HttpResponse:
     """The spend_daily rows of the range, one line per bucket, cost in exact dollars."""
     form = SpendRangeForm.from_query(request.GET)
     if not form.is_valid():
-        return HttpResponse("; ".join(m for ms in form.errors.values() for m in ms), status=400)
+        return HttpResponse(_error_lines(form), content_type="text/plain; charset=utf-8", status=400)
     since, until = form.range()
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="marina-spend-{since}-{until}.csv"'
@@ -199,14 +203,25 @@ def spend_csv(request: HttpRequest) -> HttpResponse:
     writer.writerow([*SPEND_CSV_COLUMNS, "cost_usd"])
     for row in spend_selectors.spend_totals(since=since, until=until).rows:
         # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
-        writer.writerow([*(getattr(row, c) for c in SPEND_CSV_COLUMNS), money.exact(row.cost_nanousd)])
+        # Text cells are callers' choice (model ids, key names): no formula survives (csvcells).
+        writer.writerow(safe_row([*(getattr(row, c) for c in SPEND_CSV_COLUMNS), money.exact(row.cost_nanousd)]))
     return response
+
+
+def _error_lines(form: forms.Form) -> str:
+    """The form's errors as text, one per line, each with its field's label."""
+    lines = [f"{form.fields[name].label or name}: {e}" if name != "__all__" else str(e)
+             for name, errors in form.errors.items() for e in errors]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 @login_required
 def trace_list(request: HttpRequest) -> HttpResponse:
     form = TraceFilterForm(request.GET or None)
-    filters = form.cleaned_data if form.is_valid() else {}
+    if form.is_bound and not form.is_valid():
+        context = {"form": form, "known": selectors.trace_suggestions()}
+        return render(request, "ledger/trace_list.html", context, status=400)
+    filters = form.cleaned_data if form.is_bound else {}
     table = TraceTable(selectors.traces(**{k: v for k, v in filters.items() if v}))
     # LazyPaginator: no COUNT(*) over a table that grows by one row per request.
     RequestConfig(request, paginate={"per_page": 50, "paginator_class": LazyPaginator}).configure(table)

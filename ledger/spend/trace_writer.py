@@ -6,7 +6,7 @@ every call, ~0.8 ms of CPU per request on this machine, more than the rest of
 the request path together (docs/performance.md). The statements here are
 built once per connection vendor from the models' own field lists and each
 value is adapted by its field (`get_db_prep_save`) where the type needs it,
-so rows are stored exactly as the ORM stores them (tests/ledger/test_trace_writer.py
+so rows are stored exactly as the ORM stores them (tests/ledger/spend/test_trace_writer.py
 reads them back through the ORM on SQLite and PostgreSQL)."""
 from __future__ import annotations
 
@@ -104,6 +104,9 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
         "completion_tokens": sum(s.completion_tokens for s in upstream),
         "cost_nanousd": sum(costs) if costs else None,
         "body": None if trace.body is None else storable(trace.body),
+        "conv_seed": trace.conv_seed,
+        "conv_opening": trace.conv_opening[:16],
+        "conv_system": trace.conv_system[:16],
     }
 
 

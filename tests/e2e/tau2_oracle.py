@@ -183,8 +183,14 @@ class Oracle:
             return self._agent_turn(messages, body.get("seed"))
         raise ValueError(f"unknown model {model!r}: expected …oracle-agent or …oracle-user")
 
-    def _user_turn(self, messages: list[Json]) -> Json:
-        # τ² flips roles for its user simulator: the user's own earlier turns arrive as "assistant".
+    def task_of(self, body: Json) -> str:
+        """The id of the task a request belongs to, as the oracle itself tells (for tests)."""
+        messages: list[Json] = body.get("messages") or []
+        if str(body.get("model", "")).endswith("oracle-user"):
+            return self._user_task(messages).id
+        return self._identify_for_agent(messages).id
+
+    def _user_task(self, messages: list[Json]) -> Task:
         system = " ".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
         squashed = _squash(system)
         found = [t for t in self.tasks.values() if t.matches_user_prompt(squashed)]
@@ -192,7 +198,11 @@ class Oracle:
             found = [t for t in found if t.rendered() in squashed]
         if len(found) != 1:
             raise ValueError(f"user prompt matches {len(found)} tasks, expected exactly one")
-        task = found[0]
+        return found[0]
+
+    def _user_turn(self, messages: list[Json]) -> Json:
+        # τ² flips roles for its user simulator: the user's own earlier turns arrive as "assistant".
+        task = self._user_task(messages)
         if not any(m.get("role") == "assistant" for m in messages):
             return {"content": f"{task.opening} (ref {self.domain}/{task.id})"}
         return {"content": f"Thank you, that is all I needed. {STOP}"}

@@ -175,6 +175,18 @@ def wait_until_upstream_idle(upstream: ScriptedUpstream, seconds: float = 15) ->
     raise AssertionError(f"upstream still answering {len(pending)} requests: {pending[:3]}")
 
 
+def settled_descriptors(server, pid: int, fits: Any = lambda found: True, seconds: float = 15) -> list[Any]:  # type: ignore[no-untyped-def]
+    """A worker's descriptors once no socket sits in CLOSE_WAIT and `fits`
+    holds (closed connections are reaped soon, not at once); what is there
+    after `seconds` otherwise, for the caller's assertions to report."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = server.descriptors(pid)
+        if (not [d for d in found if d.state == "CLOSE_WAIT"] and fits(found)) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def test_upstream_faults_get_clean_answers_are_traced_and_leak_nothing(servers, upstream):
     upstream.handler = fault_handler
     upstream.keep_alive = False  # no idle pool: every upstream socket left open after a batch is a leak
@@ -189,9 +201,8 @@ def test_upstream_faults_get_clean_answers_are_traced_and_leak_nothing(servers, 
     for r in asyncio.run(_rounds(server.base_url, first=100)):
         check_round(r, server.ledger)
     wait_until_upstream_idle(upstream)
-    time.sleep(1)
     workers = server.worker_pids()
-    before = {pid: server.descriptors(pid) for pid in workers}
+    before = {pid: settled_descriptors(server, pid) for pid in workers}
     for r in asyncio.run(_rounds(server.base_url, first=1)):
         check_round(r, server.ledger)
 
@@ -200,10 +211,9 @@ def test_upstream_faults_get_clean_answers_are_traced_and_leak_nothing(servers, 
     gone = [r for r in received if "fault:disconnect" in json.dumps(r.body)]
     assert len(gone) == 2 * ROUNDS and all(r.outcome == "client_gone" for r in gone), [r.outcome for r in gone]
 
-    time.sleep(1)  # let closed sockets be reaped
     assert server.worker_pids() == workers, "a worker died"
     for pid in workers:
-        after = server.descriptors(pid)
+        after = settled_descriptors(server, pid, lambda found, pid=pid: len(found) <= len(before[pid]) + FD_SLACK)
         report = "\n".join(["before:", *map(str, before[pid]), "after:", *map(str, after)])
         # The upstream closed every connection: one Marina did not close sits in CLOSE_WAIT.
         assert not [d for d in after if d.state == "CLOSE_WAIT"], report

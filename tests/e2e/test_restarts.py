@@ -49,13 +49,23 @@ def in_flight_at(upstream) -> set[int]:  # type: ignore[no-untyped-def]
         return {i for r in upstream.requests if (i := request_index(r.body)) is not None and r.outcome == "pending"}
 
 
+def wait_for_in_flight(upstream, count: int, seconds: float = 20) -> set[int]:  # type: ignore[no-untyped-def]
+    """At least `count` requests the upstream is still answering (a loaded
+    machine may need longer to have them under way than an idle one)."""
+    deadline = time.monotonic() + seconds
+    while len(in_flight := in_flight_at(upstream)) < count:
+        assert time.monotonic() < deadline, f"only {len(in_flight)} requests in flight"
+        time.sleep(0.01)
+    return in_flight
+
+
 def test_sigterm_under_load_lets_in_flight_calls_finish_and_records_them(servers, upstream):
     upstream.handler = priced_handler(delay=1.0)  # every call is in flight for a second
     server = servers.start()
     load = Load(server.base_url, concurrency=16, seconds=4)
     load.start()
     wait_for_upstream(upstream, 24)  # a first wave has finished, the second is in flight
-    in_flight = in_flight_at(upstream)
+    in_flight = wait_for_in_flight(upstream, 8)
     server.proc.send_signal(15)
     load.join(60)
     assert server.proc.wait(60) == 0, server.log()[-2000:]

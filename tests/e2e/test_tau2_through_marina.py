@@ -7,6 +7,7 @@ run made directly against the same upstream."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,10 @@ USER = "openai/openrouter/oracle-user"
 
 
 def _tau2(save_dir: Path, name: str, agent_args: dict, user_args: dict) -> Path:
+    # τ² writes its times without a zone; Marina reads them as UTC, which they are with TZ=UTC.
     return run_tau2(
         TAU2,
+        env={"TZ": "UTC"},
         domain="airline",
         task_ids=TASK_IDS,
         num_trials=NUM_TRIALS,
@@ -47,6 +50,7 @@ def test_tau2_runs_through_marina_and_imports_cleanly(servers, tmp_path):
         direct_args = {"api_base": oracle_url, "api_key": "sk-test-fake", "temperature": 0.0}
         direct = _tau2(tmp_path, "direct", direct_args, direct_args)
         direct_calls = len(oracle.received())
+        headers_before = len(oracle.headers)
 
         server = servers.start(MARINA_OPENROUTER_BASE_URL=oracle_url)
         marina_v1 = f"{server.base_url}/v1"
@@ -54,6 +58,13 @@ def test_tau2_runs_through_marina_and_imports_cleanly(servers, tmp_path):
                       "extra_body": {"reasoning_effort": "high"}}
         user_args = {"api_base": marina_v1, "api_key": MARINA_KEY, "temperature": 0.0, "reasoning_effort": "low"}
         via_marina = _tau2(tmp_path, "via-marina", agent_args, user_args)
+        # Which simulation each call through Marina served, as the oracle tells from the prompt
+        # and the seed: the ground truth the import's links are checked against.
+        seeds = {s["seed"]: s["trial"] for s in json.loads(via_marina.read_text())["simulations"]}
+        truth: dict[str, set[str]] = {}
+        for body, headers in zip(oracle.received()[direct_calls:], oracle.headers[headers_before:]):
+            item = f"{oracle.task_of(body)}#{seeds[body['seed']]}"
+            truth.setdefault(item, set()).add(headers["x-request-id"])
     finally:
         oracle_server.shutdown()
         oracle_server.server_close()
@@ -86,13 +97,36 @@ def test_tau2_runs_through_marina_and_imports_cleanly(servers, tmp_path):
         "--require-clean", "--cost-from-spend", "--json", database_url=ledger.url,
     )
     run = json.loads(imported.stdout)
+    # Every item is linked to exactly its own simulation's calls, agent's and user simulator's,
+    # and its cost is the sum of those traces; the run's cost is the linked traces' total.
+    assert run["links"] == {"linked": 10, "unfound": 0, "ambiguous": 0, "traces": totals["traces"],
+                            "unassigned_traces": 0}  # fmt: skip
+    assert sorted(truth) == sorted(f"{t}#{n}" for t in TASK_IDS for n in range(NUM_TRIALS))
+    linked = ledger.rows(
+        "SELECT i.item_id, t.request_id, l.role, t.requested_model FROM ledger_benchmarkitemtrace l "
+        "JOIN ledger_benchmarkitem i ON i.id = l.item_id JOIN ledger_trace t ON t.id = l.trace_id"
+    )
+    found: dict[str, set[str]] = {}
+    for item_id, request_id, role, model in linked:
+        found.setdefault(item_id, set()).add(request_id)
+        assert model == {"agent": "openrouter/oracle-agent", "user": "openrouter/oracle-user"}[role]
+    assert found == truth
+    per_item = ledger.rows(
+        "SELECT i.item_id, i.trace_cost_nanousd, i.trace_calls, SUM(t.cost_nanousd), COUNT(*) "
+        "FROM ledger_benchmarkitem i JOIN ledger_benchmarkitemtrace l ON l.item_id = i.id "
+        "JOIN ledger_trace t ON t.id = l.trace_id GROUP BY i.item_id, i.trace_cost_nanousd, i.trace_calls"
+    )
+    assert len(per_item) == 10
+    for item_id, cost, calls, summed, count in per_item:
+        assert (int(cost), calls) == (int(summed), count) and cost > 0, item_id
+    assert run["cost_source"] == "traces" and Decimal(run["cost_usd"]) * 10**9 == totals["spend_cost"]
     manage("import_tau2", str(direct), "--target", "oracle-direct", "--group", "direct", "--require-clean",
            database_url=ledger.url)
     assert ledger.one("SELECT COUNT(*) FROM ledger_benchmarkitem") == 2 * len(TASK_IDS) * NUM_TRIALS
     assert ledger.one("SELECT SUM(infra_errors) FROM ledger_benchmarkrun") == 0
     run_ids = [r[0] for r in ledger.rows("SELECT id FROM ledger_benchmarkrun ORDER BY id")]
-    assert ledger.one("SELECT cost_source FROM ledger_benchmarkrun WHERE id = %s", (run_ids[0],)) == "spend"
-    assert (run["simulations"], run["infra_errors"], run["cost_source"]) == (10, 0, "spend")
+    assert ledger.one("SELECT cost_source FROM ledger_benchmarkrun WHERE id = %s", (run_ids[0],)) == "traces"
+    assert (run["simulations"], run["infra_errors"]) == (10, 0)
     assert run["mean_reward"] == pytest.approx(sum(rewards_by_pair(direct).values()) / 10)
     # The settings the guide asks for were seen: reasoning effort for the agent (in extra_body)
     # and stated for the user simulator; only split/trials/task coverage keep it off the board.

@@ -8,6 +8,7 @@ scripted the same way, and compares status, headers, body, and the trace with
 its spans."""
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -124,9 +125,13 @@ def assert_same(seen: dict[str, tuple[httpx.Response, Any]]) -> httpx.Response:
     assert fast.status_code == django.status_code
     assert fast.content == django.content
     assert _headers_view(fast) == _headers_view(django)
+    assert ("x-marina-overhead-ms" in fast.headers) == ("x-marina-overhead-ms" in django.headers)
     for response in (fast, django):
-        if "x-marina-overhead-ms" in django.headers:
-            assert float(response.headers["x-marina-overhead-ms"]) >= 0
+        if "x-marina-overhead-ms" in response.headers:
+            # Milliseconds with two decimals, within what the client waited in all.
+            overhead = response.headers["x-marina-overhead-ms"]
+            assert re.fullmatch(r"\d+\.\d\d", overhead), overhead
+            assert float(overhead) <= response.elapsed.total_seconds() * 1000
     assert ("x-request-id" in fast.headers) == ("x-request-id" in django.headers)
     assert fast_trace == django_trace
     return fast
@@ -311,22 +316,26 @@ def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
 
 def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
     """Django cancels the view when the client hangs up; the fast path does
-    the same, so both leave the same ledger behind."""
-    counts = {}
+    the same, so both leave the same trace behind: cancelled, 499, the cut
+    upstream call marked cancelled."""
+    views = {}
     for name, base in urls.items():
         upstream.reset()
         upstream.script(Reply(json=completion("late"), delay=1.0))
-        before = Trace.objects.count()
+        request_id = f"req-gone-plain-{name}"
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(
                 f"{base}/v1/chat/completions",
                 content=_body(),
-                headers={"authorization": f"Bearer {MARINA_KEY}"},
+                headers={"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id},
                 timeout=httpx.Timeout(10, read=0.3),
             )
-        time.sleep(1.5)
-        counts[name] = Trace.objects.count() - before
-    assert counts["fast"] == counts["django"]
+        views[name] = _wait_for_trace(request_id, timeout=10)
+        assert Trace.objects.filter(request_id=request_id).count() == 1
+    assert views["fast"] is not None and views["fast"] == views["django"]
+    trace, spans = views["fast"]
+    assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
+    assert [(s["status"], s["error_kind"], s["http_status"]) for s in spans] == [("cancelled", "client_disconnected", None)]
 
 
 def test_other_routes_still_go_to_django(urls):

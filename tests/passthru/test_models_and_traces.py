@@ -92,3 +92,27 @@ def test_bodies_are_stored_redacted_when_asked(client, marina_config):
     for secret in (PROVIDER_KEY, MARINA_KEY, "sk-should-never-be-kept-123", "tok3n.ABCDEFGH"):
         assert secret not in stored
     assert trace.spans.get().body["response"]["choices"][0]["message"]["content"]
+
+
+def test_a_trace_carries_its_conversation_identity_and_no_content(client, upstream):
+    """τ²'s seed and hashes of the opening and the system texts (marina/conversation.py),
+    forwarded unchanged upstream; the same opening gives the same hash on every call."""
+    from marina.conversation import digest, identify
+
+    opening = [
+        {"role": "system", "content": "policy"},
+        {"role": "assistant", "content": "Hi! How can I help you today?"},
+        {"role": "user", "content": "I want to cancel reservation EHGLP3."},
+    ]
+    client.chat.completions.create(model="openrouter/openai/gpt-5.2", messages=opening, seed=626729)
+    client.chat.completions.create(
+        model="openrouter/openai/gpt-5.2", seed=626729,
+        messages=[*opening, {"role": "assistant", "content": "Sure."}, {"role": "user", "content": "Thanks"}],
+    )  # fmt: skip
+    client.chat.completions.create(model="openrouter/openai/gpt-5.2", messages=[{"role": "user", "content": "x"}])
+    assert upstream.requests[0].body["seed"] == 626729
+    rows = list(Trace.objects.order_by("started_at").values_list("conv_seed", "conv_opening", "conv_system"))
+    want = identify({"seed": 626729, "messages": opening})
+    assert rows[0] == rows[1] == (626729, want.opening, digest(["policy"]))
+    assert rows[2][0] is None and rows[2][1] not in ("", want.opening) and rows[2][2] == ""
+    assert len(want.opening) == 16 and "EHGLP3" not in json.dumps(rows)

@@ -48,6 +48,9 @@ def to_ledger(results: Tau2Results) -> Ledger:
             start_time=s.start_time,
             end_time=s.end_time,
             reward_breakdown=s.breakdown,
+            seed=s.seed,
+            opening_agent=s.opening_agent,
+            opening_user=s.opening_user,
         )
         for s in results.simulations
     ]

@@ -6,9 +6,10 @@ only the keys the ledger keeps; `messages` and the other bulky keys are
 skipped event by event and never held. Memory is bounded by the largest
 single non-conversation value, not by the file.
 
-Numbers only: from each simulation the reader keeps its task, trial,
+Numbers only: from each simulation the reader keeps its task, trial, seed,
 termination reason, reward, the reward breakdown as counts, duration, costs
-and times, and never any conversation text."""
+and times, and never any conversation text: of the first two messages only
+their hashes (marina/conversation.py), which link the item to Marina's traces."""
 from __future__ import annotations
 
 import math
@@ -24,6 +25,7 @@ from ledger.benchmarks import checks, metrics
 from ledger.benchmarks.credentials import WARNING, credential_paths, strip_secrets
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.benchmarks.tau2.progress import MeteredFile, bar_stream
+from marina.conversation import opening_hash, text_of
 
 INFRA_ERROR = "infrastructure_error"
 
@@ -36,6 +38,38 @@ _KEEP = frozenset(
 # Where a split name could sit in `info`: neither τ² writes one today, so the
 # split is normally unknown (see ledger.benchmarks.board for how it is judged).
 _SPLIT_KEYS = ("task_split_name", "task_split", "split")
+_MESSAGE = "simulations.item.messages.item"
+_SWAPPED = {"assistant": "user", "user": "assistant"}  # the user simulator sees the roles flipped
+
+
+class _Opening:
+    """Collects role and text of a simulation's first two messages from the
+    event stream (then stops looking); the rest of the conversation is skipped."""
+
+    def __init__(self) -> None:
+        self.messages: list[list[Any]] = []  # [role, [text parts]]
+
+    def event(self, prefix: str, event: str, value: Any) -> bool:
+        """Take one event under `messages`; False once two messages are complete."""
+        if prefix == _MESSAGE:
+            if event == "start_map":
+                if len(self.messages) == 2:
+                    return False
+                self.messages.append(["", []])
+        elif self.messages and event == "string":
+            if prefix == _MESSAGE + ".role":
+                self.messages[-1][0] = value
+            elif prefix == _MESSAGE + ".content" or prefix == _MESSAGE + ".content.item.text":
+                self.messages[-1][1].append(value)
+        return True
+
+    def hashes(self) -> tuple[str, str]:
+        """(agent's opening hash, user simulator's); blank without two messages."""
+        if len(self.messages) < 2:
+            return "", ""
+        pairs = [(role, text_of("\n".join(parts))) for role, parts in self.messages]
+        swapped = [(_SWAPPED.get(role, role), text) for role, text in pairs]
+        return opening_hash(pairs), opening_hash(swapped)
 
 
 @dataclass(frozen=True)
@@ -53,6 +87,9 @@ class Simulation:
     start_time: str | None
     end_time: str | None
     breakdown: dict[str, Any]
+    seed: int | None = None  # the trial's seed, sent in every model request of the simulation
+    opening_agent: str = ""  # the opening's hash as the agent's requests carry it
+    opening_user: str = ""  # ... and as the user simulator's (roles swapped)
 
     @property
     def item_id(self) -> str:
@@ -191,23 +228,30 @@ class _Reader:
     def consume(self, events: Any) -> None:
         info_builder: ijson.ObjectBuilder | None = None
         sim: ijson.ObjectBuilder | None = None
+        opening = _Opening()
         keep = False
+        in_opening = False
         top = ""
         for prefix, event, value in events:
             # Hot path first: inside a simulation, most events are conversation.
             if sim is not None:
                 if prefix == "simulations.item":
+                    in_opening = False
                     if event == "map_key":
                         keep = value in _KEEP
                         if keep:
                             sim.event(event, value)
+                        elif value == "messages":
+                            in_opening = True
                     elif event == "end_map":
                         sim.event(event, value)
-                        self.add_simulation(sim.value)
+                        self.add_simulation(sim.value, opening.hashes())
                         sim = None
                         keep = False
                 elif keep:
                     sim.event(event, value)
+                elif in_opening:
+                    in_opening = opening.event(prefix, event, value)
                 continue
             if not self.started:
                 self.started = True
@@ -248,10 +292,11 @@ class _Reader:
                         raise self.fail("not a τ² results file: a simulation is not a JSON object")
                     sim = ijson.ObjectBuilder()
                     sim.event(event, value)
+                    opening = _Opening()
             elif top == "timestamp" and prefix == "timestamp" and event == "string":
                 self.timestamp = value
 
-    def add_simulation(self, raw: dict[str, Any]) -> None:
+    def add_simulation(self, raw: dict[str, Any], openings: tuple[str, str] = ("", "")) -> None:
         n = len(self.simulations) + 1
         task = raw.get("task_id")
         if isinstance(task, float):
@@ -290,6 +335,9 @@ class _Reader:
                 start_time=checks.time(self.fail, where, "start_time", raw.get("start_time")),
                 end_time=checks.time(self.fail, where, "end_time", raw.get("end_time")),
                 breakdown=summarise_reward_info(reward_info) if isinstance(reward_info, dict) else {},
+                seed=_int(raw.get("seed")),
+                opening_agent=openings[0],
+                opening_user=openings[1],
             )
         )
 

@@ -1,24 +1,35 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ledger.benchmarks import validity
 from ledger.benchmarks.cli import bad_input, import_lines, print_json, warn
-from ledger.benchmarks.importers import TARGET_KINDS, import_ledgers
+from ledger.benchmarks.importers import TARGET_KINDS, import_each, import_ledgers
 
 
-def add_import_options(parser: CommandParser) -> None:
+def add_import_options(parser: CommandParser, *, target_required: bool = True) -> None:
     """Options shared by benchmark_import and import_tau2."""
-    parser.add_argument("--target", required=True, help="what was measured: a model id as served, or a crew id")
-    parser.add_argument("--group", help="replicate group key (letters, digits, : . _ @ / -)")
+    parser.add_argument(
+        "--target", required=target_required, help="what was measured: a model id as served, or a crew id"
+    )
+    replicate = parser.add_mutually_exclusive_group()
+    replicate.add_argument("--group", help="replicate group key (letters, digits, : . _ @ / -)")
+    replicate.add_argument(
+        "--replicate-of", type=int, metavar="RUN",
+        help="record as a replicate of run RUN: join its group (run-RUN when it has none)",
+    )  # fmt: skip
     parser.add_argument("--label", help="free label shown in reports")
+    parser.add_argument("--judge", help="who scored the items, e.g. '<model> @ <route>' (default: the file's)")
     cost = parser.add_mutually_exclusive_group()
     cost.add_argument("--cost-usd", type=Decimal, help="the run's cost in dollars (source: cli)")
     cost.add_argument(
         "--cost-from-spend", action="store_true",
-        help="the run's cost from Marina's spend_daily for its agent and user model ids over its UTC days",
+        help="the run's cost from Marina's own records: its items' linked traces when every item has some "
+        "(source: traces), else spend_daily for its agent and user model ids over its UTC days (source: spend)",
     )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="check and show what would be recorded; write nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -33,23 +44,41 @@ def import_options(options: dict[str, Any]) -> dict[str, Any]:
         "cost_usd": options["cost_usd"],
         "cost_from_spend": options["cost_from_spend"],
         "dry_run": options["dry_run"],
+        "judge": options["judge"],
+        "replicate_of": options["replicate_of"],
     }
 
 
 class Command(BaseCommand):
     help = (
-        "Import ledger files (written by tau2_convert) as benchmark runs. All files or none; "
-        "a file imported before returns its existing run."
+        "Import ledger files (Marina's, written by tau2_convert, or the original Marina's) as benchmark runs. "
+        "Files: all or none, in one transaction. A directory: every ledger or τ² results file in it, each in "
+        "its own transaction, a line per file, exit 1 if any failed. A file imported before returns its "
+        "existing run. Also --invalidate RUN --reason TEXT and --revalidate RUN."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("ledgers", nargs="+", metavar="LEDGER.json")
-        parser.add_argument("--target-kind", required=True, choices=TARGET_KINDS)
-        add_import_options(parser)
+        parser.add_argument("ledgers", nargs="*", metavar="LEDGER.json|DIR")
+        parser.add_argument("--target-kind", choices=TARGET_KINDS)
+        add_import_options(parser, target_required=False)
+        parser.add_argument("--invalidate", type=int, metavar="RUN", help="mark run RUN invalid (needs --reason)")
+        parser.add_argument("--revalidate", type=int, metavar="RUN", help="mark invalid run RUN valid again")
+        parser.add_argument("--reason", help="why, for --invalidate / --revalidate")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["invalidate"] is not None or options["revalidate"] is not None:
+            return self._validity(options)
+        paths: list[str] = options["ledgers"]
+        if not paths:
+            raise CommandError("give ledger files or a directory (or --invalidate/--revalidate RUN)", returncode=2)
+        if not options["target_kind"] or not options["target"]:
+            raise CommandError("importing needs --target-kind and --target", returncode=2)
+        if options["reason"]:
+            raise CommandError("--reason goes with --invalidate or --revalidate", returncode=2)
+        if any(Path(p).is_dir() for p in paths):
+            return self._directories(paths, options)
         try:
-            results = import_ledgers(options["ledgers"], **import_options(options))
+            results = import_ledgers(paths, **import_options(options))
         except ValueError as exc:
             raise bad_input(exc) from None
         for result in results:
@@ -59,3 +88,44 @@ class Command(BaseCommand):
             return
         for result in results:
             self.stdout.write("\n".join(import_lines(result)))
+
+    def _directories(self, paths: list[str], options: dict[str, Any]) -> None:
+        """Directories (and any files beside them): each file its own transaction."""
+        try:
+            outcomes = import_each(paths, **import_options(options))
+        except ValueError as exc:
+            raise bad_input(exc) from None
+        failed = [o for o in outcomes if o.failed]
+        if options["json"]:
+            print_json(self, [
+                {"file": str(o.path), "ok": not o.failed, "error": o.error or None,
+                 "result": o.result.as_dict() if o.result else None}
+                for o in outcomes
+            ])  # fmt: skip
+        for outcome in outcomes:
+            if outcome.result is not None:
+                warn(self, outcome.result.warnings)
+                if not options["json"]:
+                    self.stdout.write(f"{outcome.path}: " + "\n".join(import_lines(outcome.result)))
+            else:
+                self.stderr.write(f"FAILED {outcome.error}")
+        if not options["json"]:
+            self.stdout.write(f"{len(outcomes) - len(failed)} of {len(outcomes)} file(s) imported")
+        if failed:
+            raise CommandError(f"{len(failed)} of {len(outcomes)} file(s) failed", returncode=1)
+
+    def _validity(self, options: dict[str, Any]) -> None:
+        if options["invalidate"] is not None and options["revalidate"] is not None:
+            raise CommandError("give --invalidate or --revalidate, not both", returncode=2)
+        if options["ledgers"]:
+            raise CommandError("--invalidate / --revalidate take no files", returncode=2)
+        try:
+            if options["invalidate"] is not None:
+                run = validity.invalidate(options["invalidate"], options["reason"])
+                self.stdout.write(f"run #{run.pk} marked invalid: {run.invalid_reason}")
+            else:
+                run = validity.revalidate(options["revalidate"], options["reason"])
+                self.stdout.write(f"run #{run.pk} valid again")
+        except ValueError as exc:
+            raise bad_input(exc) from None
+

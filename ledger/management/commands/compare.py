@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs, render_text
+from ledger.benchmarks.stats import MAX_RESAMPLES
 
 
 class Command(BaseCommand):
@@ -26,13 +27,18 @@ class Command(BaseCommand):
         parser.add_argument("--tasks", action="store_true", help="add the per-task difference table")
         parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-        parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+        parser.add_argument(
+            "--resamples", type=int, default=2000, help=f"bootstrap resamples, 1 to {MAX_RESAMPLES:,} (default 2000)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         runs: list[str] = options["runs"]
         groups: list[str] = options["group"]
-        if options["resamples"] < 1:
-            raise CommandError("--resamples must be at least 1", returncode=2)
+        if not 1 <= options["resamples"] <= MAX_RESAMPLES:
+            raise CommandError(
+                f"--resamples must be between 1 and {MAX_RESAMPLES:,} (default 2000), not {options['resamples']}",
+                returncode=2,
+            )
         try:
             if groups:
                 if runs or len(groups) != 2:

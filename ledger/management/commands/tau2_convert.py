@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from ledger.benchmarks.cli import bad_input, print_json, refuse_unclean, summary_dict, summary_lines, warn
 from ledger.benchmarks.errors import UncleanRunError
-from ledger.benchmarks.importers import convert_tau2
+from ledger.benchmarks.importers import FORMATS, convert_tau2
 
 
 class Command(BaseCommand):
@@ -22,11 +22,17 @@ class Command(BaseCommand):
             "--require-clean", action="store_true",
             help="with any infrastructure error print INVALID: N infrastructure error(s), write nothing, exit 3",
         )  # fmt: skip
+        parser.add_argument(
+            "--format", choices=FORMATS, default="marina",
+            help="marina (default, docs/ledger-format.md) or original: the original Marina's harness-result file",
+        )  # fmt: skip
         parser.add_argument("--json", action="store_true", help="print the written path and figures as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            ledger, out = convert_tau2(options["results"], options["out"], require_clean=options["require_clean"])
+            ledger, out = convert_tau2(
+                options["results"], options["out"], require_clean=options["require_clean"], fmt=options["format"]
+            )
         except UncleanRunError as exc:
             refuse_unclean(self, exc, as_json=options["json"])
         except ValueError as exc:

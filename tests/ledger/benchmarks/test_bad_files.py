@@ -26,7 +26,7 @@ from tests.e2e.conftest import find_secrets
 from tests.ledger.tau2files import FAKE_KEY, REAL_LOOKING_KEY
 from tests.ledger.tau2files import results as fixture
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMANDS = ["tau2_summary", "tau2_convert", "tau2_scrub", "import_tau2", "benchmark_import"]
 
 

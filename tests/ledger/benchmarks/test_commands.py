@@ -18,7 +18,7 @@ from ledger.models import BenchmarkRun, SpendDaily
 from tests.ledger.tau2files import REAL_LOOKING_KEY, copy_with, expected
 from tests.ledger.tau2files import results as fixture
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(*args: str) -> tuple[str, str]:

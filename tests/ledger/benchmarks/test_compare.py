@@ -129,7 +129,7 @@ def test_warns_on_every_setting_that_differs(oracle: dict[str, float | None]) ->
         tau2_version="0.2.1",
         tau2_commit="a2c0247",
         cost_source="tau2",
-        status="invalid",
+        status="running",
     )
     warnings = compare_runs(a, b).warnings
     assert warnings == [
@@ -141,7 +141,7 @@ def test_warns_on_every_setting_that_differs(oracle: dict[str, float | None]) ->
         "runs differ in τ² version: A 26.3, B 0.2.1",
         "runs differ in τ² commit: A unrecorded, B a2c0247",
         "runs differ in cost source: A none, B tau2",
-        f"B run #{b.pk} has status 'invalid'",
+        f"B run #{b.pk} has status 'running'",
     ]
 
 
@@ -230,7 +230,7 @@ def test_render_text_and_json(oracle: dict[str, float | None], improved: dict[st
     b = make_run(improved, target="marina/verify:x", cost_source="cli")  # unpriced
     c = compare_runs(a, b, resamples=300)
     text = render_text(c)
-    assert text.startswith("Compare B against A on 40 shared item(s) in 10 task(s)\n")
+    assert text.startswith("Compare B against A on 40 shared item(s) in 10 task(s); every difference is B - A\n")
     assert f"A  base (run #{a.pk}): 40 item(s)\n" in text
     assert f"B  marina/verify:x (run #{b.pk}): 40 item(s)\n" in text
     assert "   mean reward 0.700  pass^1 0.700  pass^2 0.517  pass^3 0.400  pass^4 0.300\n" in text
@@ -283,3 +283,21 @@ def test_compare_command_unknown_run_exits_2_with_one_line(capsys: pytest.Captur
         ManagementUtility(["manage.py", "compare", "1", "2"]).execute()
     assert info.value.code == 2
     assert capsys.readouterr().err == "CommandError: unknown run id 1\n"
+
+
+def test_resamples_are_capped_before_anything_runs() -> None:
+    """--resamples 100000000000 ran for days; now it is refused at once, exit 2, one line."""
+    for args in (["1", "2"], ["--group", "a", "--group", "b"]):
+        with pytest.raises(CommandError) as info:
+            call_command("compare", *args, "--resamples", "100000000000")
+        assert info.value.returncode == 2
+        assert str(info.value) == "--resamples must be between 1 and 100,000 (default 2000), not 100000000000"
+
+
+def test_resamples_cap_holds_in_the_library_too(oracle: dict[str, float | None], improved: dict[str, float | None]) -> None:
+    a, b = make_run(oracle, group="g1"), make_run(improved, group="g2")
+    with pytest.raises(CompareError, match=r"^--resamples must be between 1 and 100,000 \(default 2000\), not 100001$"):
+        compare_runs(a, b, resamples=100_001)
+    with pytest.raises(ValueError, match="resamples must be between 1 and 100,000"):
+        task_bootstrap([(4, 1, 2)], resamples=100_001)
+    assert compare_runs(a, b, resamples=100_000).bootstrap == "task-clustered paired, 100000 resamples, seed 0"

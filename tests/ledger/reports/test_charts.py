@@ -99,9 +99,17 @@ def test_stacked_bars_label_every_nth_day_on_long_ranges() -> None:
     assert len(root.findall(".//s:rect[@fill]", NS)) == 60 + 1  # bars + the legend swatch
 
 
-def test_empty_charts_still_render() -> None:
-    parse(stacked_bar_chart([], [], title="nothing"))
-    parse(line_chart([], [], title="nothing"))
+def test_empty_charts_show_only_their_title_and_an_axis() -> None:
+    """No data: the title and a 0..top scale, and nothing that could be read
+    as a figure (no bars, points, labels or legend)."""
+    bars = parse(stacked_bar_chart([], [], title="nothing"))
+    line = parse(line_chart([], [], title="nothing", y_max=1.0))
+    for root, ticks in ((bars, ["0", "1"]), (line, ["0", "0.2", "0.4", "0.6", "0.8", "1"])):
+        assert root.find("s:title", NS).text == "nothing"
+        assert [t.text for t in root.findall(".//s:text[@class='tick']", NS)] == ticks
+        assert len(root.findall(".//s:line[@class='axis']", NS)) == 1
+        for drawn in ("s:rect", "s:circle", "s:path", "s:text[@class='xlabel']", "s:text[@class='legend']"):
+            assert root.findall(f".//{drawn}", NS) == [], drawn
 
 
 def test_a_reference_line_is_drawn_once_a_bar_reaches_half_of_it() -> None:

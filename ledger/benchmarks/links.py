@@ -1,0 +1,196 @@
+"""Linking a run's items to the traces Marina recorded for them.
+
+τ² sends no per-simulation header. Every request of one simulation carries the
+trial's `seed` and repeats the conversation's opening; Marina records both on
+each trace as a seed and two hashes, never the text (marina/conversation.py).
+The results file holds each simulation's seed and its first two messages, from
+which the reader computes the hashes the agent's requests carry and the ones
+the user simulator's carry (roles swapped). So, within the run's time window
+and among the run's agent and user model ids:
+
+1. a trace whose (seed, opening) equals one item's agent hash is that item's
+   agent call; equal to its user hash, a user-simulator call;
+2. the user simulator's first call has only the greeting, the same for every
+   task: it is linked through its system prompt's hash, when that (seed,
+   system) pair belongs to exactly one item's already linked user calls;
+3. a trace must also fall within its item's own start..end (with a little
+   slack); when two items still qualify the trace is left unlinked and the
+   items are reported as ambiguous, never guessed.
+
+Items with an identity but no linked trace are `unfound`, and the import says
+how many. Nothing here writes: `plan_links` returns what the import writes in
+its own transaction."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from ledger.benchmarks.items import LedgerItem
+from ledger.benchmarks.tau2.results import parse_time
+from ledger.models import Trace
+
+# Marina stamps a trace when the request arrives, τ² stamps a simulation just
+# before its first call and just after its last: the same clock, so a little
+# slack covers rounding only.
+SLACK = timedelta(seconds=2)
+
+LINKED, UNFOUND, AMBIGUOUS = "linked", "unfound", "ambiguous"
+
+
+@dataclass
+class ItemLinks:
+    status: str = ""  # linked | unfound | ambiguous | "" (no identity to link by)
+    traces: list[tuple[int, str]] = field(default_factory=list)  # (trace id, role)
+    calls: int = 0
+    errors: int = 0
+    unpriced: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_nanousd: int | None = None
+    decisions: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class LinkPlan:
+    items: dict[str, ItemLinks]  # by item id
+    candidates: int = 0  # traces in the window with a seed, of the run's model ids
+    unassigned: int = 0  # of those, linked to no item
+
+    def count(self, status: str) -> int:
+        return sum(1 for links in self.items.values() if links.status == status)
+
+    @property
+    def attempted(self) -> bool:
+        return any(links.status for links in self.items.values())
+
+    def note(self) -> str:
+        """One line for the import's output."""
+        if not self.attempted:
+            return "items not linked to traces: the file records no seed or opening to link by"
+        parts = [f"{self.count(LINKED)} item(s) linked to {sum(len(x.traces) for x in self.items.values())} trace(s)"]
+        if self.count(UNFOUND):
+            parts.append(f"{self.count(UNFOUND)} item(s) with no trace found")
+        if self.count(AMBIGUOUS):
+            parts.append(f"{self.count(AMBIGUOUS)} item(s) ambiguous (left unlinked)")
+        if self.unassigned:
+            parts.append(f"{self.unassigned} trace(s) of these models in the window belong to no item")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "linked": self.count(LINKED),
+            "unfound": self.count(UNFOUND),
+            "ambiguous": self.count(AMBIGUOUS),
+            "traces": sum(len(x.traces) for x in self.items.values()),
+            "unassigned_traces": self.unassigned,
+        }
+
+
+@dataclass
+class _Window:
+    item_id: str
+    start: datetime | None
+    end: datetime | None
+
+    def holds(self, moment: datetime) -> bool:
+        if self.start is None or self.end is None:
+            return True
+        return self.start - SLACK <= moment <= self.end + SLACK
+
+
+_FIELDS = (
+    "id", "started_at", "conv_seed", "conv_opening", "conv_system", "status", "prompt_tokens",
+    "completion_tokens", "cost_nanousd", "route", "formation_label",
+)  # fmt: skip
+
+
+def plan_links(
+    items: Sequence[LedgerItem], *, models: Sequence[str], started: datetime | None, ended: datetime | None
+) -> LinkPlan:
+    """Which traces belong to which item (nothing written)."""
+    plan = LinkPlan(items={i.id: ItemLinks() for i in items})
+    identified = [i for i in items if i.seed is not None and (i.opening_agent or i.opening_user)]
+    for item in identified:
+        plan.items[item.id].status = UNFOUND
+    models = [m for m in models if m]
+    if not identified or not models or started is None or ended is None:
+        return plan
+
+    windows = {i.id: _Window(i.id, parse_time(i.start_time), parse_time(i.end_time)) for i in identified}
+    by_opening: dict[tuple[int, str], list[tuple[str, str]]] = defaultdict(list)
+    for item in identified:
+        for role, opening in (("agent", item.opening_agent), ("user", item.opening_user)):
+            if opening:
+                by_opening[(item.seed, opening)].append((item.id, role))  # type: ignore[index]
+
+    seeds = sorted({i.seed for i in identified})  # type: ignore[type-var]
+    rows = list(
+        Trace.objects.filter(
+            started_at__gte=started - SLACK, started_at__lte=ended + SLACK,
+            requested_model__in=models, conv_seed__in=seeds,
+        ).order_by("started_at", "pk").values(*_FIELDS)
+    )  # fmt: skip
+    plan.candidates = len(rows)
+    ambiguous: set[str] = set()
+    linked: dict[int, tuple[str, str]] = {}  # trace id -> (item id, role)
+
+    def assign(row: dict[str, Any], owners: list[tuple[str, str]]) -> None:
+        fits = [(item_id, role) for item_id, role in owners if windows[item_id].holds(row["started_at"])]
+        if len(fits) == 1:
+            linked[row["id"]] = fits[0]
+        elif len(fits) > 1:
+            ambiguous.update(item_id for item_id, _ in fits)
+
+    for row in rows:  # 1. by (seed, opening)
+        owners = by_opening.get((row["conv_seed"], row["conv_opening"]))
+        if owners:
+            assign(row, owners)
+
+    # 2. the user simulator's first call, through the system prompt its linked calls share
+    user_systems: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for row in rows:
+        if row["id"] in linked and linked[row["id"]][1] == "user" and row["conv_system"]:
+            user_systems[(row["conv_seed"], row["conv_system"])].add(linked[row["id"]][0])
+    for row in rows:
+        if row["id"] in linked:
+            continue
+        owners_ = user_systems.get((row["conv_seed"], row["conv_system"]))
+        if owners_:
+            assign(row, [(item_id, "user") for item_id in sorted(owners_)])
+
+    for row in rows:
+        if row["id"] in linked:
+            item_id, role = linked[row["id"]]
+            _add(plan.items[item_id], row, role)
+    for item_id in ambiguous:
+        if not plan.items[item_id].traces:
+            plan.items[item_id].status = AMBIGUOUS
+    plan.unassigned = len(rows) - len(linked)
+    return plan
+
+
+def _add(links: ItemLinks, row: dict[str, Any], role: str) -> None:
+    links.status = LINKED
+    links.traces.append((row["id"], role))
+    links.calls += 1
+    links.errors += row["status"] != "ok"
+    links.prompt_tokens += row["prompt_tokens"]
+    links.completion_tokens += row["completion_tokens"]
+    if row["cost_nanousd"] is None:
+        links.unpriced += 1
+    else:
+        links.cost_nanousd = (links.cost_nanousd or 0) + row["cost_nanousd"]
+    if row["formation_label"] and row["route"] not in ("", "passthru"):
+        counts = links.decisions.setdefault(row["route"], {})
+        counts[row["formation_label"]] = counts.get(row["formation_label"], 0) + 1
+
+
+def decision_summary(decisions: dict[str, dict[str, int]]) -> str:
+    """`verify: 3 approved, 1 revised` for people; blank without decisions."""
+    return "; ".join(
+        f"{route}: " + ", ".join(f"{n} {label}" for label, n in Counter(labels).most_common())
+        for route, labels in sorted(decisions.items())
+    )

@@ -1,0 +1,78 @@
+"""Replicate statistics of `compare --group A --group B` (reference §5.4)
+against figures computed by hand for a small fixture: 4 tasks × 2 trials,
+two runs per side. Successes per task (tasks 1..4):
+
+    A1 [2, 1, 0, 0]  pass^1 0.375      B1 [2, 2, 2, 0]  pass^1 0.75
+    A2 [2, 0, 0, 1]  pass^1 0.375      B2 [2, 2, 1, 0]  pass^1 0.625
+
+between-run SD: A 0, B sqrt(2 · 0.0625² / 1) = 0.0883883…; tasks where every
+run agrees: A 1 and 3 (0.5), B 1, 2 and 4 (0.75); pooled pass^1: A
+(1 + 1/4 + 0 + 1/4)/4 = 0.375, B (1 + 1 + 3/4 + 0)/4 = 0.6875, B − A 0.3125;
+McNemar per pair (discordant a_only/b_only → p): A1·B1 0/3 → 2/8 = 0.25,
+A1·B2 0/2 → 0.5, A2·B1 1/4 → 2·6/32 = 0.375, A2·B2 1/3 → 2·5/16 = 0.625."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from ledger.benchmarks import stats
+from ledger.benchmarks.compare import as_json, compare_groups, render_text
+from tests.ledger.builders import make_run
+
+CORRECT = {
+    "A1": {"1#0", "1#1", "2#0"},
+    "A2": {"1#0", "1#1", "4#0"},
+    "B1": {"1#0", "1#1", "2#0", "2#1", "3#0", "3#1"},
+    "B2": {"1#0", "1#1", "2#0", "2#1", "3#0"},
+}
+ITEMS = [f"{t}#{n}" for t in "1234" for n in (0, 1)]
+
+
+@pytest.fixture
+def groups(db):
+    for n, (name, correct) in enumerate(CORRECT.items()):
+        make_run({i: 1.0 if i in correct else 0.0 for i in ITEMS}, group=name[0], seed=300 + n % 2)
+
+
+def test_replicate_statistics_match_the_hand_computed_figures(groups):
+    c = compare_groups("A", "B", resamples=400, seed=3)
+    r = c.replicates
+    assert (r.a_runs, r.b_runs) == (2, 2)
+    assert r.a_pass1 == [0.375, 0.375] and r.b_pass1 == [0.75, 0.625]
+    assert r.a_sd == 0.0 and r.b_sd == pytest.approx(math.sqrt(2 * 0.0625**2))
+    assert (r.a_agree, r.b_agree) == (0.5, 0.75)
+    assert r.diff == pytest.approx(0.3125) and c.diff_pass1 == pytest.approx(0.3125)
+    assert (r.mcnemar_min, r.mcnemar_max, r.pairs) == (0.25, 0.625, 4)
+    # The bootstrap p from the same two-stage draws the interval uses, by the original's formula.
+    counts = {k: [(sum(f"{t}#{n}" in v for n in (0, 1)), 2) for t in "1234"] for k, v in CORRECT.items()}
+    draws = stats.two_stage_bootstrap([counts["A1"], counts["A2"]], [counts["B1"], counts["B2"]], resamples=400, seed=3)
+    low, high = sum(d <= 0 for d in draws), sum(d >= 0 for d in draws)
+    assert r.bootstrap_p == min(1.0, 2 * (min(low, high) + 1) / 401)
+    assert 0 < r.bootstrap_p < 1
+
+    data = as_json(c)
+    assert data["sign"] == "B - A" and data["replicates"]["mcnemar_p_range"] == [0.25, 0.625]
+    json.dumps(data)
+    text = render_text(c)
+    assert text.splitlines()[0].endswith("every difference is B - A")
+    assert "between-run SD 0.0000" in text and "between-run SD 0.0884" in text
+    assert "all runs agree on 50.0% of tasks" in text and "all runs agree on 75.0% of tasks" in text
+    assert "exact McNemar p per replicate pair: 0.2500 .. 0.6250 (4 pair(s))" in text
+
+
+def test_bootstrap_p_by_hand():
+    assert stats.bootstrap_p([0.1, 0.2, 0.3]) == 0.5  # 2 (0 + 1) / 4
+    assert stats.bootstrap_p([-0.1, 0.0, 0.2, 0.3]) == 1.0  # 2 (2 + 1) / 5, capped
+    assert stats.bootstrap_p([-0.2] * 9) == 0.2  # 2 (0 + 1) / 10
+    assert stats.sample_sd([1.0]) is None and stats.sample_sd([1.0, 3.0]) == pytest.approx(math.sqrt(2))
+
+
+def test_two_runs_have_no_replicate_section(groups):
+    from ledger.benchmarks.compare import compare_runs
+    from ledger.models import BenchmarkRun
+
+    a, b = BenchmarkRun.objects.order_by("pk")[:2]
+    c = compare_runs(a, b, resamples=50)
+    assert c.replicates is None and as_json(c)["replicates"] is None and "replicates:" not in render_text(c)
