@@ -11,7 +11,11 @@ and 32 from one event loop, clients spread over 64 keys (the bucket never
 empties: every check is the allowed path, the one every request takes).
 Reported: wall microseconds per check (c=1: the latency a request gains;
 c=32: throughput) and CPU microseconds per check of this process (event loop
-plus the limiter thread; PostgreSQL's own CPU is not counted)."""
+plus the limiter thread; PostgreSQL's own CPU is not counted).
+
+It also times, in-process, the per-request routing and body preparation
+(`providers.plan` + `bodyprep.prepare` on the τ²-sized body of
+bench/tau2_body.py, for an explicit id and for an unprefixed one)."""
 from __future__ import annotations
 
 import argparse
@@ -50,6 +54,27 @@ async def _run(checks: int, concurrency: int) -> tuple[float, float]:
     return (time.perf_counter() - wall) / checks * 1e6, (_cpu() - cpu) / checks * 1e6
 
 
+def routing(rounds: int = 20_000) -> dict[str, float]:
+    """Microseconds per request of plan() + prepare() for two kinds of id."""
+    from django.conf import settings
+
+    from bench.tau2_body import body as tau2_body
+    from passthru.bodyprep import prepare
+    from passthru.providers import plan
+
+    for name in ("openrouter", "openai", "anthropic"):
+        settings.MARINA_PROVIDERS[name]["api_key"] = "sk-bench"
+    out = {}
+    for model in ("openrouter/openai/gpt-4.1-mini", "gpt-4.1-mini"):
+        request = tau2_body(model)
+        started = time.perf_counter()
+        for _ in range(rounds):
+            route = plan(model).routes[0]
+            prepare(route, request)
+        out[model] = round((time.perf_counter() - started) / rounds * 1e6, 1)
+    return out
+
+
 def child(checks: int) -> dict[str, Any]:
     """In a process of its own (DATABASE_URL set): migrate, then measure."""
     sys.path.insert(0, str(ROOT))
@@ -72,6 +97,7 @@ def child(checks: int) -> dict[str, Any]:
     from passthru import ratelimit
 
     ratelimit.close_connection()
+    results["routing_us"] = routing()
     return results
 
 
@@ -112,6 +138,9 @@ def main() -> None:
     for backend, rows in report.items():
         print(f"{backend}:")
         for label, row in rows.items():
+            if label == "routing_us":
+                print(f"  plan + prepare per request: {row} µs")
+                continue
             print(f"  {label:8} {row['wall_us']:8.1f} µs wall/check  {row['cpu_us']:8.1f} µs CPU/check")
     print(json.dumps(report))
 

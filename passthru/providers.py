@@ -58,17 +58,29 @@ class Plan:
     fallback: bool = False
 
 
+_built: tuple[object, dict[str, Provider]] | None = None
+
+
 def providers() -> dict[str, Provider]:
-    return {
-        name: Provider(
-            name=name,
-            base_url=conf["base_url"],
-            api_key=conf["api_key"],
-            key_env=conf["key_env"],
-            keyless_ok=bool(conf.get("keyless_ok")),
+    """The configured providers, built once per MARINA_PROVIDERS setting (building
+    them on every request cost more than the rest of the routing)."""
+    global _built
+    conf = settings.MARINA_PROVIDERS
+    if _built is None or _built[0] is not conf:
+        _built = (
+            conf,
+            {
+                name: Provider(
+                    name=name,
+                    base_url=c["base_url"],
+                    api_key=c["api_key"],
+                    key_env=c["key_env"],
+                    keyless_ok=bool(c.get("keyless_ok")),
+                )
+                for name, c in conf.items()
+            },
         )
-        for name, conf in settings.MARINA_PROVIDERS.items()
-    }
+    return _built[1]
 
 
 def _first_party(name: str) -> bool:
