@@ -243,7 +243,7 @@ def _item(raw: Any, n: int, bad: Any) -> LedgerItem:
         start_time=checks.time(bad, where, "start_time", raw.get("start_time")),
         end_time=checks.time(bad, where, "end_time", raw.get("end_time")),
         reward_breakdown=raw["reward_breakdown"] if isinstance(raw.get("reward_breakdown"), dict) else {},
-        seed=_opt(raw.get("seed"), int),
+        seed=checks.whole(bad, where, "seed", raw.get("seed"), low=-checks.MAX_SEED, high=checks.MAX_SEED),
         opening_agent=_hash(raw.get("opening_agent")),
         opening_user=_hash(raw.get("opening_user")),
     )

@@ -18,6 +18,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ledger.benchmarks import checks
 from ledger.benchmarks.credentials import WARNING, credential_paths, strip_secrets
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.benchmarks.items import INFRA_ERROR, LedgerItem, LedgerRun, Participant
@@ -129,7 +130,7 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
         seen.add(item.id)
         items.append(item)
 
-    trials = _int(config.get("trials"))
+    trials = checks.whole(bad, "config", "trials", _int(config.get("trials")) or None)
     if trials is None or trials < 1:
         trials = max(i.trial for i in items) + 1
     judge = config.get("judge")
@@ -159,7 +160,7 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
         agent=agent,
         user=user,
         task_split=_str(config.get("taskSplit")),
-        seed=_int(config.get("seed")),
+        seed=checks.whole(bad, "config", "seed", config.get("seed"), low=-checks.MAX_SEED, high=checks.MAX_SEED),
         max_steps=_int(config.get("maxSteps")),
         max_errors=_int(config.get("maxErrors")),
         tau2=tau2,
@@ -185,8 +186,7 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
         task_id, trial = (found.group(1), int(found.group(2))) if found else (item_id, 0)
     if f"{task_id}#{trial}" != item_id:
         raise bad(f"item {n}: id {item_id!r} is not <task>#<trial> ({task_id}#{trial})")
-    if trial < 0:
-        raise bad(f"item {n} has a negative trial")
+    checks.whole(bad, f"item {n}", "trial", trial)
     correct, score = raw.get("correct"), raw.get("score")
     if not isinstance(correct, bool):
         raise bad(f"item {n} has no true/false `correct`")
@@ -194,14 +194,19 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
         raise bad(f"item {n} has a score that is not a number")
     reason = _str(raw.get("terminationReason")) or ""
     infra = reason == INFRA_ERROR
+    where = f"item {n}"
     # Marina recomputes `correct` from the score (τ²'s rule), as for its own files.
-    reward = None if infra else float(score) if score is not None else (1.0 if correct else 0.0)
-    agent_cost, user_cost = _num(raw.get("agentCostUsd")), _num(raw.get("userCostUsd"))
+    score = checks.reward(bad, where, "score", score)
+    reward = None if infra else score if score is not None else (1.0 if correct else 0.0)
+    agent_cost = checks.cost(bad, where, "agentCostUsd", raw.get("agentCostUsd"))
+    user_cost = checks.cost(bad, where, "userCostUsd", raw.get("userCostUsd"))
     usage = raw.get("usage")
-    if agent_cost is None and user_cost is None and isinstance(usage, dict) and _num(usage.get("costUsd")) is not None:
+    if agent_cost is None and user_cost is None and isinstance(usage, dict) and usage.get("costUsd") is not None:
         # The original keeps one cost per item: read as the agent's, the user simulator's as 0.
-        agent_cost, user_cost = _num(usage.get("costUsd")), 0.0
-    latency = _num(raw.get("latencyMs"))
+        agent_cost, user_cost = checks.cost(bad, where, "usage.costUsd", usage.get("costUsd")), 0.0
+    latency = checks.number(
+        bad, where, "latencyMs", raw.get("latencyMs"), low=0, high=checks.MAX_DURATION_S * 1000, what="a latency in ms"
+    )
     opening_agent, opening_user = raw.get("openingAgent"), raw.get("openingUser")
     return LedgerItem(
         id=item_id,
@@ -211,15 +216,15 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
         termination_reason=reason,
         infra_error=infra,
         skipped=raw.get("skipped") is True,
-        duration_s=_num(raw.get("durationS")) if _num(raw.get("durationS")) is not None else (
-            None if latency is None else latency / 1000
-        ),
+        duration_s=checks.duration(bad, where, "durationS", raw.get("durationS"))
+        if raw.get("durationS") is not None
+        else (None if latency is None else latency / 1000),
         agent_cost_usd=agent_cost,
         user_cost_usd=user_cost,
-        start_time=_str(raw.get("startTime")),
-        end_time=_str(raw.get("endTime")),
+        start_time=checks.time(bad, where, "startTime", raw.get("startTime")),
+        end_time=checks.time(bad, where, "endTime", raw.get("endTime")),
         reward_breakdown=raw["rewardBreakdown"] if isinstance(raw.get("rewardBreakdown"), dict) else {},
-        seed=_int(raw.get("seed")),
+        seed=checks.whole(bad, where, "seed", raw.get("seed"), low=-checks.MAX_SEED, high=checks.MAX_SEED),
         opening_agent=opening_agent if isinstance(opening_agent, str) and _HEX16.match(opening_agent) else "",
         opening_user=opening_user if isinstance(opening_user, str) and _HEX16.match(opening_user) else "",
     )

@@ -335,7 +335,7 @@ class _Reader:
                 start_time=checks.time(self.fail, where, "start_time", raw.get("start_time")),
                 end_time=checks.time(self.fail, where, "end_time", raw.get("end_time")),
                 breakdown=summarise_reward_info(reward_info) if isinstance(reward_info, dict) else {},
-                seed=_int(raw.get("seed")),
+                seed=_trial_seed(raw.get("seed")),
                 opening_agent=openings[0],
                 opening_user=openings[1],
             )
@@ -452,6 +452,12 @@ def _number(value: Any) -> float | None:
     except OverflowError:
         return None
     return number if math.isfinite(number) else None
+
+
+def _trial_seed(value: Any) -> int | None:
+    """A simulation's seed, when it fits the ledger's 64-bit column (else not kept: it only links traces)."""
+    seed = _int(value)
+    return seed if seed is not None and -(2**63) < seed < 2**63 else None
 
 
 def _int(value: Any) -> int | None:

@@ -88,6 +88,10 @@ def test_bad_original_files_name_the_file_and_problem(tmp_path):
         ({"config": {"dataset": "x"}, "items": [{"id": "1#0"}]}, "item 1 has no true/false `correct`"),
         ({"config": {"dataset": "x"}, "items": []}, "holds no items"),
         ({"config": {"dataset": "x"}, "items": [{"id": "1#0", "correct": True}] * 2}, "appears twice"),
+        ({"config": {"dataset": "x"}, "items": [{"id": "1#0", "correct": True, "score": 7}]}, "item 1: score 7"),
+        ({"config": {"dataset": "x"}, "items": [{"id": "1#0", "correct": True, "usage": {"costUsd": -2}}]},
+         "usage.costUsd -2"),
+        ({"config": {"dataset": "x", "seed": 2**70}, "items": [{"id": "1#0", "correct": True}]}, "seed"),
     ):
         path = tmp_path / "bad.json"
         path.write_text(json.dumps(data))
