@@ -71,6 +71,10 @@ def _sqlite_write_turn() -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+# Public name for other writers of the same database (the formation state store).
+sqlite_write_turn = _sqlite_write_turn
+
+
 # This process's recorded spend per UTC day, in nano-dollars: lets the spend
 # cap add this process's own calls to a periodically read total
 # (passthru/spendcap.py) instead of querying spend_daily before every call.
