@@ -12,8 +12,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
+from ledger.models import ApiKey, BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
 from ledger.reports.selectors import cost_source_label
+from ledger.spend import keys as stored_keys
 from ledger.spend.selectors import spend_sums
 from marina.money import dollars
 
@@ -184,3 +185,27 @@ class SpendDailyAdmin(ReadOnlyAdmin):
             queryset: QuerySet[SpendDaily] = response.context_data["cl"].queryset
             response.context_data["spend_totals"] = spend_sums(queryset)
         return response
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(ReadOnlyAdmin):
+    """Keys made with `manage.py create_key` (the secret is shown once, there):
+    only the hash is stored, so the admin lists and revokes, never makes."""
+
+    list_display = ["name", "prefix_shown", "created_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name"]
+    exclude = ["digest"]
+    actions = ["revoke"]
+
+    @admin.display(description="secret starts")
+    def prefix_shown(self, key: ApiKey) -> str:
+        return f"{key.prefix}…"
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        revoked = sum(stored_keys.revoke(key.name) for key in queryset)
+        self.message_user(request, f"Revoked {revoked} key(s); every server refuses them within a few seconds.")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and bool(request.user.is_superuser)  # the revoke action, not an edit form

@@ -204,3 +204,25 @@ class BenchmarkItem(models.Model):
 
     def __str__(self) -> str:
         return self.item_id
+
+
+class ApiKey(models.Model):
+    """A Marina key made with `manage.py create_key`, usable beside MODEL_API_KEYS.
+
+    Only the SHA-256 of the secret is stored (the secret is printed once, at
+    creation); `prefix` is the secret's first characters, so a person can tell
+    keys apart. A revoked key is kept, so its name stays taken in the ledger."""
+
+    name = models.CharField(max_length=64, unique=True)
+    digest = models.CharField(max_length=64, unique=True)  # sha256 hex of the secret
+    prefix = models.CharField(max_length=16)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "marina_api_key"
+        verbose_name = "Marina API key"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -26,7 +26,7 @@ api.add_router("/v1", v1_router)
 @api.exception_handler(ApiError)
 def api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
     out = error_out(exc)
-    return HttpResponse(out.body, status=out.status, content_type=out.content_type)
+    return HttpResponse(out.body, status=out.status, content_type=out.content_type, headers=out.headers)
 
 
 @api.exception_handler(ValidationError)

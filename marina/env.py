@@ -10,9 +10,24 @@ import os
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from dotenv import load_dotenv
+
 
 class ConfigError(ValueError):
     """A malformed environment variable; the message names it."""
+
+
+def load_env_file(default: Path) -> None:
+    """Read `.env` (KEY=value lines, python-dotenv's syntax) into the environment
+    before any setting is read. A variable already set in the environment wins
+    over the file. MARINA_ENV_FILE names another file; the default one may be
+    absent, a named one must exist."""
+    named = os.environ.get("MARINA_ENV_FILE", "").strip()
+    path = Path(named) if named else default
+    if named and not path.exists():
+        raise ConfigError(f"MARINA_ENV_FILE: no such file {named}")
+    if path.is_file():
+        load_dotenv(path, override=False)
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -73,18 +88,22 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
+NO_CAP = {"0", "off", "none", "unlimited", "disabled"}
+
+
 def env_money_or_off(name: str, default: str) -> Decimal | None:
-    """A dollar amount, or None for `off`."""
-    raw = os.environ.get(name, default).strip()
-    if raw.lower() in {"off", "none", "disabled"}:
+    """A positive dollar amount, or None (no cap) for 0, off, none or unlimited;
+    unset or blank is the default. Anything else stops start-up, naming the variable."""
+    raw = os.environ.get(name, "").strip() or default
+    if raw.lower() in NO_CAP:
         return None
     try:
         value = Decimal(raw)
     except InvalidOperation:
-        raise ConfigError(f"{name} must be a dollar amount or 'off', not {raw!r}") from None
-    if value < 0:
-        raise ConfigError(f"{name} must not be negative")
-    return value
+        value = Decimal("NaN")
+    if not value.is_finite() or value < 0:
+        raise ConfigError(f"{name} must be a dollar amount such as 50, or 0 / unlimited / off for no cap, not {raw!r}")
+    return None if value == 0 else value
 
 
 def env_pairs(name: str) -> dict[str, str]:

@@ -189,11 +189,12 @@ class FastPath:
         if scope["type"] == "http" and scope["path"] == CHAT_PATH and scope["method"] == "POST" and not scope.get("root_path"):
             headers = request_headers(scope)
             if _host_allowed(headers.get("host")):
-                await self.chat(headers, receive, send)
+                client = scope.get("client")
+                await self.chat(headers, receive, send, peer=client[0] if client else "")
                 return
         await self.django_app(scope, receive, send)
 
-    async def chat(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def chat(self, headers: dict[str, str], receive: Receive, send: Send, *, peer: str = "") -> None:
         try:
             check_request_size(declared_size(headers))
         except ApiError as exc:
@@ -208,7 +209,7 @@ class FastPath:
         watcher = asyncio.create_task(_watch_disconnect(receive, call))
         try:
             try:
-                out = await chat_completions(Inbound(method="POST", path=CHAT_PATH, headers=headers, body=body))
+                out = await chat_completions(Inbound(method="POST", path=CHAT_PATH, headers=headers, body=body, peer=peer))
             except ApiError as exc:  # the Ninja route maps these in marina/api.py
                 out = error_out(exc)
             await _respond(send, out, call)

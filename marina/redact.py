@@ -12,8 +12,9 @@ SECRET_KEY_NAMES = re.compile(
     r"|secret|client[_-]?secret|password|passwd|credentials?)$",
     re.I,
 )
-# Strings shaped like bearer tokens or provider keys inside free text.
-SECRET_VALUES = re.compile(r"(Bearer\s+[A-Za-z0-9._\-]{8,}|\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,})")
+# Strings shaped like bearer tokens (any case: the scheme is case-insensitive)
+# or provider keys inside free text.
+SECRET_VALUES = re.compile(r"((?i:bearer)\s+[A-Za-z0-9._\-]{8,}|\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,})")
 REDACTED = "[redacted]"
 
 

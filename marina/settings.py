@@ -1,5 +1,5 @@
 """Marina's one settings file. Every deploy-time value is read from the
-environment (see .env.example for the full list); defaults suit local
+environment or from .env (see .env.example for the full list); defaults suit local
 development: SQLite in the project root, the API closed until keys are set."""
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from marina.env import (
     env_pairs,
     env_secret,
     env_str,
+    load_env_file,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+load_env_file(BASE_DIR / ".env")  # .env in the project root (or MARINA_ENV_FILE); the environment wins over it
 
 SECRET_KEY = env_secret("MARINA_SECRET_KEY") or "dev-only-not-secret-change-me"
 DEBUG = env_bool("MARINA_DEBUG", False)
@@ -36,6 +38,7 @@ INSTALLED_APPS = [
     "ninja",
     "passthru",
     "ledger",
+    "observability",
 ]
 
 MIDDLEWARE = [
@@ -141,6 +144,13 @@ MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50"
 # own calls since) before reading it again; 0 reads it before every call.
 MARINA_SPEND_CAP_REFRESH_SECONDS = env_float("MARINA_SPEND_CAP_REFRESH_SECONDS", 1.0, minimum=0.0)
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
+# Days of traces (and their spans) to keep; `keep` (the default) keeps them all.
+# Older ones are deleted by `manage.py prune_traces` and, once an hour, by each
+# server's ledger writer in small batches. spend_daily and benchmark runs are never pruned.
+_retention = env_str("MARINA_TRACE_RETENTION_DAYS", "keep").lower()
+MARINA_TRACE_RETENTION_DAYS = (
+    None if _retention in ("", "keep", "off") else env_int("MARINA_TRACE_RETENTION_DAYS", 0, minimum=1)
+)
 # Serve POST /v1/chat/completions from the core without Django's handler and
 # middleware (marina/fastpath.py; same responses, ~several ms less CPU per call).
 MARINA_FASTPATH = env_bool("MARINA_FASTPATH", True)
@@ -182,6 +192,36 @@ if not MARINA_PROVIDERS["google"]["api_key"]:
 for _name, _url in MARINA_EXTRA_PROVIDERS.items():
     MARINA_PROVIDERS[_name] = _provider(_name, _url) | {"keyless_ok": "yes"}
 
+# Providers that serve other vendors' models under `<vendor>/<model>` ids. An id
+# whose vendor prefix has no key (`openai/gpt-4.1` without OPENAI_API_KEY) is
+# tried on these, with the full id.
+MARINA_AGGREGATORS = ("together", "openrouter")
+# The fallback loop for ids without a provider prefix (`gpt-4.1-mini`,
+# `meta-llama/llama-3.1-8b`): configured providers in this order, local
+# servers (MARINA_EXTRA_PROVIDERS) first and aggregators last, as in the reference.
+_DEFAULT_ORDER = [*MARINA_EXTRA_PROVIDERS, "anthropic", "openai", "google", "groq", "cerebras", "deepseek",
+                  "mistral", "xai", "together", "openrouter"]
+MARINA_PROVIDER_ORDER = [p.strip() for p in env_str("MARINA_PROVIDER_ORDER").split(",") if p.strip()] or _DEFAULT_ORDER
+for _name in MARINA_PROVIDER_ORDER:
+    if _name not in MARINA_PROVIDERS:
+        raise ConfigError(f"MARINA_PROVIDER_ORDER names '{_name}', which is not a provider ({', '.join(MARINA_PROVIDERS)})")
+# What `default` and `marina/default` mean: an explicit `<provider>/<model>` id.
+MARINA_DEFAULT_MODEL = env_str("MARINA_DEFAULT_MODEL")
+# A passthru pin: every plain request goes to this `<provider>/<model>` whatever
+# it asked for, and formations may use no other model (403 model_not_allowed).
+MARINA_PASSTHRU_MODEL = env_str("MARINA_PASSTHRU_MODEL")
+
+# Rate limit on POST /v1/... per client (key name, else IP), a token bucket
+# shared by every worker and host through the database: RPS tokens a second,
+# up to BURST at once. 0 (the default) is off.
+MARINA_RATE_LIMIT_RPS = env_float("MARINA_RATE_LIMIT_RPS", 0.0, minimum=0.0)
+MARINA_RATE_LIMIT_BURST = env_int("MARINA_RATE_LIMIT_BURST", 0, minimum=0) or max(1, round(MARINA_RATE_LIMIT_RPS * 5))
+# true: the client's IP is the first X-Forwarded-For address (else X-Real-IP), for
+# a server behind a proxy that sets them; otherwise the socket peer.
+MARINA_TRUST_PROXY = env_bool("MARINA_TRUST_PROXY", False)
+# Origins allowed to call /v1 from a browser (comma list, or *); empty sends no CORS headers.
+MARINA_CORS_ORIGINS = [o.strip() for o in env_str("MARINA_CORS_ORIGINS").split(",") if o.strip()]
+
 # --- The verification formation (marina/verify:<proposer>[+<checker>]) ---------
 # Checker when the id names none (an explicit upstream id); empty = the proposer.
 MARINA_VERIFY_CHECKER_MODEL = env_str("MARINA_VERIFY_CHECKER_MODEL")
@@ -196,6 +236,14 @@ if MARINA_VERIFY_CHECKER_EFFORT and not MARINA_VERIFY_CHECKER_EFFORT.isalpha():
     raise ConfigError(
         f"MARINA_VERIFY_CHECKER_EFFORT must be a word such as low or high, or off, not {MARINA_VERIFY_CHECKER_EFFORT!r}"
     )
+
+# --- Observability (docs/observability.md) -------------------------------------
+# GET /metrics: loopback clients only, unless this token is set (then any
+# client sending `Authorization: Bearer <token>`).
+MARINA_METRICS_TOKEN = env_secret("MARINA_METRICS_TOKEN")
+# OpenTelemetry export is configured by the SDK's own variables
+# (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, ...);
+# see observability/otel.py.
 
 # --- The obligations ledger and the argument check (marina/obligations:, marina/argcheck:) ---
 # Model for the ledger's own calls (extraction, judgement); empty = the agent model.

@@ -6,13 +6,17 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from marina.api import api
+from observability.views import metrics_view
 from passthru.api import unknown_path
 
 urlpatterns = [
+    # A person opening the server's address lands on the overview (or its login page).
+    path("", RedirectView.as_view(pattern_name="reports:index", permanent=False), name="home"),
     path("admin/", admin.site.urls),
     path("reports/", include("ledger.reports.urls")),
     # Browsers ask for /favicon.ico on every admin page; answer instead of logging a 404.
     path("favicon.ico", RedirectView.as_view(url=static("ledger/favicon.svg"), permanent=True)),
+    path("metrics", metrics_view, name="metrics"),
     path("", api.urls),
     re_path(r"^v1/(?P<rest>.*)$", unknown_path),
 ]

@@ -39,6 +39,7 @@ def inbound(request: HttpRequest) -> Inbound:
         path=request.path,
         headers=headers,
         body=body,
+        peer=request.META.get("REMOTE_ADDR") or "",
     )
 
 

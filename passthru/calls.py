@@ -1,11 +1,16 @@
 """One upstream call, metered: the span, the tokens, the cost.
 
 Formations use `call_json` for each of their steps, so every step of every
-formation is traced and priced the same way as a plain passthru call."""
+formation is traced and priced the same way as a plain passthru call.
+`call_stream` is the same for a streamed call: the passthru uses it, and a
+formation that streams would too."""
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import AsyncGenerator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +20,13 @@ from django.conf import settings
 from ledger.spend.records import SpanRecord
 from marina.redact import redact
 from passthru import spendcap, upstream
+from passthru.bodyprep import prepare
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.pricing import Usage, price, usage_from
 from passthru.providers import Route
+from passthru.responses import SSE
+from passthru.streaming import Meter, relay_or_error, wants_usage, with_usage_requested
 
 
 @dataclass
@@ -78,7 +86,7 @@ async def call_json(
     raised: the passthru relays them. Transport failures and a 2xx body that
     is not JSON raise UpstreamError."""
     await spendcap.check()
-    body = {**body, "model": route.upstream_model}
+    body = prepare(route, body)  # the upstream id, and only the changes this provider needs
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}
@@ -113,3 +121,87 @@ async def call_json(
         span.status = "error"
         span.error_kind = f"http_{reply.status}"
     return Completion(reply.status, reply.body, payload, usage, span)
+
+
+@dataclass
+class StreamReply:
+    """A streamed upstream reply. For a 200 event stream, `events` yields the
+    events to pass on (metered; without the closing [DONE], which is the
+    caller's to send once it has traced the request). Anything else (an
+    error, or a provider that ignored stream=true) is read whole into `body`
+    and `events` is None."""
+
+    status: int
+    content_type: str
+    body: bytes
+    events: AsyncGenerator[bytes, None] | None
+    span: SpanRecord
+
+
+async def call_stream(
+    ctx: RequestContext, route: Route, body: dict[str, Any], *, name: str = "upstream", parent_seq: int | None = None
+) -> StreamReply:
+    """POST a streaming chat completion to `route`, recording its span.
+
+    Usage is always asked of the provider (the call is priced from it); its
+    usage-only chunk is kept from the caller unless the client asked for it.
+    The span is closed (duration, tokens, cost) when `events` ends, fails
+    upstream (status "error", the error event yielded before UpstreamError is
+    re-raised) or is closed or cancelled early (status "cancelled"; the
+    upstream response is closed at once)."""
+    await spendcap.check()
+    client_wants_usage = wants_usage(body)
+    sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
+    span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
+    if settings.MARINA_TRACE_BODIES:
+        span.body = {"request": redact(sent)}
+    meter = Meter(route, span, hide_usage_chunk=not client_wants_usage)
+    stack = AsyncExitStack()
+    try:
+        stream = await stack.enter_async_context(upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers()))
+    except UpstreamError as exc:
+        _stop_clock(ctx, meter)
+        fail_span(span, exc)
+        raise
+    span.http_status = stream.status
+    if stream.status == 200 and stream.content_type.startswith(SSE):
+        return StreamReply(200, SSE, b"", _metered_events(ctx, stack, stream, meter), span)
+    async with stack:
+        raw = await stream.read()
+    _stop_clock(ctx, meter)
+    if stream.status != 200:
+        span.status, span.error_kind = "error", f"http_{stream.status}"
+    return StreamReply(stream.status, stream.content_type, raw, None, span)
+
+
+async def _metered_events(
+    ctx: RequestContext, stack: AsyncExitStack, stream: upstream.Stream, meter: Meter
+) -> AsyncGenerator[bytes, None]:
+    try:
+        async with stack:  # the upstream response is closed however this ends
+            try:
+                async for event in relay_or_error(stream.chunks(), meter):
+                    yield event
+            except UpstreamError as exc:
+                meter.span.status, meter.span.error_kind = "error", exc.kind
+                raise
+            except (asyncio.CancelledError, GeneratorExit):
+                meter.span.status, meter.span.error_kind = "cancelled", "client_disconnected"
+                raise
+    finally:
+        _close_span(ctx, meter)
+
+
+def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
+    elapsed = time.perf_counter() - meter.started
+    ctx.upstream_seconds += elapsed
+    meter.span.duration_ms = elapsed * 1000
+
+
+def _close_span(ctx: RequestContext, meter: Meter) -> None:
+    _stop_clock(ctx, meter)
+    if meter.usage is not None:
+        u, span = meter.usage, meter.span
+        span.prompt_tokens, span.completion_tokens = u.prompt_tokens, u.completion_tokens
+        span.cached_tokens, span.reasoning_tokens = u.cached_tokens, u.reasoning_tokens
+        span.cost_nanousd, span.cost_source = u.cost_nanousd, u.cost_source

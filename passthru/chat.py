@@ -6,8 +6,7 @@ import asyncio
 import json
 import logging
 import re
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from django.conf import settings
@@ -15,18 +14,23 @@ from django.conf import settings
 from ledger.spend import services
 from marina import money
 from marina.redact import redact
-from passthru import auth, formations, spendcap, upstream
-from passthru.calls import call_json, encode, fail_span
+from passthru import auth, fallback, formations, ratelimit
+from passthru.calls import call_stream
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
-from passthru.providers import resolve
+from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
-from passthru.streaming import DONE, Meter, relay_or_error, wants_usage, with_usage_requested
+from passthru.streaming import DONE
 
 log = logging.getLogger(__name__)
 
 MAX_MODEL_CHARS = 200  # ledger columns requested_model / upstream_model
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# Control characters (C0, DEL, C1), line/paragraph separators and lone
+# surrogates. The id is echoed in response headers, and Python's header
+# encoding splits lines on U+2028/U+2029 and U+0085 as well as CR/LF: such an
+# id once reached the upstream (and was billed) before the answer's headers
+# broke the client's connection.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 async def chat_completions(inbound: Inbound) -> Outbound:
@@ -34,7 +38,9 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     (for streams: when the stream ends)."""
     ctx = RequestContext.for_request(inbound)
     try:
-        ctx.key_name = auth.authenticate(inbound.headers.get("authorization")).key_name
+        caller = await auth.authenticate(inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent"))
+        ctx.key_name = caller.key_name
+        await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
         ctx.requested_model = body["model"]
         ctx.stream = body.get("stream") is True
@@ -98,7 +104,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if _UNPRINTABLE.search(model):
         # The id goes into response headers and the ledger: a control character
         # would break the one, a lone surrogate the other.
-        raise ApiError(400, "'model' must not contain control characters or lone surrogates.", param="model")
+        raise ApiError(
+            400, "'model' must not contain control characters, line separators or lone surrogates.", param="model"
+        )
     if len(model) > MAX_MODEL_CHARS:
         # The ledger keys spend by model id: longer ids could not be stored whole.
         raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
@@ -128,8 +136,7 @@ def _not_json(constant: str) -> Any:
 
 
 async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
-    done = await call_json(ctx, route, body)
+    route, done = await fallback.call_first(ctx, plan(body["model"]), body)
     headers: dict[str, str] = {}
     if done.ok:
         headers["x-marina-upstream-model"] = route.served_id
@@ -142,62 +149,34 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
 
 
 async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    route = resolve(body["model"])
-    await spendcap.check()
-    client_wants_usage = wants_usage(body)
-    sent = {**(body if client_wants_usage else with_usage_requested(body)), "model": route.upstream_model}
-    span = ctx.open_span("upstream", provider=route.provider.name, upstream_model=route.upstream_model)
-    if settings.MARINA_TRACE_BODIES:
-        span.body = {"request": redact(sent)}
-    stream = upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers())
-    meter = Meter(route, span, hide_usage_chunk=not client_wants_usage)
-    try:
-        await stream.__aenter__()
-    except UpstreamError as exc:
-        _stop_clock(ctx, meter)
-        fail_span(span, exc)
-        raise
-    span.http_status = stream.status
-    if stream.status != 200 or not stream.content_type.startswith(SSE):
+    route = plan(body["model"]).routes[0]
+    reply = await call_stream(ctx, route, body)
+    if reply.events is None:
         # An error (or a provider that ignored stream=true): relay it whole.
-        try:
-            raw = await stream.read()
-        finally:
-            await stream.__aexit__(None, None, None)
-        _stop_clock(ctx, meter)
-        if stream.status != 200:
-            span.status, span.error_kind = "error", f"http_{stream.status}"
-        out = Outbound(stream.status, {}, raw, content_type=stream.content_type or "application/json")
-        await _finish(ctx, out, error_kind=span.error_kind)
+        out = Outbound(reply.status, {}, reply.body, content_type=reply.content_type or "application/json")
+        await _finish(ctx, out, error_kind=reply.span.error_kind)
         return out
     headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
     out = Outbound(200, headers, content_type=SSE)
-    out.stream = _relay_and_record(ctx, stream, meter, out)
+    out.stream = _relay_and_record(ctx, reply.events, out)
     _common_headers(ctx, out)
     return out
 
 
-def _stop_clock(ctx: RequestContext, meter: Meter) -> None:
-    elapsed = time.perf_counter() - meter.started
-    ctx.upstream_seconds += elapsed
-    meter.span.duration_ms = elapsed * 1000
-
-
-async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter: Meter, out: Outbound) -> AsyncIterator[bytes]:
+async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, None], out: Outbound) -> AsyncIterator[bytes]:
     """Yield the events, trace the request however the stream ended (finished,
     failed upstream, or cancelled by a client that went away), then [DONE] if
     it finished: a client that saw the end of the stream can already find its trace."""
     status, error_kind, error_message = "ok", "", ""
     try:
-        async for event in relay_or_error(stream.chunks(), meter):
+        async for event in events:
             yield event
     except UpstreamError as exc:
         status, error_kind, error_message = "error", exc.kind, exc.message
-        meter.span.status, meter.span.error_kind = "error", exc.kind
     except (asyncio.CancelledError, GeneratorExit):
-        meter.span.status, meter.span.error_kind = "cancelled", "client_disconnected"
-        await stream.__aexit__(None, None, None)  # cancel the upstream call now
-        _close_span(ctx, meter)
+        # Closing the events cancels the upstream call now and closes its span
+        # (already done if the cancellation came through them).
+        await events.aclose()
         record = ctx.trace(
             http_status=out.status,
             status="cancelled",
@@ -207,8 +186,6 @@ async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter:
         # Not awaited: a cancelled task cannot wait; the writer thread commits it.
         services.submit(services.record_request, record)
         raise
-    await stream.__aexit__(None, None, None)
-    _close_span(ctx, meter)
     record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
     try:
         await services.arecord_request(record)
@@ -218,15 +195,6 @@ async def _relay_and_record(ctx: RequestContext, stream: upstream.Stream, meter:
     # last word, so a client that skips error events still sees a broken stream.
     if status == "ok":
         yield DONE
-
-
-def _close_span(ctx: RequestContext, meter: Meter) -> None:
-    _stop_clock(ctx, meter)
-    if meter.usage is not None:
-        u, span = meter.usage, meter.span
-        span.prompt_tokens, span.completion_tokens = u.prompt_tokens, u.completion_tokens
-        span.cached_tokens, span.reasoning_tokens = u.cached_tokens, u.reasoning_tokens
-        span.cost_nanousd, span.cost_source = u.cost_nanousd, u.cost_source
 
 
 def _common_headers(ctx: RequestContext, out: Outbound) -> None:

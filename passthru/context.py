@@ -27,6 +27,7 @@ class Inbound:
     path: str
     headers: Mapping[str, str]  # lower-case names
     body: bytes
+    peer: str = ""  # the client's socket address (IP), for per-IP rate limits
 
 
 @dataclass

@@ -33,6 +33,7 @@ class ApiError(Exception):
         code: str | None = None,
         param: str | None = None,
         error_type: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -40,6 +41,7 @@ class ApiError(Exception):
         self.code = code or _default_code(status)
         self.param = param
         self.error_type = error_type or _TYPE_BY_STATUS.get(status, "server_error")
+        self.headers = headers or {}  # sent with the envelope (e.g. Retry-After)
 
     def envelope(self) -> dict[str, Any]:
         return error_envelope(self.message, self.error_type, self.code, self.param)

@@ -1,9 +1,10 @@
-"""The /v1 surface's own tables: formation conversation state and crews.
+"""The /v1 surface's own tables: rate-limit buckets shared by every worker and
+host (passthru/ratelimit.py), formation conversation state and crews.
 
 They live in the passthru app, not the ledger: the ledger holds records of
 what happened (spend, traces, benchmark runs) and must never import passthru,
 while these are working state and configuration that only the /v1 surface
-reads. A small table each, with their own migrations."""
+reads."""
 from __future__ import annotations
 
 from django.core.validators import RegexValidator
@@ -69,3 +70,18 @@ class Crew(models.Model):
     @property
     def served_as(self) -> str:
         return f"marina:{self.name}"
+
+
+class RateBucket(models.Model):
+    """One client's token bucket: `tokens` left when last taken from, at
+    `updated_at` (seconds since the epoch, by the database's clock)."""
+
+    client = models.CharField(max_length=200, primary_key=True)
+    tokens = models.FloatField()
+    updated_at = models.FloatField()
+
+    class Meta:
+        db_table = "passthru_ratebucket"
+
+    def __str__(self) -> str:
+        return f"{self.client}: {self.tokens:.2f}"

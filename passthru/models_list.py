@@ -1,28 +1,64 @@
-"""GET /v1/models: the ids a client can use, in OpenAI's list shape."""
+"""GET /v1/models: the ids a client can use, in OpenAI's list shape.
+
+Listed before their first use: the configured aliases, each formation's
+listed ids and its templates (the formation's prefix on every alias, and on
+`default` when MARINA_DEFAULT_MODEL is set), and whatever other parts add
+through EXTRA_SOURCES (crews). Then the ids served in the last week. An id
+whose provider is gone (no longer configured) is left out: an alias or
+template that would not route, a recent id none of whose serving providers
+is still configured."""
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from django.conf import settings
 
 from ledger.spend import selectors, services
-from passthru import auth, formations
+from passthru import auth, formations, providers
+from passthru.errors import ApiError
+
+# Other parts list their own ids here (crews): async functions returning ids
+# owned by Marina. Each id is listed as given, after the formation templates.
+EXTRA_SOURCES: list[Callable[[], Awaitable[Iterable[str]]]] = []
+
+
+def _routes(model_id: str) -> bool:
+    """Whether a plain id (alias, default or <provider>/<model>) would be served now."""
+    try:
+        providers.plan(model_id)
+    except ApiError:
+        return False
+    return True
+
+
+def _configured(names: set[str]) -> bool:
+    known = providers.providers()
+    return any(name in known and known[name].configured for name in names)
 
 
 async def list_models(authorization: str | None) -> dict[str, Any]:
-    auth.authenticate(authorization)
-    recent = await asyncio.wrap_future(services.submit(selectors.recent_models))
+    await auth.authenticate(authorization)
+    recent = await asyncio.wrap_future(services.submit(selectors.recent_providers))
     now = int(time.time())
     ids: dict[str, str] = {}
-    for alias in settings.MARINA_MODEL_ALIASES:
+    aliases = [alias for alias in settings.MARINA_MODEL_ALIASES if _routes(alias)]
+    for alias in aliases:
         ids.setdefault(alias, "marina")
+    bases = aliases + (["default"] if settings.MARINA_DEFAULT_MODEL and _routes("default") else [])
     for formation in formations.REGISTRY:
         for example in getattr(formation, "listed_ids", ()):
             ids.setdefault(example, "marina")
-    for model_id in recent:
-        ids.setdefault(model_id, model_id.partition("/")[0] or "marina")
+        for base in bases:
+            ids.setdefault(f"{formation.prefix}{base}", "marina")
+    for source in EXTRA_SOURCES:
+        for model_id in await source():
+            ids.setdefault(model_id, "marina")
+    for model_id, served_by in recent.items():
+        if _configured(served_by):
+            ids.setdefault(model_id, "marina" if formations.find(model_id) else model_id.partition("/")[0] or "marina")
     return {
         "object": "list",
         "data": [{"id": i, "object": "model", "created": now, "owned_by": owner} for i, owner in ids.items()],

@@ -26,4 +26,4 @@ def json_out(status: int, payload: Any, headers: dict[str, str] | None = None) -
 
 
 def error_out(exc: ApiError) -> Outbound:
-    return json_out(exc.status, exc.envelope())
+    return json_out(exc.status, exc.envelope(), exc.headers)

@@ -77,9 +77,10 @@ def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-unty
     # Each test starts from its own empty ledger: read the spend total before
     # every call (tests/passthru/test_spendcap.py covers the cached snapshot).
     settings.MARINA_SPEND_CAP_REFRESH_SECONDS = 0
-    from passthru import spendcap
+    from passthru import auth, spendcap
 
     spendcap.forget()
+    auth.forget()  # stored keys read by an earlier test's server
     return settings
 
 
@@ -97,7 +98,7 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = _ThreadedServer(uvicorn.Config(application, lifespan="off", log_level="warning"))
+    server = _ThreadedServer(uvicorn.Config(application, lifespan="off", log_level="warning", proxy_headers=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -107,9 +108,11 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type
     server.should_exit = True
     thread.join(5)
     from ledger.spend.services import close_writer_connection
+    from passthru import ratelimit
 
     with django_db_blocker.unblock():
         close_writer_connection()
+        ratelimit.close_connection()
 
 
 @pytest.fixture

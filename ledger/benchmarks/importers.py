@@ -19,7 +19,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from ledger.benchmarks import metrics
+from ledger.benchmarks import checks, metrics
 from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
@@ -194,8 +194,8 @@ def _check_options(
     if cost_usd is not None:
         if cost_from_spend:
             raise ValueError("give --cost-usd or --cost-from-spend, not both")
-        if not math.isfinite(float(cost_usd)) or cost_usd < 0:
-            raise ValueError("--cost-usd must be a non-negative number of dollars")
+        if not math.isfinite(float(cost_usd)) or not 0 <= cost_usd <= checks.MAX_RUN_COST_USD:
+            raise ValueError(f"--cost-usd must be a number of dollars from 0 to {checks.MAX_RUN_COST_USD:,.0f}")
 
 
 def _fit(source: str, what: str, value: str, limit: int) -> str:
@@ -323,6 +323,8 @@ def _cost(
     evaluated = [i for i in ledger.items if not i.infra_error]
     if evaluated and all(i.agent_cost_usd is not None and i.user_cost_usd is not None for i in evaluated):
         total = sum(Decimal(str(i.agent_cost_usd)) + Decimal(str(i.user_cost_usd)) for i in evaluated)
+        if total > checks.MAX_RUN_COST_USD:
+            raise LedgerInputError(source, f"the simulations' costs add up to more than ${checks.MAX_RUN_COST_USD:,.0f}")
         if total > 0:
             return to_nanousd(total), "tau2", "τ²'s own agent + user costs (LiteLLM)"
         # LiteLLM prices ids it does not know at 0.0 (tau2-facts §1): a $0 run is unpriced, not free.

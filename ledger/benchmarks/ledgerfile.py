@@ -8,13 +8,14 @@ one)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.benchmarks import metrics
+from ledger.benchmarks import checks, metrics
 from ledger.benchmarks.board import assess
 from ledger.benchmarks.credentials import WARNING, credential_paths, strip_secrets
 from ledger.benchmarks.errors import LedgerInputError
@@ -94,7 +95,9 @@ def read_ledger(source: str | Path | dict[str, Any]) -> Ledger:
         except OSError as exc:
             raise LedgerInputError(name, f"cannot read: {exc.strerror}") from None
         try:
-            data = json.loads(raw)
+            data = json.loads(raw, parse_constant=_not_json_number, parse_float=_finite_float)
+        except _NotANumber as exc:
+            raise LedgerInputError(name, f"not JSON: {exc}") from None
         except UnicodeDecodeError:
             raise LedgerInputError(name, "not JSON (not UTF-8 text)") from None
         except json.JSONDecodeError as exc:
@@ -104,6 +107,22 @@ def read_ledger(source: str | Path | dict[str, Any]) -> Ledger:
                 raise LedgerInputError(name, "truncated: the JSON ends early") from None
             raise LedgerInputError(name, f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     return _from_data(name, data)
+
+
+class _NotANumber(ValueError):
+    pass
+
+
+def _not_json_number(token: str) -> float:
+    # Python's json reads NaN and Infinity; JSON has neither, and no database column takes them.
+    raise _NotANumber(f"{token} is not a JSON number")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise _NotANumber("a number too large for a double")
+    return value
 
 
 def _from_data(name: str, data: Any) -> Ledger:
@@ -117,7 +136,9 @@ def _from_data(name: str, data: Any) -> Ledger:
             raise bad("this is a τ² results file, not a ledger file: use `tau2_convert` or `import_tau2`")
         raise bad(f'not a ledger file: "format" is not "{FORMAT}"')
     if data.get("version") != VERSION:
-        raise bad(f"unsupported ledger version {data.get('version')!r}; this Marina reads version {VERSION}")
+        version = data.get("version")
+        shown = f" {version}" if isinstance(version, int) and not isinstance(version, bool) and abs(version) < 10**6 else ""
+        raise bad(f"unsupported ledger version{shown}; this Marina reads version {VERSION}")
     warnings = [f"{name}: {WARNING}"] if next(credential_paths(data), None) is not None else []
     data = strip_secrets(data)
     run = data.get("run")
@@ -129,6 +150,11 @@ def _from_data(name: str, data: Any) -> Ledger:
     num_trials = run.get("num_trials")
     if not isinstance(num_trials, int) or isinstance(num_trials, bool) or num_trials < 1:
         raise bad("not a ledger file: `run.num_trials` is not a positive whole number")
+    checks.whole(bad, "run", "num_trials", num_trials, high=checks.MAX_INT)
+    for key, high in (("seed", checks.MAX_SEED), ("max_steps", checks.MAX_INT), ("max_errors", checks.MAX_INT)):
+        value = _opt(run.get(key), int)
+        if value is not None and abs(value) > high:
+            raise bad(f"run: {key} is out of range (at most {high})")
     items_raw = data.get("items")
     if not isinstance(items_raw, list):
         raise bad("not a ledger file: no `items` list")
@@ -139,7 +165,7 @@ def _from_data(name: str, data: Any) -> Ledger:
     for n, raw in enumerate(items_raw, 1):
         item = _item(raw, n, bad)
         if item.id in seen:
-            raise bad(f"item {item.id} appears twice")
+            raise bad(f"{checks.simulation_name(n, item.task_id, item.trial, kind='item')} repeats an earlier item's id")
         seen.add(item.id)
         items.append(item)
     task_ids = run.get("task_ids")
@@ -183,22 +209,24 @@ def _item(raw: Any, n: int, bad: Any) -> LedgerItem:
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
         raise bad(f"item {n} has a reward that is not a number")
     item_id = raw.get("id") if isinstance(raw.get("id"), str) else f"{task_id}#{trial}"
+    where = checks.simulation_name(n, task_id, trial, kind="item")
     if item_id != f"{task_id}#{trial}":
-        raise bad(f"item {n}: id {item_id!r} is not <task>#<trial> ({task_id}#{trial})")
+        raise bad(f"{where}: id is not <task>#<trial>")
+    checks.whole(bad, where, "trial", trial)
     infra = raw.get("infra_error") is True or reason == INFRA_ERROR
     return LedgerItem(
         id=item_id,
         task_id=task_id,
         trial=trial,
-        reward=None if infra or reward is None else float(reward),
+        reward=None if infra else checks.reward(bad, where, "reward", reward),
         termination_reason=reason,
         infra_error=infra,
         skipped=raw.get("skipped") is True,
-        duration_s=_num(raw.get("duration_s")),
-        agent_cost_usd=_num(raw.get("agent_cost_usd")),
-        user_cost_usd=_num(raw.get("user_cost_usd")),
-        start_time=_opt(raw.get("start_time"), str),
-        end_time=_opt(raw.get("end_time"), str),
+        duration_s=checks.duration(bad, where, "duration_s", raw.get("duration_s")),
+        agent_cost_usd=checks.cost(bad, where, "agent_cost_usd", raw.get("agent_cost_usd")),
+        user_cost_usd=checks.cost(bad, where, "user_cost_usd", raw.get("user_cost_usd")),
+        start_time=checks.time(bad, where, "start_time", raw.get("start_time")),
+        end_time=checks.time(bad, where, "end_time", raw.get("end_time")),
         reward_breakdown=raw["reward_breakdown"] if isinstance(raw.get("reward_breakdown"), dict) else {},
     )
 
@@ -219,9 +247,3 @@ def _opt(value: Any, kind: type) -> Any:
     if kind is int and isinstance(value, bool):
         return None
     return value if isinstance(value, kind) else None
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)

@@ -177,12 +177,19 @@ def stacked_bar_chart(
     width: int = 760,
     height: int = 320,
     max_labels: int = 16,
+    reference: tuple[str, float] | None = None,
 ) -> str:
-    """One bar per category, each split into the stacks' values in order."""
+    """One bar per category, each split into the stacks' values in order.
+    `reference` (name, value) draws a dashed horizontal line, e.g. a daily cap;
+    the scale reaches it only when a bar reaches half of it, so a
+    far-off cap does not flatten the bars."""
     extra = 16 * (_legend_rows(width, [s.name for s in stacks]) - 1)
     svg = _Svg(width, height + extra, title)
     totals = [sum(s.values[i] for s in stacks) for i in range(len(categories))]
-    ticks = nice_ticks(max(totals, default=0.0))
+    highest = max(totals, default=0.0)
+    if reference is not None and highest >= 0.5 * reference[1]:
+        highest = max(highest, reference[1])
+    ticks = nice_ticks(highest)
     top = ticks[-1]
     plot_h = height - _TOP - _BOTTOM
 
@@ -215,5 +222,16 @@ def stacked_bar_chart(
                 f'<text class="xlabel" x="{_fmt(x + bar / 2)}" y="{_TOP + plot_h + 16}" text-anchor="middle" '
                 f'font-size="11" fill="#555">{escape(text)}</text>'
             )
+    if reference is not None and reference[1] <= top:
+        y = _fmt(y_of(reference[1]))
+        label = f"{reference[0]}: {y_format(reference[1])}"
+        svg.add(
+            f'<line class="reference" x1="{_LEFT}" x2="{width - _RIGHT}" y1="{y}" y2="{y}" stroke="#c0392b" '
+            f'stroke-dasharray="6 4"><title>{escape(label)}</title></line>'
+        )
+        svg.add(
+            f'<text class="reference-label" x="{width - _RIGHT - 4}" y="{_fmt(float(y) - 4)}" text-anchor="end" '
+            f'font-size="11" fill="#c0392b">{escape(label)}</text>'
+        )
     _legend(svg, [(s.name, _colour(i, s.colour)) for i, s in enumerate(stacks)], top=height - 12)
     return svg.render()

@@ -15,8 +15,9 @@ from django_tables2 import RequestConfig
 from django_tables2.paginators import LazyPaginator
 
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
+from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Trace
-from ledger.reports import selectors
+from ledger.reports import overview, selectors
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.tables import (
@@ -44,13 +45,71 @@ def _dollars(value: float) -> str:
     return f"${value:.4g}"
 
 
+def _model_stacks(cost: dict[str, list[int]], models: list[str], limit: int) -> list[Stack]:
+    """Chart stacks in dollars (floats) for the `limit` most expensive models, the rest summed as "other"."""
+    shown, rest = models[:limit], models[limit:]
+    stacks = [Stack(m, [float(money.to_usd(v) or 0) for v in cost[m]]) for m in shown]
+    if rest:
+        other = [sum(v) for v in zip(*(cost[m] for m in rest))]
+        stacks.append(Stack(f"{len(rest)} other models", [float(money.to_usd(v) or 0) for v in other]))
+    return stacks
+
+
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
-    """Landing page: the latest runs and yesterday's spend per model."""
-    yesterday = spend_selectors.utc_today() - timedelta(days=1)
-    spend = spend_selectors.spend_by_model(since=yesterday, until=yesterday)
-    latest = RunTable(selectors.runs()[:5], orderable=False)
-    return render(request, "ledger/index.html", {"latest": latest, "spend": spend, "yesterday": yesterday})
+    """The overview: traffic, spend against the cap, latency, formation
+    decisions and the latest runs, each linking to its detail page."""
+    today = spend_selectors.utc_today()
+    traffic = overview.traffic(today)
+    week = spend_selectors.spend_by_model(since=today - timedelta(days=6), until=today)
+    cap = traffic.cap_nanousd
+    spend_chart = stacked_bar_chart(
+        [d.strftime("%m-%d") for d in week.days],
+        _model_stacks(week.cost, week.models, 5),
+        title="Spend per UTC day, last 7 days, by requested model",
+        y_format=_dollars,
+        width=640,
+        height=280,
+        reference=("daily cap", float(money.to_usd(cap) or 0)) if cap else None,
+    )
+    hours = overview.requests_per_hour()
+    hourly_chart = stacked_bar_chart(
+        [h.hour.strftime("%H:00") for h in hours],
+        [Stack("ok", [float(h.ok) for h in hours], colour="#009E73"), Stack("error", [float(h.errors) for h in hours], colour="#D55E00")],
+        title="Requests per UTC hour, last 24 hours",
+        width=640,
+        height=280,
+        max_labels=8,
+    )
+    runs = overview.latest_runs(10)
+    charted = [r for r in reversed(runs) if r.pass_hat_k]
+    runs_chart = stacked_bar_chart(
+        [f"#{r.pk}" for r in charted],
+        [Stack("pass^1", [r.pass_hat_k[0] for r in charted], colour="#0072B2")],
+        title="pass^1 of the latest runs",
+        y_format=_rate,
+        width=640,
+        height=280,
+    )
+    decisions = overview.formation_decisions()
+    for row in decisions.rows:
+        row["share"] = row["count"] / decisions.total
+    context = {
+        "today": today,
+        "traffic": traffic,
+        "cap_usd": money.to_usd(cap) if cap else None,
+        "latency": [overview.latency(timedelta(hours=1), "last hour"), overview.latency(timedelta(days=1), "last 24 hours")],
+        "decisions": decisions,
+        "runs": runs,
+        "latest": RunTable(runs, orderable=False),
+        "demo": demo_present(),
+        # Built from escaped text only (ledger.reports.charts).
+        "spend_svg": mark_safe(spend_chart),
+        "hourly_svg": mark_safe(hourly_chart),
+        "runs_svg": mark_safe(runs_chart) if charted else "",
+        "any_requests": any(h.ok or h.errors for h in hours),
+    }
+    return render(request, "ledger/index.html", context)
 
 
 @login_required
@@ -99,12 +158,8 @@ def spend(request: HttpRequest) -> HttpResponse:
         return render(request, "ledger/spend.html", {"form": form}, status=400)
     since, until = form.range()
     data = spend_selectors.spend_by_model(since=since, until=until)
-    shown, rest = data.models[:CHART_MODELS], data.models[CHART_MODELS:]
     # The chart draws dollars (floats); the table and totals keep exact nano-dollars.
-    stacks = [Stack(m, [float(money.to_usd(v) or 0) for v in data.cost[m]]) for m in shown]
-    if rest:
-        other = [sum(v) for v in zip(*(data.cost[m] for m in rest))]
-        stacks.append(Stack(f"{len(rest)} other models", [float(money.to_usd(v) or 0) for v in other]))
+    stacks = _model_stacks(data.cost, data.models, CHART_MODELS)
     chart = stacked_bar_chart(
         [d.strftime("%m-%d") for d in data.days],
         stacks,

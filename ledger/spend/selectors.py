@@ -69,6 +69,23 @@ def recent_models(limit: int = 50) -> list[str]:
     return [r["requested_model"] for r in rows]
 
 
+def recent_providers(limit: int = 50) -> dict[str, set[str]]:
+    """Requested model ids served in the last week (most used first) with the
+    providers that served them, so /v1/models can drop ids whose provider is gone."""
+    since = date.fromordinal(utc_today().toordinal() - 7)
+    rows = (
+        SpendDaily.objects.filter(day__gte=since)
+        .values("requested_model", "provider")
+        .annotate(n=Sum("calls"))
+        .order_by("-n")
+    )
+    served: dict[str, set[str]] = {}
+    for r in rows:
+        if r["requested_model"] in served or len(served) < limit:
+            served.setdefault(r["requested_model"], set()).add(r["provider"])
+    return served
+
+
 @dataclass
 class ModelSpend:
     requested_model: str

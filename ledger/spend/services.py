@@ -5,11 +5,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import fcntl
+import logging
 import os
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
@@ -17,6 +18,8 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from ledger.models import Trace
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.trace_writer import insert_traces
+
+log = logging.getLogger(__name__)
 
 
 def record_request(trace: TraceRecord) -> Trace:
@@ -29,8 +32,9 @@ def record_request(trace: TraceRecord) -> Trace:
     return Trace.objects.get(pk=record_requests([trace])[0])
 
 
-def record_requests(traces: Sequence[TraceRecord]) -> list[int]:
-    """record_request for several requests, in one transaction."""
+def record_requests(traces: Sequence[TraceRecord], *, notify: bool = True) -> list[int]:
+    """record_request for several requests, in one transaction. With `notify`,
+    the observers hear of the traces once they are committed."""
     with _sqlite_write_turn(), transaction.atomic():
         ids = insert_traces(traces)
         upstream = [s for t in traces for s in t.spans if s.is_upstream_call]
@@ -40,7 +44,51 @@ def record_requests(traces: Sequence[TraceRecord]) -> list[int]:
             # interleave, so a snapshot counts each call exactly once
             # (elsewhere a call may be counted twice: too high, never too low).
             transaction.on_commit(lambda: _count_recorded(upstream))
+        if notify and _observers:
+            transaction.on_commit(lambda: notify_committed(traces))
     return ids
+
+
+# --- Observers of the writer ---------------------------------------------------
+# Metrics and trace export (observability/) register here at start-up; the
+# ledger imports nothing of theirs. They run on the writer thread after the
+# callers have their answer, so they must be quick and must not raise (a
+# failure is logged and ignored: the rows are committed whatever they do).
+
+
+class WriterObserver:
+    def committed(self, traces: Sequence[TraceRecord]) -> None:
+        """`traces` are committed (each exactly once)."""
+
+    def batch_written(self, traces: int, seconds: float, failed: int, waiting: int) -> None:
+        """One group commit took `seconds`; `failed` traces could not be
+        written; `waiting` traces are queued behind it."""
+
+
+_observers: list[WriterObserver] = []
+
+
+def add_observer(observer: WriterObserver) -> None:
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def remove_observer(observer: WriterObserver) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+def _tell(call: Callable[[WriterObserver], None]) -> None:
+    for observer in list(_observers):
+        try:
+            call(observer)
+        except Exception:
+            log.exception("ledger observer %r failed", observer)
+
+
+def notify_committed(traces: Sequence[TraceRecord]) -> None:
+    if traces:
+        _tell(lambda o: o.committed(traces))
 
 
 _turn_files: dict[str, int] = {}
@@ -55,7 +103,8 @@ def _sqlite_write_turn() -> Iterator[None]:
     finds the lock taken sleep and retry (1, 2, 5, ... up to 100 ms per try),
     and under load the other worker keeps winning: p99 went to 1.4 s at
     concurrency 32. Blocking on an flock first wakes the next writer as soon
-    as the lock is free. PostgreSQL needs nothing of the kind."""
+    as the lock is free. PostgreSQL needs nothing of the kind. (The rate
+    limiter's upserts, passthru/ratelimit.py, take the same turn.)"""
     name = connection.settings_dict["NAME"]
     if connection.vendor != "sqlite" or connection.in_atomic_block or not name or str(name).startswith((":memory:", "file:")):
         yield
@@ -69,10 +118,6 @@ def _sqlite_write_turn() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-# Public name for other writers of the same database (the formation state store).
-sqlite_write_turn = _sqlite_write_turn
 
 
 # This process's recorded spend per UTC day, in nano-dollars: lets the spend
@@ -146,22 +191,30 @@ def _write_waiting() -> None:
         batch.append(_waiting.popleft())
     if not batch:
         return  # an earlier run took this job's trace
+    started = time.perf_counter()
+    written: list[TraceRecord] = []
     try:
-        record_requests([trace for trace, _ in batch])
+        record_requests([trace for trace, _ in batch], notify=False)
     except Exception as exc:
         if isinstance(exc, (OperationalError, InterfaceError)):
             connection.close()  # perhaps a dead connection: the writes below open a new one
         # One bad record must not sink the others: write them one by one.
         for trace, done in batch:
             try:
-                record_requests([trace])
+                record_requests([trace], notify=False)
             except Exception as failed:
                 done.set_exception(failed)
             else:
+                written.append(trace)
                 done.set_result(None)
-        return
-    for _, done in batch:
-        done.set_result(None)
+    else:
+        written = [trace for trace, _ in batch]
+        for _, done in batch:
+            done.set_result(None)
+    if _observers:  # after the callers have their answer
+        seconds = time.perf_counter() - started
+        _tell(lambda o: o.batch_written(len(batch), seconds, len(batch) - len(written), len(_waiting)))
+        notify_committed(written)
 
 
 def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
@@ -169,7 +222,12 @@ def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
     _waiting.append((trace, done))
     _writer.submit(_in_writer, _write_waiting)
+    retention.maybe_prune_in_background()
     return done
+
+
+# Other writers of the ledger (trace retention) take the same turn on SQLite.
+write_turn = _sqlite_write_turn
 
 
 async def arecord_request(trace: TraceRecord) -> None:
@@ -181,3 +239,6 @@ def close_writer_connection() -> None:
     """Close the writer thread's connection (tests do, before dropping a database)."""
     # `connection` must be looked up on the writer thread: it is per-thread.
     submit(lambda: connection.close()).result()
+
+
+from ledger.spend import retention  # noqa: E402  (retention uses this module's writer)

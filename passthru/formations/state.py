@@ -44,7 +44,7 @@ import orjson
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, connection, transaction
 
-from ledger.spend.services import sqlite_write_turn
+from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.formations.conversation import SYSTEM_ROLES, text_of
 
 log = logging.getLogger(__name__)

@@ -80,6 +80,8 @@ def _route(model_id: str, role: str) -> Route:
     try:
         return resolve(model_id)
     except ApiError as exc:
+        if exc.code == "model_not_allowed":
+            raise  # the passthru pin's 403, as it is
         raise ApiError(
             400, f"The {role} '{model_id}' cannot be served: {exc.message}", code="model_not_found", param="model"
         ) from None

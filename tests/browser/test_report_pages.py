@@ -85,9 +85,26 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     page.wait_for_url(f"{marina_url}/reports/")
     assert problems.seen == [], problems.seen
 
-    # Landing page: yesterday's spend per model, from spend_daily.
+    # The overview: today's and yesterday's figures from spend_daily, the
+    # formation's decision, charts that link to their pages, the latest runs.
     _visit(page, problems, f"{marina_url}/reports/", "01-reports-index")
     yesterday = utc_today() - timedelta(days=1)
+    assert _figure(page, "spend_yesterday") == f"${spend_totals(since=yesterday, until=yesterday).cost_nanousd / 1e9:.8f}"
+    assert _figure(page, "calls_today") == str(spend_totals(since=utc_today(), until=utc_today()).calls)
+    expect(page.locator("#spend-chart svg.chart")).to_be_visible()
+    expect(page.locator("#hourly-chart svg.chart")).to_be_visible()
+    expect(page.locator("#decisions")).to_contain_text("revised")
+    expect(page.locator("#top-keys")).to_contain_text("alice")
+    latency = page.locator("#latency tbody tr").nth(1)
+    expect(latency).to_contain_text("4.5 ms")  # the builder's overhead on every trace
+    for run in BenchmarkRun.objects.all():
+        expect(page.locator(f'a[href="/reports/runs/{run.pk}/"]')).to_have_count(1)
+    page.locator("#spend-chart a").first.click()
+    page.wait_for_url(f"{marina_url}/reports/spend/")
+    page.goto(f"{marina_url}/")  # the root is the overview
+    page.wait_for_url(f"{marina_url}/reports/")
+    page.wait_for_load_state("networkidle")
+    assert problems.seen == [], problems.seen
     table = page.locator("#yesterday-spend")
     for model in ("openrouter/openai/gpt-5.2", "marina/verify:openrouter/openai/gpt-5.2"):
         cost = sum(r.cost_nanousd for r in SpendDaily.objects.filter(day=yesterday, requested_model=model))

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-POSTGRES_ADMIN_URL = os.environ.get("MARINA_E2E_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+# The server the PostgreSQL tests create their databases on: scripts/test starts a throwaway one
+# and names it in MARINA_TEST_POSTGRES (MARINA_E2E_POSTGRES is the older name); a bare pytest run
+# falls back to the usual local server.
+POSTGRES_ADMIN_URL = (
+    os.environ.get("MARINA_TEST_POSTGRES")
+    or os.environ.get("MARINA_E2E_POSTGRES")
+    or "postgres://postgres@127.0.0.1:5432"
+)
 
 # Variables of the calling environment that must not reach a test server.
 _SCRUBBED_PREFIXES = ("MARINA_", "DJANGO_")
@@ -50,6 +57,7 @@ def clean_environ(extra: Mapping[str, str]) -> dict[str, str]:
         if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES) and not k.endswith(_SCRUBBED_SUFFIXES)
     }
     env["PYTHONUNBUFFERED"] = "1"  # the log file is read while the server runs
+    env["MARINA_ENV_FILE"] = os.devnull  # nor a developer's .env
     env.update(extra)
     return env
 
@@ -171,7 +179,7 @@ def postgres_database(prefix: str = "marina_reliab") -> Iterator[Ledger]:
             conn.execute(f'CREATE DATABASE "{name}"')
     except psycopg.OperationalError as exc:
         raise RuntimeError(
-            f"PostgreSQL is needed at {POSTGRES_ADMIN_URL} (set MARINA_E2E_POSTGRES to another server): {exc}"
+            f"PostgreSQL is needed at {POSTGRES_ADMIN_URL} (bash scripts/test starts one; or set MARINA_TEST_POSTGRES to a server): {exc}"
         ) from None
     url = f"{POSTGRES_ADMIN_URL}/{name}"
     try:

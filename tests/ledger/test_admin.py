@@ -93,3 +93,20 @@ def test_spend_changelist_totals_follow_the_filters(admin_client: Client, db) ->
     totals = admin_client.get(url, {"day__year": "2025", "day__month": "5"}).content.decode().split('id="spend-totals"')[1]
     assert "$1.25000000" in totals.split("</table>")[0]
     assert re.search(r"\?day__month=5&amp;day__year=2025|\?day__year=2025&amp;day__month=5", html)  # the date hierarchy
+
+
+def test_keys_are_listed_without_their_hash_and_revoked_by_an_action(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+    from ledger.models import ApiKey
+    from passthru.auth import create_key
+
+    secret = create_key("alice")
+    digest = ApiKey.objects.get().digest
+    url = reverse("admin:ledger_apikey_changelist")
+    html = admin_client.get(url).content.decode()
+    assert "alice" in html and secret[:14] in html and secret not in html and digest not in html
+    html = admin_client.get(reverse("admin:ledger_apikey_change", args=[ApiKey.objects.get().pk])).content.decode()
+    assert digest not in html and secret not in html
+    response = admin_client.post(url, {"action": "revoke", "_selected_action": [ApiKey.objects.get().pk]}, follow=True)
+    assert "Revoked 1 key(s)" in response.content.decode()
+    assert ApiKey.objects.get().revoked_at is not None
+    assert admin_client.get(reverse("admin:ledger_apikey_add")).status_code == 403

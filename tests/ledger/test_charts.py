@@ -102,3 +102,13 @@ def test_stacked_bars_label_every_nth_day_on_long_ranges() -> None:
 def test_empty_charts_still_render() -> None:
     parse(stacked_bar_chart([], [], title="nothing"))
     parse(line_chart([], [], title="nothing"))
+
+
+def test_a_reference_line_is_drawn_once_a_bar_reaches_half_of_it() -> None:
+    from ledger.reports.charts import Stack, stacked_bar_chart
+
+    near = stacked_bar_chart(["a", "b"], [Stack("x", [3.0, 6.0])], title="t", reference=("daily cap", 10.0))
+    assert near.count('class="reference"') == 1 and "daily cap: 10" in near
+    # Far below the cap: no line, and the scale stays around the bars.
+    far = stacked_bar_chart(["a", "b"], [Stack("x", [1.0, 2.0])], title="t", reference=("daily cap", 50.0))
+    assert 'class="reference"' not in far and ">2</text>" in far and ">50<" not in far

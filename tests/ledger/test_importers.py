@@ -192,7 +192,7 @@ def test_cost_from_taus_own_figures_when_every_simulation_has_them(tmp_path):
         ({"target_kind": "team"}, "--target-kind must be one of model, crew"),
         ({"target": ""}, "--target must be"),
         ({"group": "has space"}, "--group must be"),
-        ({"cost_usd": -1}, "--cost-usd must be a non-negative"),
+        ({"cost_usd": -1}, "--cost-usd must be a number of dollars from 0 to"),
         ({"cost_usd": 1, "cost_from_spend": True}, "not both"),
     ],
 )

@@ -158,15 +158,15 @@ def test_bad_inputs_are_named(tmp_path):
         (tmp_path / name).write_bytes(content)
         problems[name] = _problem(tmp_path / name)
     assert problems["empty.json"] == "empty file, not JSON"
-    assert problems["text.json"].startswith("not JSON (lexical error")
+    assert problems["text.json"] == "not JSON (a character that cannot start a JSON value)"
     assert "sk-live" not in problems["text.json"]
     assert problems["array.json"] == "not a τ² results file: the top level is not a JSON object"
     assert problems["nosims.json"] == "holds no simulations"
     assert problems["noinfo.json"] == "not a τ² results file: no `info` object"
     assert problems["notask.json"] == "not a τ² results file: simulation 1 has no task_id"
-    assert problems["dup.json"] == "two simulations of task 1 trial 0"
+    assert problems["dup.json"] == "simulation 2 (task 1, trial 0) repeats an earlier simulation's task and trial"
     assert problems["badsims.json"] == "not a τ² results file: `simulations` is not a list"
-    assert problems["garbage.json"].startswith("not valid JSON near byte")
+    assert problems["garbage.json"] == "not valid JSON: a misplaced bracket or value, within the first 30 bytes"
     assert _problem(tmp_path / "missing.json") == "cannot read: No such file or directory"
 
 

@@ -170,8 +170,8 @@ def test_stream_with_and_without_usage(urls, upstream):
         (b"[1, 2]", {}, 400),
         (_body(messages=[]), {}, 400),
         (_body(stream="yes"), {}, 400),
-        (_body(model="nosuchprovider/x"), {}, 404),
-        (_body(model="openai/gpt-4o"), {}, 503),  # the openai provider has no key in tests
+        (_body(model="marina/default"), {}, 404),  # no MARINA_DEFAULT_MODEL in tests
+        (_body(model="together/x"), {}, 503),  # an aggregator without its key
     ],
 )
 def test_errors_marina_decides(urls, upstream, content, headers, status):
@@ -193,7 +193,10 @@ def test_upstream_reset_and_bad_json(urls, upstream):
 
 
 def test_stream_reset_midway(urls, upstream):
-    response = assert_same(both(urls, upstream, lambda: upstream.script(Sse(reset_after=2)), content=_body(stream=True)))
+    chunks = [{**c, "created": 1_700_000_000} for c in sse_chunks()]  # `created` must not tick between the two
+    response = assert_same(
+        both(urls, upstream, lambda: upstream.script(Sse(chunks=chunks, reset_after=2)), content=_body(stream=True))
+    )
     assert b'"upstream_error"' in response.content
 
 
@@ -252,7 +255,7 @@ def test_an_unexpected_failure_in_the_core_is_the_same_500_on_both_routes(urls, 
     def broken(model_id: str) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("passthru.chat.resolve", broken)
+    monkeypatch.setattr("passthru.chat.plan", broken)
     seen = both(urls, upstream, lambda: None, content=_body())
     bodies = {}
     for name, (response, trace) in seen.items():

@@ -335,7 +335,7 @@ def test_stream_and_n_are_unsupported(client, upstream, extra, param):
         "marina/verify:openrouter/x+nowhere/y",
         "marina/verify:",
         "marina/verify:openrouter/x+",
-        "marina/verify:openai/x",  # a provider without its key
+        "marina/verify:together/x",  # an aggregator without its key
     ],
 )
 def test_ids_the_passthru_cannot_serve_are_400_model_not_found(client, upstream, model):

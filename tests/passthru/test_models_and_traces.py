@@ -83,12 +83,12 @@ def test_bodies_are_stored_redacted_when_asked(client, marina_config):
     marina_config.MARINA_TRACE_BODIES = True
     client.chat.completions.create(
         model="openrouter/a/b",
-        messages=[{"role": "user", "content": f"my key is {PROVIDER_KEY} and {MARINA_KEY}"}],
+        messages=[{"role": "user", "content": f"my key is {PROVIDER_KEY} and {MARINA_KEY}, header bearer tok3n.ABCDEFGH"}],
         extra_body={"api_key": "sk-should-never-be-kept-123"},
     )
     trace = Trace.objects.get()
     stored = json.dumps([trace.body, trace.spans.get().body])
     assert "my key is" in stored
-    for secret in (PROVIDER_KEY, MARINA_KEY, "sk-should-never-be-kept-123"):
+    for secret in (PROVIDER_KEY, MARINA_KEY, "sk-should-never-be-kept-123", "tok3n.ABCDEFGH"):
         assert secret not in stored
     assert trace.spans.get().body["response"]["choices"][0]["message"]["content"]

@@ -11,6 +11,7 @@ termination reason, reward, the reward breakdown as counts, duration, costs
 and times, and never any conversation text."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from typing import Any
 
 import ijson
 
-from ledger.benchmarks import metrics
+from ledger.benchmarks import checks, metrics
 from ledger.benchmarks.credentials import WARNING, credential_paths, strip_secrets
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.benchmarks.tau2.progress import MeteredFile, bar_stream
@@ -140,17 +141,33 @@ def read_results(path: str | Path, *, progress: bool | None = None) -> Tau2Resul
         return reader.result(sha256=metered.sha256, size=size)
 
 
+# What yajl's messages mean, in words of our own: the parser's message goes on
+# to quote the file around the error (as a bytes repr, so its newline is the two
+# characters backslash-n), and the file may hold a key. Nothing of it is shown.
+_JSON_PROBLEMS = (
+    ("invalid bytes in UTF8", "bytes that are not UTF-8 text"),
+    ("invalid char in json text", "a character that cannot start a JSON value"),
+    ("invalid string", "a malformed string"),
+    ("control character", "a control character inside a string"),
+    ("escape", "a malformed escape in a string"),
+    ("trailing garbage", "text after the end of the JSON"),
+    ("unallowed token", "a misplaced bracket or value"),
+    ("invalid", "a malformed value"),
+    ("expect", "a missing or misplaced , : ] or }"),
+)
+
+
 def json_error(exc: Exception, *, started: bool, offset: int, inside: str = "") -> str:
-    """One line for a JSON syntax error. Only yajl's first line: the rest
-    quotes the file around the error, and the file may hold a key."""
-    first = str(exc).split("\n", 1)[0].strip().removeprefix("b'")
-    if "premature EOF" in first:
+    """One line for a JSON syntax error that quotes nothing of the file."""
+    message = str(exc)
+    if "premature EOF" in message or "Incomplete JSON" in message:
         if not offset:
             return "empty file, not JSON"
         return f"truncated: the JSON ends inside {inside}" if inside else "truncated: the JSON ends early"
+    problem = next((words for marker, words in _JSON_PROBLEMS if marker in message), "a syntax error")
     if not started:
-        return f"not JSON ({first})"
-    return f"not valid JSON near byte {offset:,} ({first})"
+        return f"not JSON ({problem})"
+    return f"not valid JSON: {problem}, within the first {offset:,} bytes"
 
 
 class _Reader:
@@ -246,6 +263,8 @@ class _Reader:
             trial = int(trial)
         if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
             raise self.fail(f"not a τ² results file: simulation {n} has a trial that is not a whole number")
+        where = checks.simulation_name(n, task, trial)
+        checks.whole(self.fail, where, "trial", trial)
         reason = raw.get("termination_reason")
         if not isinstance(reason, str):
             raise self.fail(f"not a τ² results file: simulation {n} has no termination_reason")
@@ -254,9 +273,8 @@ class _Reader:
         if reward_info is not None:
             if not isinstance(reward_info, dict):
                 raise self.fail(f"not a τ² results file: simulation {n} has a reward_info that is not an object")
-            reward = _number(reward_info.get("reward"))
-            if reward is None and reward_info.get("reward") is not None:
-                raise self.fail(f"not a τ² results file: simulation {n} has a reward that is not a number")
+            if reason != INFRA_ERROR:  # not evaluated: its reward is not read
+                reward = checks.reward(self.fail, where, "reward_info.reward", reward_info.get("reward"))
         if "skipped" in raw:
             self.saw_skipped_flag = True
         self.simulations.append(
@@ -264,13 +282,13 @@ class _Reader:
                 task_id=str(task),
                 trial=trial,
                 termination_reason=reason,
-                reward=None if reason == INFRA_ERROR else reward,
+                reward=reward,
                 skipped=raw.get("skipped") is True,
-                duration_s=_number(raw.get("duration")),
-                agent_cost_usd=_number(raw.get("agent_cost")),
-                user_cost_usd=_number(raw.get("user_cost")),
-                start_time=_text(raw.get("start_time")),
-                end_time=_text(raw.get("end_time")),
+                duration_s=checks.duration(self.fail, where, "duration", raw.get("duration")),
+                agent_cost_usd=checks.cost(self.fail, where, "agent_cost", raw.get("agent_cost")),
+                user_cost_usd=checks.cost(self.fail, where, "user_cost", raw.get("user_cost")),
+                start_time=checks.time(self.fail, where, "start_time", raw.get("start_time")),
+                end_time=checks.time(self.fail, where, "end_time", raw.get("end_time")),
                 breakdown=summarise_reward_info(reward_info) if isinstance(reward_info, dict) else {},
             )
         )
@@ -285,12 +303,17 @@ class _Reader:
                 raise self.fail("holds no simulations (a voice run keeps them in a directory, which is not supported)")
             raise self.fail("holds no simulations")
         seen: set[str] = set()
-        for s in self.simulations:
+        for n, s in enumerate(self.simulations, 1):
             if s.item_id in seen:
-                raise self.fail(f"two simulations of task {s.task_id} trial {s.trial}")
+                raise self.fail(f"{checks.simulation_name(n, s.task_id, s.trial)} repeats an earlier simulation's task and trial")
             seen.add(s.item_id)
 
         info = self.info
+        for key, high in (("num_trials", checks.MAX_INT), ("max_steps", checks.MAX_INT),
+                          ("max_errors", checks.MAX_INT), ("seed", checks.MAX_SEED)):  # fmt: skip
+            value = _int(info.get(key))
+            if value is not None and abs(value) > high:
+                raise self.fail(f"info.{key} is out of range (at most {high})")
         env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
         num_trials = _int(info.get("num_trials"))
         if num_trials is None or num_trials < 1:
@@ -373,9 +396,14 @@ def _side(raw: Any) -> Side:
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, else None (JSON columns cannot hold inf, which a huge literal parses to)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _int(value: Any) -> int | None:

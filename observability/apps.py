@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+import logging
+
+from django.apps import AppConfig
+
+log = logging.getLogger(__name__)
+
+
+class ObservabilityConfig(AppConfig):
+    name = "observability"
+    verbose_name = "Metrics and trace export"
+
+    def ready(self) -> None:
+        from ledger.spend import services
+        from observability import metrics
+
+        services.add_observer(metrics.OBSERVER)

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from passthru.auth import KeyRefused, create_key
+
+
+class Command(BaseCommand):
+    help = (
+        "Make a Marina key for /v1 and print its secret once (only its SHA-256 is stored). "
+        "NAME is what the ledger and the reports show for this key's calls."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name", help="1 to 64 letters, digits or . _ @ -")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            secret = create_key(options["name"])
+        except KeyRefused as exc:
+            raise CommandError(str(exc)) from None
+        self.stderr.write(
+            f"Made key {options['name']!r}. Its secret is printed once, below; Marina keeps only its hash.\n"
+            "Call /v1 with: Authorization: Bearer <secret>. Revoke it with: manage.py revoke_key "
+            f"{options['name']}"
+        )
+        self.stdout.write(secret)

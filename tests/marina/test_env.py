@@ -1,0 +1,116 @@
+"""Start-up configuration: `.env` is read (the environment wins over it), the
+daily cap's no-cap spellings, and a malformed variable stopping start-up with
+one line naming it. Each case runs the real settings in a fresh interpreter."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from marina.env import ConfigError, env_money_or_off
+from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
+
+SETTINGS = (
+    "import django, json; django.setup(); from django.conf import settings as s; "
+    "print(json.dumps({'cap': str(s.MARINA_DAILY_SPEND_CAP_USD), 'rounds': s.MARINA_VERIFY_ROUNDS, "
+    "'aliases': s.MARINA_MODEL_ALIASES, 'keys': s.MODEL_API_KEYS}))"
+)
+
+
+def run(code: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *code],
+        cwd=PROJECT_ROOT,
+        env=clean_environ({"DJANGO_SETTINGS_MODULE": "marina.settings", **env}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def settings_with(env: dict[str, str]) -> dict[str, object]:
+    done = run(["-c", SETTINGS], env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_dot_env_is_read_and_the_environment_wins_over_it(tmp_path: Path):
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "# a comment\n"
+        "MARINA_VERIFY_ROUNDS=2\n"
+        'MARINA_MODEL_ALIASES="fast=openrouter/openai/gpt-5.2"\n'
+        "MODEL_API_KEYS=sk-from-file:file\n"
+        "MARINA_DAILY_SPEND_CAP_USD=7.5\n"
+    )
+    found = settings_with({"MARINA_ENV_FILE": str(env_file), "MARINA_DAILY_SPEND_CAP_USD": "3"})
+    assert found["rounds"] == 2
+    assert found["aliases"] == {"fast": "openrouter/openai/gpt-5.2"}
+    assert found["keys"] == "sk-from-file:file"
+    assert found["cap"] == "3"  # the environment's value, not the file's
+
+
+def test_gunicorn_reads_dot_env_too(tmp_path: Path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("MARINA_BIND=127.0.0.1:4711\nMARINA_WORKERS=3\n")
+    code = "import runpy, json; c = runpy.run_path('gunicorn.conf.py'); print(json.dumps([c['bind'], c['workers']]))"
+    done = run(["-c", code], {"MARINA_ENV_FILE": str(env_file)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["127.0.0.1:4711", 3]
+
+
+def test_a_named_env_file_that_does_not_exist_stops_start_up(tmp_path: Path):
+    done = run(["manage.py", "check"], {"MARINA_ENV_FILE": str(tmp_path / "missing.env")})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [f"Marina's configuration: MARINA_ENV_FILE: no such file {tmp_path / 'missing.env'}"]
+
+
+@pytest.mark.parametrize("raw", ["0", "0.00", "unlimited", "Unlimited", "off", "none"])
+def test_zero_and_unlimited_mean_no_daily_cap(raw: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("MARINA_DAILY_SPEND_CAP_USD", raw)
+    assert env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50") is None
+
+
+@pytest.mark.parametrize("raw, cap", [("", Decimal("50")), ("  ", Decimal("50")), ("12.5", Decimal("12.5"))])
+def test_a_dollar_amount_or_blank_for_the_default(raw: str, cap: Decimal, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("MARINA_DAILY_SPEND_CAP_USD", raw)
+    assert env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50") == cap
+
+
+@pytest.mark.parametrize("raw", ["lots", "$5", "nan", "inf", "-1", "5 dollars"])
+def test_junk_cap_is_refused_naming_the_variable(raw: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("MARINA_DAILY_SPEND_CAP_USD", raw)
+    with pytest.raises(ConfigError, match=r"^MARINA_DAILY_SPEND_CAP_USD must be a dollar amount .*unlimited"):
+        env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
+
+
+def test_the_settings_read_unlimited_as_no_cap():
+    assert settings_with({"MARINA_DAILY_SPEND_CAP_USD": "unlimited"})["cap"] == "None"
+    assert settings_with({"MARINA_DAILY_SPEND_CAP_USD": "0"})["cap"] == "None"
+
+
+def test_junk_stops_manage_py_with_one_line():
+    done = run(["manage.py", "check"], {"MARINA_DAILY_SPEND_CAP_USD": "lots"})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "Marina's configuration: MARINA_DAILY_SPEND_CAP_USD must be a dollar amount such as 50, "
+        "or 0 / unlimited / off for no cap, not 'lots'"
+    ]
+
+
+@pytest.mark.e2e
+def test_junk_stops_gunicorn_before_any_worker_with_one_line(tmp_path: Path):
+    env = clean_environ(
+        {"MARINA_BIND": f"127.0.0.1:{free_port()}", "MARINA_DAILY_SPEND_CAP_USD": "lots", "DATABASE_URL": f"sqlite:///{tmp_path}/db"}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "marina.asgi:application"],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1
+    assert "Error: Marina's configuration: MARINA_DAILY_SPEND_CAP_USD must be a dollar amount" in done.stderr
+    assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr

@@ -1,0 +1,141 @@
+"""Prometheus metrics in one process: what a request adds, who may scrape,
+and that the exposition passes promtool (the multi-worker scrape by a real
+Prometheus is tests/e2e/test_prometheus.py)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import httpx
+import openai
+import pytest
+from django.test import Client
+from prometheus_client import REGISTRY
+
+from ledger.models import SpendDaily
+from ledger.spend import services
+from ledger.spend.records import SpanRecord, TraceRecord
+from observability import metrics
+from tests.conftest import MARINA_KEY
+from tests.upstream import Reply, completion
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    """Metrics are updated on the writer thread just after the caller has its answer."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def client(marina_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+
+
+def test_a_call_adds_request_tokens_cost_and_latency(client, upstream):
+    model = "openrouter/openai/gpt-5.2"
+    labels = {"model": model, "provider": "openrouter", "route": "passthru", "status": "ok", "code": "200"}
+    bucket = {"key": "tester", "model": model, "provider": "openrouter", "upstream_model": "openai/gpt-5.2"}
+    before = {
+        "requests": sample("marina_requests_total", **labels),
+        "prompt": sample("marina_tokens_total", **bucket, kind="prompt"),
+        "completion": sample("marina_tokens_total", **bucket, kind="completion"),
+        "cost": sample("marina_cost_usd_total", **bucket),
+        "upstream": sample("marina_upstream_duration_seconds_count", provider="openrouter", model="openai/gpt-5.2"),
+        "overhead": sample("marina_overhead_seconds_count", route="passthru"),
+        "written": sample("marina_ledger_traces_written_total"),
+    }
+    upstream.script(Reply(json=completion("hi", prompt_tokens=30, completion_tokens=7, cost=0.00125)))
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
+    wait_for(lambda: sample("marina_requests_total", **labels) == before["requests"] + 1, "the request counter")
+    assert sample("marina_tokens_total", **bucket, kind="prompt") == before["prompt"] + 30
+    assert sample("marina_tokens_total", **bucket, kind="completion") == before["completion"] + 7
+    assert sample("marina_cost_usd_total", **bucket) == pytest.approx(before["cost"] + 0.00125)
+    assert sample("marina_upstream_duration_seconds_count", provider="openrouter", model="openai/gpt-5.2") == before["upstream"] + 1
+    assert sample("marina_overhead_seconds_count", route="passthru") == before["overhead"] + 1
+    assert sample("marina_ledger_traces_written_total") >= before["written"] + 1
+    # The same dollars as the spend ledger.
+    assert SpendDaily.objects.get().cost_usd == Decimal("0.00125")
+
+
+def test_upstream_errors_and_refusals_are_counted_by_status(client, upstream, marina_url):
+    model = "openrouter/openai/gpt-5.2"
+    error_labels = {"model": model, "provider": "openrouter", "route": "passthru", "status": "error", "code": "429"}
+    refused_labels = {"model": "", "provider": "", "route": "none", "status": "error", "code": "401"}
+    before_error = sample("marina_requests_total", **error_labels)
+    before_refused = sample("marina_requests_total", **refused_labels)
+    before_calls = sample("marina_upstream_calls_total", provider="openrouter", model="openai/gpt-5.2", status="error")
+    upstream.script(Reply(status=429, json={"error": {"message": "slow down"}}))
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
+    httpx.post(f"{marina_url}/v1/chat/completions", json={"model": model, "messages": []})
+    wait_for(lambda: sample("marina_requests_total", **refused_labels) == before_refused + 1, "the refused request")
+    wait_for(lambda: sample("marina_requests_total", **error_labels) == before_error + 1, "the upstream error")
+    assert sample("marina_upstream_calls_total", provider="openrouter", model="openai/gpt-5.2", status="error") == before_calls + 1
+
+
+def test_metrics_answer_loopback_only_without_a_token(db, settings):
+    client = Client()
+    settings.MARINA_METRICS_TOKEN = ""
+    assert client.get("/metrics").status_code == 200
+    refused = client.get("/metrics", REMOTE_ADDR="10.1.2.3")
+    assert refused.status_code == 403 and b"MARINA_METRICS_TOKEN" in refused.content
+
+
+def test_metrics_token_is_required_when_set(db, settings):
+    client = Client()
+    settings.MARINA_METRICS_TOKEN = "scrape-secret-123"
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"authorization": "Bearer wrong"}).status_code == 401
+    ok = client.get("/metrics", headers={"authorization": "Bearer scrape-secret-123"}, REMOTE_ADDR="10.1.2.3")
+    assert ok.status_code == 200 and ok["content-type"].startswith("text/plain")
+
+
+def test_spend_today_and_cap_are_read_at_scrape(db, settings):
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("12.5")
+    SpendDaily.objects.create(
+        day=datetime.now(UTC).date(), key_name="k", requested_model="m", provider="p", upstream_model="m",
+        calls=1, cost_nanousd=2_250_000_000,
+    )
+    text = metrics.render().decode()
+    assert "marina_spend_today_usd 2.25" in text
+    assert "marina_spend_cap_usd 12.5" in text
+    settings.MARINA_DAILY_SPEND_CAP_USD = None
+    assert "marina_spend_cap_usd" not in metrics.render().decode()
+
+
+def test_a_failing_observer_loses_no_ledger_row(transactional_db):
+    class Broken(services.WriterObserver):
+        def committed(self, traces):  # type: ignore[no-untyped-def]
+            raise RuntimeError("observer bug")
+
+    broken = Broken()
+    services.add_observer(broken)
+    try:
+        record = TraceRecord(
+            request_id="req-observer", started_at=datetime.now(UTC), path="/v1/chat/completions",
+            spans=[SpanRecord(seq=0, name="upstream", started_at=datetime.now(UTC), provider="openrouter", upstream_model="m")],
+        )
+        services.submit_record(record).result(timeout=30)
+    finally:
+        services.remove_observer(broken)
+    assert SpendDaily.objects.get().calls == 1
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool comes with Debian's prometheus package (scripts/test installs it)")
+def test_promtool_finds_no_problem(db):
+    metrics.count_trace(
+        TraceRecord(request_id="req-lint", started_at=datetime.now(UTC), path="/v1/chat/completions", route="passthru")
+    )
+    lint = subprocess.run(["promtool", "check", "metrics"], input=metrics.render(), capture_output=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout + lint.stderr

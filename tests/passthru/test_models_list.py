@@ -1,0 +1,67 @@
+"""/v1/models before first use: aliases, formation templates and other parts'
+ids (crews) are listed; ids whose provider is gone are not."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import openai
+import pytest
+
+from ledger.models import SpendDaily
+from ledger.spend.selectors import utc_today
+from passthru import models_list
+from tests.conftest import MARINA_KEY
+
+
+@pytest.fixture
+def client(marina_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+
+
+def _served(model: str, provider: str, days_ago: int = 0) -> None:
+    SpendDaily.objects.create(
+        day=utc_today() - timedelta(days=days_ago), key_name="tester", requested_model=model, provider=provider,
+        upstream_model=model.partition("/")[2], calls=3,
+    )  # fmt: skip
+
+
+def _gone_provider(marina_config) -> None:  # type: ignore[no-untyped-def]
+    providers = dict(marina_config.MARINA_PROVIDERS)
+    providers["gone"] = {"base_url": "http://127.0.0.1:9/v1", "api_key": "", "key_env": "GONE_API_KEY"}
+    marina_config.MARINA_PROVIDERS = providers
+
+
+def test_aliases_and_formation_templates_are_listed_before_first_use(client, marina_config) -> None:  # type: ignore[no-untyped-def]
+    _gone_provider(marina_config)
+    marina_config.MARINA_MODEL_ALIASES = {"fast": "openrouter/openai/gpt-5.2", "old": "gone/some-model"}
+    ids = [m.id for m in client.models.list()]
+    assert "fast" in ids and "marina/verify:fast" in ids
+    assert "old" not in ids and "marina/verify:old" not in ids  # its provider has no key any more
+
+
+def test_default_gets_a_template_when_the_operator_set_one(client, marina_config) -> None:  # type: ignore[no-untyped-def]
+    assert "marina/verify:default" not in [m.id for m in client.models.list()]
+    marina_config.MARINA_DEFAULT_MODEL = "openrouter/openai/gpt-5.2"
+    assert "marina/verify:default" in [m.id for m in client.models.list()]
+
+
+def test_recent_ids_are_dropped_once_their_provider_is_gone(client, marina_config) -> None:  # type: ignore[no-untyped-def]
+    _gone_provider(marina_config)
+    _served("openrouter/qwen/qwen3", "openrouter", days_ago=2)
+    _served("gone/llama-3", "gone")
+    _served("demo/alpha-large", "demo")  # `manage.py demo`'s scripted provider: never configured
+    _served("marina/verify:openrouter/openai/gpt-5.2", "openrouter")
+    _served("openrouter/old-model", "openrouter", days_ago=20)  # not served in the last week
+    listed = {m.id: m.owned_by for m in client.models.list()}
+    assert listed["openrouter/qwen/qwen3"] == "openrouter"
+    assert listed["marina/verify:openrouter/openai/gpt-5.2"] == "marina"
+    assert not {"gone/llama-3", "demo/alpha-large", "openrouter/old-model"} & set(listed)
+
+
+def test_other_parts_add_their_ids_through_the_hook(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    async def crews() -> list[str]:
+        return ["crew/support-desk"]
+
+    monkeypatch.setattr(models_list, "EXTRA_SOURCES", [crews])
+    listed = {m.id: m.owned_by for m in client.models.list()}
+    assert listed["crew/support-desk"] == "marina"
