@@ -248,3 +248,17 @@ MARINA_METRICS_TOKEN = env_secret("MARINA_METRICS_TOKEN")
 # OpenTelemetry export is configured by the SDK's own variables
 # (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, ...);
 # see observability/otel.py.
+
+# --- The obligations ledger and the argument check (marina/obligations:, marina/argcheck:) ---
+# Model for the ledger's own calls (extraction, judgement); empty = the agent model.
+MARINA_OBLIGATIONS_MODEL = env_str("MARINA_OBLIGATIONS_MODEL")
+# The argument check's judge; empty = MARINA_OBLIGATIONS_MODEL, then the agent model.
+MARINA_ARGCHECK_MODEL = env_str("MARINA_ARGCHECK_MODEL")
+# flagged: judge only calls with a value nobody stated; all-writes: judge every write call.
+MARINA_ARGCHECK_TRIGGER = env_str("MARINA_ARGCHECK_TRIGGER", "flagged").lower()
+if MARINA_ARGCHECK_TRIGGER == "all":
+    MARINA_ARGCHECK_TRIGGER = "all-writes"
+if MARINA_ARGCHECK_TRIGGER not in ("flagged", "all-writes"):
+    raise ConfigError(f"MARINA_ARGCHECK_TRIGGER must be flagged or all-writes, not {MARINA_ARGCHECK_TRIGGER!r}")
+# Seconds a conversation's formation state lives after its last turn (default 6 h).
+MARINA_STATE_TTL = env_int("MARINA_STATE_TTL", 6 * 3600, minimum=1)

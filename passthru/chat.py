@@ -51,9 +51,11 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         ctx.stream = body.get("stream") is True
         if settings.MARINA_TRACE_BODIES:
             ctx.body = redact(body)
-        formation = formations.find(body["model"])
+        formation, model = formations.choose(body["model"], inbound.headers)
+        if model != body["model"]:  # an `off` header stripped a prefix
+            body = {**body, "model": model}
         if formation is not None:
-            ctx.route = formation.name
+            ctx.route = getattr(formation, "route_name", formation.name)
             out = await formation.run(ctx, body)
         elif ctx.stream:
             ctx.route = "passthru"

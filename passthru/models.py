@@ -1,8 +1,75 @@
-"""The passthru's one table: rate-limit buckets shared by every worker and
-host (passthru/ratelimit.py). Spend and traces are the ledger's."""
+"""The /v1 surface's own tables: rate-limit buckets shared by every worker and
+host (passthru/ratelimit.py), formation conversation state and crews.
+
+They live in the passthru app, not the ledger: the ledger holds records of
+what happened (spend, traces, benchmark runs) and must never import passthru,
+while these are working state and configuration that only the /v1 surface
+reads."""
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from django.db import models
+
+CREW_NAME = RegexValidator(
+    r"^[a-z0-9][a-z0-9._-]{0,62}$",
+    "Lower-case letters, digits, '.', '_' and '-', starting with a letter or digit (at most 63).",
+)
+
+
+class ConversationState(models.Model):
+    """One conversation's formation state (obligations ledger, argcheck memo)
+    under one conversation key (passthru/formations/state.py).
+
+    `version` grows by one on every write; writes run in a short transaction
+    that locks the row (SELECT … FOR UPDATE on PostgreSQL, BEGIN IMMEDIATE on
+    SQLite) and apply the turn's changes to the state as it is then, so
+    concurrent turns of one conversation never lose an update."""
+
+    key = models.CharField(max_length=200, unique=True)
+    state = models.JSONField(default=dict)
+    version = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "formation_state"
+        verbose_name = "conversation state"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Crew(models.Model):
+    """A named endpoint, served as `marina:<name>`: a model id Marina serves
+    (plain, a formation or a stack) with optional defaults."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[CREW_NAME])
+    description = models.TextField(blank=True)
+    model_id = models.CharField(
+        "model id",
+        max_length=200,
+        help_text="Any id Marina serves: openrouter/openai/gpt-5.2, marina/verify:…, "
+        "marina/obligations:marina/argcheck:… (not another crew).",
+    )
+    system_text = models.TextField(
+        "extra system text", blank=True, help_text="Sent as a system message after the caller's system messages."
+    )
+    reasoning_effort = models.CharField(
+        max_length=16, blank=True, help_text="Sent as reasoning_effort when the caller sets no reasoning field."
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"marina:{self.name}"
+
+    @property
+    def served_as(self) -> str:
+        return f"marina:{self.name}"
 
 
 class RateBucket(models.Model):

@@ -103,6 +103,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""  # the body's bytes as received
     # How the answer ended: pending, complete, reset, stalled, or client_gone
     # (Marina closed the connection before the reply was written out).
     outcome: str = "pending"
@@ -195,7 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw)
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
         with self.owner.lock:
             self.owner.requests.append(received)
         step = self.owner.next_step(body)

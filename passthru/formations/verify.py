@@ -70,6 +70,13 @@ def _route(model_id: str, role: str) -> Route:
             code="model_not_found",
             param="model",
         )
+    if model_id.startswith(("marina/obligations:", "marina/argcheck:")):
+        raise ApiError(
+            400,
+            f"The {role} '{model_id}' cannot be served: put marina/obligations: and marina/argcheck: before marina/verify:.",
+            code="model_not_found",
+            param="model",
+        )
     try:
         return resolve(model_id)
     except ApiError as exc:
@@ -139,13 +146,29 @@ class _Run:
         return total, unpriced
 
 
+@dataclass
+class VerifyResult:
+    final: Completion  # the message returned (the draft's error reply when the draft failed)
+    label: str
+    run: _Run
+
+
 class VerifyFormation:
     name = "verify"
     prefix = PREFIX
-    listed_ids: tuple[str, ...] = ()
+    listed_ids: tuple[str, ...] = ("marina/verify:<model>",)
 
     async def run(self, ctx: RequestContext, body: dict[str, Any]) -> Outbound:
         """Draft, review, revise once (held-write guard), respond."""
+        result = await self.produce(ctx, body)
+        if not result.final.ok:
+            # The proposer's own error, relayed as the passthru relays it.
+            return Outbound(result.final.status, {}, result.final.body, content_type="application/json")
+        return self._respond(result.run, result.final, result.label)
+
+    async def produce(self, ctx: RequestContext, body: dict[str, Any], *, parent_seq: int | None = None) -> VerifyResult:
+        """The verified message for `body` (what run() answers, before the response
+        is built); the stacked formations call this to check verify's output."""
         if body.get("stream") is True:
             raise _unsupported("stream", "marina/verify: answers only non-streaming requests.")
         if isinstance(body.get("n"), int) and body["n"] > 1:
@@ -157,12 +180,13 @@ class VerifyFormation:
         checker = _route(checker_id, "checker")
 
         rounds = min(settings.MARINA_VERIFY_ROUNDS, MAX_ROUNDS)
-        span = ctx.open_span("verify")
+        span = ctx.open_span("verify", parent_seq=parent_seq)
         span.detail = {"proposer": proposer.served_id, "checker": checker.served_id, "max_rounds": rounds}
         run = _Run(ctx, body, proposer, checker, span)
         started = time.perf_counter()
         try:
-            return await self._steps(run, rounds)
+            final, label = await self._steps(run, rounds)
+            return VerifyResult(final, label, run)
         except ApiError as exc:
             span.status = "error"
             span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
@@ -170,14 +194,13 @@ class VerifyFormation:
         finally:
             span.duration_ms = (time.perf_counter() - started) * 1000
 
-    async def _steps(self, run: _Run, rounds: int) -> Outbound:
+    async def _steps(self, run: _Run, rounds: int) -> tuple[Completion, str]:
         body, span = run.body, run.span
         draft = await run.call(run.proposer, body, "draft")
         if not draft.ok:
-            # The proposer's own error, relayed as the passthru relays it.
             span.status, span.error_kind = "error", draft.span.error_kind
             span.detail["label"] = "draft-failed"
-            return Outbound(draft.status, {}, draft.body, content_type="application/json")
+            return draft, "draft-failed"
         current = draft
         current_message = _message(draft.payload)
         if current_message is None:
@@ -220,7 +243,7 @@ class VerifyFormation:
 
         run.ctx.formation_label = label
         span.detail.update(self._summary(label, run.rounds))
-        return self._respond(run, current, label)
+        return current, label
 
     async def _review(
         self,
@@ -298,7 +321,7 @@ class VerifyFormation:
     def _respond(run: _Run, final: Completion, label: str) -> Outbound:
         usage, unpriced = run.usage()
         payload = copy.deepcopy(final.payload) or {}
-        payload["model"] = run.body["model"]
+        payload["model"] = run.ctx.requested_model or run.body["model"]
         payload["usage"] = {
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,

@@ -1,0 +1,271 @@
+"""Stacking: `marina/obligations:` and `marina/argcheck:` in any order, with or
+without the opt-in headers, around a plain model id or a `marina/verify:` id.
+
+    marina/obligations:marina/argcheck:openrouter/openai/gpt-5.2
+    marina/argcheck:marina/verify:openrouter/a+openrouter/b
+
+The prefixes are stripped from the front; `x-marina-obligations` /
+`x-marina-argcheck` (`on`, `observe`, `off`; also true/1, false/0) opt in
+with an unchanged id, and `off` wins over a prefix. Verify produces the
+draft; the obligations ledger then checks it (one judgement, one retry at
+most), and the argument check checks whatever the ledger returned (its retry's
+note carries the ledger's reminder too). A retry through verify is a whole
+verify run, so what goes back has always been reviewed.
+
+One conversation state row (passthru/formations/state.py) holds both checks'
+memory; it is read before the first call and the turn's changes are
+committed after the last one."""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from marina import money
+from passthru.context import RequestContext
+from passthru.errors import ApiError, UpstreamError
+from passthru.formations import argcheck as argcheck_module
+from passthru.formations import obligations as obligations_module
+from passthru.formations import state
+from passthru.formations.argcheck import ArgCheck
+from passthru.formations.obligations import ObligationsCheck
+from passthru.formations.turn import Answer, Turn
+from passthru.formations.verify import PREFIX as VERIFY_PREFIX
+from passthru.formations.verify import split_id
+from passthru.pricing import Usage
+from passthru.providers import Route, resolve
+from passthru.responses import Outbound, json_out
+
+OBLIGATIONS_PREFIX = "marina/obligations:"
+ARGCHECK_PREFIX = "marina/argcheck:"
+CREW_PREFIX = "marina:"
+_HEADER_VALUES = {"on": "on", "true": "on", "1": "on", "observe": "observe", "off": "off", "false": "off", "0": "off"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    obligations: str  # on | observe | '' (not running)
+    argcheck: str
+    inner: str  # the id the checks wrap: a plain id or a marina/verify: id
+
+    @property
+    def active(self) -> bool:
+        return bool(self.obligations or self.argcheck)
+
+
+def _header_mode(headers: Any, name: str) -> str | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    mode = _HEADER_VALUES.get(raw.strip().lower())
+    if mode is None:
+        raise ApiError(400, f"The header {name} must be on, observe or off, not {raw[:40]!r}.", code="invalid_header")
+    return mode
+
+
+def plan(model_id: str, headers: Any) -> Plan:
+    """Which checks run, and what they wrap."""
+    modes = {"obligations": "", "argcheck": ""}
+    inner = model_id
+    while True:
+        if inner.startswith(OBLIGATIONS_PREFIX):
+            modes["obligations"], inner = "on", inner[len(OBLIGATIONS_PREFIX) :]
+        elif inner.startswith(ARGCHECK_PREFIX):
+            modes["argcheck"], inner = "on", inner[len(ARGCHECK_PREFIX) :]
+        else:
+            break
+    for feature in modes:
+        told = _header_mode(headers, f"x-marina-{feature}")
+        if told is not None:
+            modes[feature] = "" if told == "off" else told
+    return Plan(modes["obligations"], modes["argcheck"], inner)
+
+
+def _route(model_id: str, what: str) -> Route:
+    if not model_id:
+        raise ApiError(400, f"The {what} of this model id is empty.", code="model_not_found", param="model")
+    if model_id.startswith((OBLIGATIONS_PREFIX, ARGCHECK_PREFIX)):
+        raise ApiError(
+            400,
+            f"'{model_id}' cannot be the {what}: put marina/obligations: and marina/argcheck: before marina/verify:.",
+            code="model_not_found",
+            param="model",
+        )
+    try:
+        return resolve(model_id)
+    except ApiError as exc:
+        raise ApiError(400, f"The {what} '{model_id}' cannot be served: {exc.message}", code="model_not_found", param="model") from None
+
+
+def _unsupported(param: str, detail: str) -> ApiError:
+    return ApiError(400, f"Unsupported parameter: '{param}'. {detail}", code="unsupported_parameter", param=param)
+
+
+class StackFormation:
+    """The obligations ledger and/or the argument check around one model id."""
+
+    name = "stack"
+    prefix = OBLIGATIONS_PREFIX  # find() uses plan(); listed_ids are the templates
+    listed_ids: tuple[str, ...] = ("marina/obligations:<model>", "marina/argcheck:<model>")
+
+    def __init__(self, planned: Plan) -> None:
+        self.plan = planned
+
+    @property
+    def route_name(self) -> str:
+        parts = [p for p, on in (("obligations", self.plan.obligations), ("argcheck", self.plan.argcheck)) if on]
+        if self.plan.inner.startswith(VERIFY_PREFIX):
+            parts.append("verify")
+        return "+".join(parts)
+
+    async def run(self, ctx: RequestContext, body: dict[str, Any]) -> Outbound:
+        planned = self.plan
+        if planned.inner.startswith(CREW_PREFIX):
+            raise ApiError(
+                400,
+                f"A crew cannot be wrapped ('{planned.inner}'): give the crew a model id with these prefixes instead.",
+                code="model_not_found",
+                param="model",
+            )
+        if body.get("stream") is True:
+            raise _unsupported("stream", "marina/obligations: and marina/argcheck: answer only non-streaming requests.")
+        if isinstance(body.get("n"), int) and body["n"] > 1:
+            raise _unsupported("n", "marina/obligations: and marina/argcheck: check exactly one choice.")
+        verify = planned.inner.startswith(VERIFY_PREFIX)
+        agent_id = split_id(planned.inner)[0] if verify else planned.inner
+        agent = _route(agent_id, "proposer" if verify else "model")
+        span = ctx.open_span(self.route_name[:32])
+        started = time.perf_counter()
+        try:
+            return await self._steps(ctx, body, span, agent, verify)
+        except ApiError as exc:
+            span.status = "error"
+            span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            raise
+        finally:
+            span.duration_ms = (time.perf_counter() - started) * 1000
+
+    async def _steps(self, ctx: RequestContext, body: dict[str, Any], span: Any, agent: Route, verify: bool) -> Outbound:
+        planned = self.plan
+        turn_body = {**body, "model": planned.inner}
+        turn = Turn(ctx, turn_body, span, agent, verify)
+        keys = state.conversation_keys(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"))
+        loaded = await state.load(keys)
+        span.detail = {"key": _short(loaded.key), "state": "found" if loaded.found_key else "new"}
+        if loaded.error:
+            span.detail["state"] = f"unavailable:{loaded.error}"
+
+        ob = ac = None
+        if planned.obligations:
+            ob = ObligationsCheck.start(
+                planned.obligations, loaded.state.get("obligations"), _judge(obligations_module.judge_route(agent_id_of(agent)))
+            )
+        if planned.argcheck:
+            ac = ArgCheck.start(planned.argcheck, loaded.state.get("argcheck"), _judge(argcheck_module.judge_route(agent_id_of(agent))))
+
+        note = await ob.prepare(turn) if ob else ""
+        answer = await turn.main(note, "draft")
+        if not answer.ok:
+            span.status, span.error_kind = "error", answer.completion.span.error_kind
+            await self._commit(keys, ob, ac, span)
+            return Outbound(answer.completion.status, {}, answer.completion.body, content_type="application/json")
+        if answer.message is None:
+            raise UpstreamError(agent.provider.name, "bad_reply", "The model's reply holds no message.")
+        if ob:
+            answer = await ob.finish(turn, answer)
+        if ac:
+            answer = await ac.finish(turn, answer, ob.reminder if ob else "")
+        await self._commit(keys, ob, ac, span)
+        return self._respond(ctx, span, agent, answer, ob, ac)
+
+    async def _commit(self, keys: list[str], ob: ObligationsCheck | None, ac: ArgCheck | None, span: Any) -> None:
+        def change(stored: dict[str, Any]) -> dict[str, Any]:
+            out = dict(stored)
+            if ob is not None and not ob.skipped:
+                out["obligations"] = ob.change(stored.get("obligations"))
+            if ac is not None:
+                out["argcheck"] = ac.change(stored.get("argcheck"))
+            return out
+
+        error = await state.commit(keys, change)
+        if error:
+            span.detail["state_write"] = f"failed:{error}"
+
+    def _respond(
+        self, ctx: RequestContext, span: Any, agent: Route, answer: Answer, ob: ObligationsCheck | None, ac: ArgCheck | None
+    ) -> Outbound:
+        usage, unpriced = _usage(ctx)
+        payload = copy.deepcopy(answer.completion.payload) or {}
+        payload["model"] = ctx.requested_model or payload.get("model")
+        payload["usage"] = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        }
+        headers = {
+            "x-marina-upstream-model": agent.served_id,
+            "x-marina-cost-usd": money.plain(usage.cost_nanousd or 0),
+        }
+        labels = []
+        if ob is not None:
+            headers["x-marina-obligations"] = ob.header()
+            headers["x-marina-obligations-cost-usd"] = money.plain(_cost(ctx, ob.cost_seqs))
+            span.detail["obligations"] = ob.header()
+            labels.append(f"obligations={ob.check or ob.skipped}")
+        if ac is not None:
+            headers["x-marina-argcheck"] = ac.header()
+            headers["x-marina-argcheck-cost-usd"] = money.plain(_cost(ctx, ac.cost_seqs))
+            span.detail["argcheck"] = ac.header()
+            span.detail["argcheck_calls"] = ac.calls
+            labels.append(f"argcheck={ac.check}")
+        if answer.label:
+            headers["x-marina-verify"] = answer.label
+            headers["x-marina-lessons"] = "0"
+            labels.append(f"verify={answer.label}")
+        if unpriced:
+            headers["x-marina-cost-unpriced-calls"] = str(unpriced)
+        if usage.cached_tokens:
+            headers["x-marina-cache-read-tokens"] = str(usage.cached_tokens)
+        ctx.formation_label = ";".join(labels)[:64]
+        return json_out(200, payload, headers)
+
+
+def agent_id_of(route: Route) -> str:
+    return route.served_id
+
+
+def _judge(model_id: str) -> Route:
+    return _route(model_id, "judge model")
+
+
+def _short(key: str) -> str:
+    """The key as traced: the caller's name and a hash prefix, never a session id in full."""
+    who, _, rest = key.partition("|")
+    return f"{who}|{rest[:14]}"
+
+
+def _usage(ctx: RequestContext) -> tuple[Usage, int]:
+    total, unpriced = Usage(), 0
+    for span in ctx.spans:
+        if not span.provider:
+            continue
+        if span.status == "ok" and span.cost_nanousd is None and span.http_status and span.http_status < 300:
+            unpriced += 1
+        total.add(
+            Usage(
+                prompt_tokens=span.prompt_tokens,
+                completion_tokens=span.completion_tokens,
+                cached_tokens=span.cached_tokens,
+                reasoning_tokens=span.reasoning_tokens,
+                cost_nanousd=span.cost_nanousd,
+                cost_source=span.cost_source,
+            )
+        )
+    return total, unpriced
+
+
+def _cost(ctx: RequestContext, seqs: list[int] | range) -> int:
+    return sum(ctx.spans[i].cost_nanousd or 0 for i in seqs if ctx.spans[i].provider)

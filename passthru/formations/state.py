@@ -1,0 +1,260 @@
+"""Per-conversation state of the obligations ledger and the argument check,
+kept in the database so that every worker and host sees the same ledger.
+
+**The key.** With `x-marina-session` the key is `<who>|s:<session>`. Without
+it (τ²'s CLI sends none) a chain of keys is derived from the request itself:
+`<who>|h:<hash>` over the system text, the tool schemas and the first user
+message, then `<who>|h:<hash>@<n>` at checkpoints n = 1–8, 12, 16, 24, 32, 48,
+64, 96, 128 of the non-system history (a running hash of each message's role,
+text, tool calls, tool_call_id and name). The state is read under the deepest
+key that exists and written under the deepest key of the chain, so two
+simulations with the same opening share state only until the first
+checkpoint after they diverge. `<who>` is the caller's key name.
+
+**Concurrent turns.** A turn reads the state, makes its upstream calls, and
+then commits its *changes* (a function of the state) in one short
+transaction: the row is locked (SELECT … FOR UPDATE on PostgreSQL; SQLite's
+BEGIN IMMEDIATE, behind the same write-turn lock the ledger writer takes),
+the changes are applied to the state as it is then, and the version grows by
+one. A turn that raced another one therefore applies its changes on top of
+the other's instead of overwriting them: no update is lost. No lock is held
+while a provider answers.
+
+**Bounds.** Each state is bounded by its owners (≤ 24 obligations, ≤ 64
+signatures); rows idle for MARINA_STATE_TTL seconds are ignored and deleted
+(each process sweeps at most once a minute).
+
+All database work runs on one thread per process with one persistent
+connection (the ledger writer's reasoning: a thread and a connection per
+call cost more than the query)."""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, connection, transaction
+
+from ledger.spend.services import write_turn as sqlite_write_turn
+from passthru.formations.conversation import SYSTEM_ROLES, text_of
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+SESSION_CHARS = 128
+HASH_CHARS = 24
+SWEEP_SECONDS = 60.0
+HEALTH_CHECK_SECONDS = 1.0
+
+State = dict[str, Any]
+
+
+# --- The key ------------------------------------------------------------------
+def _digest(*parts: bytes) -> bytes:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+        h.update(b"\0")
+    return h.digest()
+
+
+def _json(value: Any) -> bytes:
+    if value is None:
+        return b""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return repr(value).encode("utf-8", "replace")
+
+
+def _text(content: Any) -> bytes:
+    return text_of(content).encode("utf-8", "surrogatepass")
+
+
+def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: Any) -> list[str]:
+    """The key chain, shallowest first; the last is the conversation's current key."""
+    session = session.strip()[:SESSION_CHARS]
+    if session:
+        return [f"{who}|s:{session}"]
+    dicts = [m for m in messages if isinstance(m, Mapping)]
+    system = "\x01".join(text_of(m.get("content")) for m in dicts if m.get("role") in SYSTEM_ROLES)
+    turns = [m for m in dicts if m.get("role") not in SYSTEM_ROLES]
+    first_user = next((m for m in turns if m.get("role") == "user"), None)
+    base = _digest(
+        who.encode(),
+        system.encode("utf-8", "surrogatepass"),
+        _json(tools),
+        _text(first_user.get("content")) if first_user else b"",
+    )
+    keys = [f"{who}|h:{base.hex()[:HASH_CHARS]}"]
+    running = base
+    deepest = max((c for c in CHECKPOINTS if c <= len(turns)), default=0)
+    for n, message in enumerate(turns[:deepest], start=1):
+        name = message.get("name")
+        call_id = message.get("tool_call_id")
+        running = _digest(
+            running,
+            str(message.get("role")).encode(),
+            _text(message.get("content")),
+            _json(message.get("tool_calls")),
+            call_id.encode("utf-8", "replace") if isinstance(call_id, str) else b"",
+            name.encode("utf-8", "replace") if isinstance(name, str) else b"",
+        )
+        if n in CHECKPOINTS:
+            keys.append(f"{who}|h:{running.hex()[:HASH_CHARS]}@{n}")
+    return keys
+
+
+# --- The store ----------------------------------------------------------------
+@dataclass
+class Loaded:
+    """A conversation's state as read at the start of a turn."""
+
+    keys: list[str]
+    state: State = field(default_factory=dict)
+    found_key: str | None = None  # the key it was read under (None: new conversation)
+    version: int = 0
+    error: str = ""  # the store failed; the turn runs on an empty state
+
+    @property
+    def key(self) -> str:
+        return self.keys[-1]
+
+
+_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="formation-state")
+_checked_at = 0.0
+_swept_at = 0.0
+
+
+def _on_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    global _checked_at
+    now = time.monotonic()
+    if now - _checked_at >= HEALTH_CHECK_SECONDS:
+        _checked_at = now
+        close_old_connections()
+    return fn(*args)
+
+
+async def _run(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.wrap_future(_executor.submit(_on_thread, fn, *args))
+
+
+def _ttl() -> timedelta:
+    return timedelta(seconds=settings.MARINA_STATE_TTL)
+
+
+def _deepest(keys: Sequence[str], *, lock_key: str | None = None) -> tuple[str, State, int] | None:
+    """The deepest live row among `keys`: (key, state, version)."""
+    from passthru.models import ConversationState
+
+    now = datetime.now(UTC)
+    rows = ConversationState.objects.filter(key__in=list(keys), expires_at__gt=now).values_list("key", "state", "version")
+    if lock_key is not None:
+        rows = rows.select_for_update()
+    found = {key: (state, version) for key, state, version in rows}
+    for key in reversed(keys):
+        if key in found:
+            state, version = found[key]
+            return key, state if isinstance(state, dict) else {}, version
+    return None
+
+
+def load_sync(keys: list[str]) -> Loaded:
+    found = _deepest(keys)
+    if found is None:
+        return Loaded(keys)
+    key, state, version = found
+    return Loaded(keys, state, key, version if key == keys[-1] else 0)
+
+
+def commit_sync(keys: list[str], change: Callable[[State], State]) -> State:
+    """Apply `change` to the conversation's current state and store it under
+    the deepest key, in one transaction (see the module doc)."""
+    from passthru.models import ConversationState
+
+    current = keys[-1]
+    for attempt in range(3):
+        try:
+            with sqlite_write_turn(), transaction.atomic():
+                now = datetime.now(UTC)
+                mine = (
+                    ConversationState.objects.select_for_update()
+                    .filter(key=current)
+                    .values_list("id", "state", "version", "expires_at")
+                    .first()
+                )
+                row_id: int | None
+                if mine is not None and mine[3] > now:
+                    row_id, state, version = mine[0], mine[1] if isinstance(mine[1], dict) else {}, mine[2]
+                else:
+                    # New under this key (or expired): start from the deepest ancestor's copy.
+                    ancestor = _deepest(keys[:-1])
+                    state = copy.deepcopy(ancestor[1]) if ancestor else {}
+                    row_id, version = (mine[0] if mine else None), 0
+                new_state = change(state)
+                values = {"state": new_state, "version": version + 1, "updated_at": now, "expires_at": now + _ttl()}
+                if row_id is None:
+                    ConversationState.objects.create(key=current, **values)
+                else:
+                    ConversationState.objects.filter(id=row_id).update(**values)
+            _maybe_sweep()
+            return new_state
+        except IntegrityError:
+            # Another host inserted this key first (PostgreSQL): lock its row and apply on top.
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _maybe_sweep() -> None:
+    global _swept_at
+    now = time.monotonic()
+    if now - _swept_at < SWEEP_SECONDS:
+        return
+    _swept_at = now
+    from passthru.models import ConversationState
+
+    try:
+        with sqlite_write_turn():
+            ConversationState.objects.filter(expires_at__lte=datetime.now(UTC)).delete()
+    except Exception:
+        log.exception("could not sweep expired conversation state")
+
+
+async def load(keys: list[str]) -> Loaded:
+    """The state under the deepest known key; an empty state if the store fails (fail open)."""
+    try:
+        loaded: Loaded = await _run(load_sync, keys)
+        return loaded
+    except Exception as exc:
+        log.exception("could not read conversation state")
+        return Loaded(keys, error=type(exc).__name__)
+
+
+async def commit(keys: list[str], change: Callable[[State], State]) -> str:
+    """Store the turn's changes; '' on success, else the error's name (logged, fail open)."""
+    try:
+        await _run(commit_sync, keys, change)
+        return ""
+    except Exception as exc:
+        log.exception("could not write conversation state")
+        return type(exc).__name__
+
+
+def close_connection() -> None:
+    """Close the state thread's connection (tests do, before dropping a database)."""
+    _executor.submit(lambda: connection.close()).result()
+
+
+async def run_on_state_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a small read (crews, /v1/models) on the state thread and its connection."""
+    return await _run(fn, *args)

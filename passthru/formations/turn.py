@@ -1,0 +1,103 @@
+"""One stacked request in progress (marina/obligations:, marina/argcheck:,
+and what they wrap): the calls the checks make, each a child span of the
+stack's span, and the main call they check (the agent model, or a whole
+marina/verify: run)."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.spend.records import SpanRecord
+from passthru.calls import Completion, call_json
+from passthru.context import RequestContext
+from passthru.errors import ApiError, UpstreamError
+from passthru.formations.conversation import text_of, with_trailing_note
+from passthru.providers import Route
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Answer:
+    """A reply of the main call; `seqs` are the spans it took (a verify run takes several)."""
+
+    completion: Completion
+    label: str = ""  # x-marina-verify's label when verify produced it
+    seqs: range = range(0)
+
+    @property
+    def ok(self) -> bool:
+        return self.completion.ok
+
+    @property
+    def message(self) -> dict[str, Any] | None:
+        choices = (self.completion.payload or {}).get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            message = choices[0].get("message")
+            if isinstance(message, dict):
+                return message
+        return None
+
+    def text(self) -> str:
+        return text_of((self.message or {}).get("content"))
+
+    def is_empty(self) -> bool:
+        message = self.message
+        return message is None or (not self.text().strip() and not message.get("tool_calls"))
+
+
+@dataclass
+class Turn:
+    ctx: RequestContext
+    body: dict[str, Any]
+    span: SpanRecord
+    agent: Route  # the agent model (verify's proposer when verify is wrapped)
+    verify: bool = False
+    decisions: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def messages(self) -> list[Any]:
+        messages: list[Any] = self.body["messages"]
+        return messages
+
+    async def main(self, note: str, name: str) -> Answer:
+        """The agent's reply to the caller's body with `note` trailing. Raises
+        ApiError as the passthru would (the caller decides whether to fail open)."""
+        body = {**self.body, "messages": with_trailing_note(self.messages, note)} if note else self.body
+        first = len(self.ctx.spans)
+        if self.verify:
+            from passthru.formations.verify import VERIFY
+
+            result = await VERIFY.produce(self.ctx, body, parent_seq=self.span.seq)
+            answer = Answer(result.final, result.label, range(first, len(self.ctx.spans)))
+        else:
+            done = await call_json(self.ctx, self.agent, body, name=name, parent_seq=self.span.seq)
+            answer = Answer(done, "", range(first, len(self.ctx.spans)))
+        if self.verify:
+            self.ctx.spans[first].detail["step"] = name
+        return answer
+
+    async def side_call(self, route: Route, messages: list[dict[str, str]], name: str) -> tuple[Completion | None, str]:
+        """An extraction or judgement: (the reply, '') or (None, why it failed). Never raises."""
+        try:
+            done = await call_json(self.ctx, route, {"messages": messages, "stream": False}, name=name, parent_seq=self.span.seq)
+        except ApiError as exc:
+            log.warning("%s %s failed: %s", self.ctx.request_id, name, exc.message)
+            return None, exc.kind if isinstance(exc, UpstreamError) else exc.code
+        if not done.ok:
+            return None, f"http_{done.status}"
+        return done, ""
+
+    def spans_cost(self, seqs: range | list[int]) -> int:
+        return sum(self.ctx.spans[i].cost_nanousd or 0 for i in seqs if self.ctx.spans[i].provider)
+
+
+def reply_text(done: Completion) -> str:
+    choices = (done.payload or {}).get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        message = choices[0].get("message")
+        if isinstance(message, Mapping):
+            return text_of(message.get("content"))
+    return ""
