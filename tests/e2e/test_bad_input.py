@@ -117,7 +117,7 @@ CORPUS = [
     Case("no Authorization", 401, json={"model": MODEL, "messages": HELLO}, headers={"content-type": "application/json"}),
     Case("Basic auth", 401, json={"model": MODEL, "messages": HELLO}, headers={"authorization": "Basic dXNlcjpwYXNz"}),
     Case("wrong key", 401, json={"model": MODEL, "messages": HELLO}, headers={"authorization": "Bearer nope"}),
-    Case("unknown provider", 404, json={"model": "nowhere/x", "messages": HELLO}, param="model"),
+    Case("no default model configured", 404, json={"model": "default", "messages": HELLO}, param="model"),
     Case("unknown path", 404, json={"model": MODEL}, path="/v1/embeddings"),
     Case("unknown path, GET", 404, method="GET", path="/v1/files/123"),
     Case("wrong method", 405, method="GET"),
