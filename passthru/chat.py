@@ -42,7 +42,9 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     (for streams: when the stream ends)."""
     ctx = RequestContext.for_request(inbound)
     try:
-        caller = await auth.authenticate(inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent"))
+        caller = inbound.caller or await auth.authenticate(
+            inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent")
+        )
         ctx.key_name = caller.key_name
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
