@@ -6,46 +6,13 @@ body before deciding (as both routes did) never answers; one that refuses
 from the headers, or stops at the limit, answers at once."""
 from __future__ import annotations
 
-import json
-import socket
-from typing import Any
-from urllib.parse import urlsplit
-
 import pytest
 
 from ledger.models import BenchmarkRun, Trace
 from tests.conftest import MARINA_KEY
+from tests.rawhttp import CHUNK, CLOSING, LAST_CHUNK, answer, chunk, open_chunked
 
-CHUNK = b"x" * 4096
 OPERATOR_KEY = "sk-marina-operator-key-1"  # `secret:*`: its callers name themselves with X-Marina-Agent
-
-
-def _open_chunked(base: str, path: str, headers: dict[str, str], chunks: int) -> socket.socket:
-    """A POST with `Transfer-Encoding: chunked` and `chunks` chunks sent, left open."""
-    url = urlsplit(base)
-    sock = socket.create_connection((url.hostname, url.port), timeout=5)
-    head = f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n"
-    head += "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
-    body = b'{"model": "openrouter/x", "messages": [{"role": "user", "content": "'
-    sock.sendall(head.encode() + b"%x\r\n%s\r\n" % (len(body), body))
-    for _ in range(chunks):
-        sock.sendall(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
-    return sock
-
-
-def _answer(sock: socket.socket) -> tuple[int, dict[str, str], Any]:
-    """The response to a request whose body has not ended (socket timeout: none came)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        part = sock.recv(65536)
-        assert part, "the server closed the connection without an answer"
-        data += part
-    head, rest = data.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    while len(rest) < int(headers["content-length"]):
-        rest += sock.recv(65536)
-    return int(lines[0].split()[1]), headers, json.loads(rest)
 
 
 @pytest.mark.parametrize("route", ["fast", "django"])
@@ -61,8 +28,8 @@ def _answer(sock: socket.socket) -> tuple[int, dict[str, str], Any]:
 def test_a_call_without_a_valid_key_is_refused_before_its_body(urls, upstream, settings, route, headers, status, code):
     settings.MODEL_API_KEYS = f"{MARINA_KEY}:tester,{OPERATOR_KEY}:*"
     request_id = f"req-nokey-{route}-{status}-{len(headers)}"
-    with _open_chunked(urls[route], "/v1/chat/completions", {**headers, "x-request-id": request_id}, chunks=4) as sock:
-        got, _, payload = _answer(sock)
+    with open_chunked(urls[route], "/v1/chat/completions", {**headers, "x-request-id": request_id}, chunks=4) as sock:
+        got, _, payload = answer(sock)
     assert got == status and payload["error"]["code"] == code
     trace = Trace.objects.get(request_id=request_id)  # committed before the answer
     assert trace.http_status == status and trace.error_kind == code and upstream.requests == []
@@ -73,8 +40,8 @@ def test_a_chunked_body_over_the_limit_is_refused_where_it_passes_it(urls, upstr
     settings.MARINA_MAX_REQUEST_BYTES = 64 * 1024
     request_id = f"req-over-{route}"
     headers = {"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id}
-    with _open_chunked(urls[route], "/v1/chat/completions", headers, chunks=20) as sock:  # 80 KiB, no end
-        status, _, payload = _answer(sock)
+    with open_chunked(urls[route], "/v1/chat/completions", headers, chunks=20) as sock:  # 80 KiB, no end
+        status, _, payload = answer(sock)
     assert status == 413 and payload["error"] == {
         "message": "Request body is too large; the limit is MARINA_MAX_REQUEST_BYTES=65536.",
         "type": "invalid_request_error",
@@ -87,9 +54,9 @@ def test_a_chunked_body_over_the_limit_is_refused_where_it_passes_it(urls, upstr
 @pytest.mark.parametrize("route", ["fast", "django"])
 def test_a_body_under_the_limit_in_many_chunks_is_served(urls, upstream, settings, route):
     settings.MARINA_MAX_REQUEST_BYTES = 64 * 1024
-    with _open_chunked(urls[route], "/v1/chat/completions", {"authorization": f"Bearer {MARINA_KEY}"}, chunks=8) as sock:
-        sock.sendall(b'"}]}'.join([b"4\r\n", b"\r\n0\r\n\r\n"]))
-        status, _, payload = _answer(sock)
+    with open_chunked(urls[route], "/v1/chat/completions", {"authorization": f"Bearer {MARINA_KEY}"}, chunks=8) as sock:
+        sock.sendall(chunk(CLOSING) + LAST_CHUNK)
+        status, _, payload = answer(sock)
     assert status == 200 and payload["object"] == "chat.completion"
     assert len(upstream.requests[0].body["messages"][0]["content"]) == 8 * len(CHUNK)
 
@@ -98,22 +65,22 @@ def test_an_upload_has_its_own_larger_limit_also_when_chunked(urls, settings):
     settings.MARINA_MAX_REQUEST_BYTES = 16 * 1024
     settings.MARINA_MAX_UPLOAD_BYTES = 64 * 1024
     headers = {"authorization": f"Bearer {MARINA_KEY}"}
-    with _open_chunked(urls["fast"], "/v1/benchmarks/runs", headers, chunks=20) as sock:
-        status, _, payload = _answer(sock)
+    with open_chunked(urls["fast"], "/v1/benchmarks/runs", headers, chunks=20) as sock:
+        status, _, payload = answer(sock)
     assert status == 413
     assert payload["error"]["message"] == "Request body is too large; the limit is MARINA_MAX_UPLOAD_BYTES=65536."
-    with _open_chunked(urls["fast"], "/v1/benchmarks/runs", {}, chunks=4) as sock:
-        assert _answer(sock)[0] == 401
+    with open_chunked(urls["fast"], "/v1/benchmarks/runs", {}, chunks=4) as sock:
+        assert answer(sock)[0] == 401
     # Past the chat limit but within the upload's: read whole, and judged on its content.
-    with _open_chunked(urls["fast"], "/v1/benchmarks/runs", headers, chunks=8) as sock:
-        sock.sendall(b'4\r\n"}]}\r\n0\r\n\r\n')
-        status, _, payload = _answer(sock)
+    with open_chunked(urls["fast"], "/v1/benchmarks/runs", headers, chunks=8) as sock:
+        sock.sendall(chunk(CLOSING) + LAST_CHUNK)
+        status, _, payload = answer(sock)
     assert status == 400 and "result" in payload["error"]["message"]
     assert not BenchmarkRun.objects.exists()
 
 
 def test_other_paths_stop_reading_at_the_limit_too(urls, settings):
     settings.MARINA_MAX_REQUEST_BYTES = 64 * 1024
-    with _open_chunked(urls["fast"], "/admin/login/", {}, chunks=20) as sock:
-        status, headers, payload = _answer(sock)
+    with open_chunked(urls["fast"], "/admin/login/", {}, chunks=20) as sock:
+        status, headers, payload = answer(sock)
     assert status == 413 and payload["error"]["code"] == "request_too_large"
