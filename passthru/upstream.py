@@ -142,6 +142,10 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
             f"(MARINA_UPSTREAM_TIMEOUT={settings.MARINA_UPSTREAM_TIMEOUT:g}s).",
             status=504,
         )
+    if isinstance(exc, httpx.DecodingError):
+        return UpstreamError(
+            provider.name, "bad_encoding", f"Provider '{provider.name}' sent a compressed body that could not be decoded."
+        )
     if isinstance(exc, httpx.ConnectError):
         return UpstreamError(provider.name, "connect", f"Could not connect to provider '{provider.name}'.")
     return UpstreamError(
@@ -179,7 +183,10 @@ class Stream:
     def __init__(self, provider: Provider, body: bytes, incoming: Mapping[str, str]) -> None:
         self.provider = provider
         self._body = body
-        self._headers = _headers(provider, incoming)
+        # No compression on streams: a compressor holds events back until its
+        # block fills, and the events are relayed (and metered) as they come.
+        # A provider that compresses anyway is decoded in chunks().
+        self._headers = {**_headers(provider, incoming), "accept-encoding": "identity"}
         self._response: httpx.Response | None = None
 
     async def __aenter__(self) -> Stream:
@@ -214,7 +221,7 @@ class Stream:
         # No retry here: once a stream has started, a retry would duplicate output.
         assert self._response is not None
         try:
-            async for chunk in self._response.aiter_raw():
+            async for chunk in self._response.aiter_bytes():  # decoded: the client gets no Content-Encoding
                 yield chunk
         except httpx.HTTPError as exc:
             raise _failure(self.provider, exc) from None
