@@ -135,11 +135,11 @@ def _headers(provider: Provider, incoming: Mapping[str, str]) -> dict[str, str]:
 
 def _failure(provider: Provider, exc: Exception) -> UpstreamError:
     if isinstance(exc, httpx.TimeoutException):
+        idle = settings.MARINA_UPSTREAM_TIMEOUT
         return UpstreamError(
             provider.name,
             "timeout",
-            f"Provider '{provider.name}' did not answer in time "
-            f"(MARINA_UPSTREAM_TIMEOUT={settings.MARINA_UPSTREAM_TIMEOUT:g}s).",
+            f"Provider '{provider.name}' sent nothing for {idle:g}s (MARINA_UPSTREAM_TIMEOUT={idle:g}s).",
             status=504,
         )
     if isinstance(exc, httpx.DecodingError):
@@ -154,10 +154,26 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
 
 
 async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str]) -> Reply:
-    """POST a chat completion and read the whole reply.
-
-    A connect error is retried once: the request never left, so it is safe."""
+    """POST a chat completion and read the whole reply, within
+    MARINA_UPSTREAM_DEADLINE in all: the idle timeout alone
+    (MARINA_UPSTREAM_TIMEOUT) lets a provider that trickles a byte now and
+    then hold the call for ever."""
     headers = _headers(provider, incoming)
+    deadline = settings.MARINA_UPSTREAM_DEADLINE
+    try:
+        async with asyncio.timeout(deadline):
+            return await _post(provider, body, headers)
+    except TimeoutError:
+        raise UpstreamError(
+            provider.name,
+            "timeout",
+            f"Provider '{provider.name}' did not finish its answer in {deadline:g}s (MARINA_UPSTREAM_DEADLINE={deadline:g}s).",
+            status=504,
+        ) from None
+
+
+async def _post(provider: Provider, body: bytes, headers: dict[str, str]) -> Reply:
+    """A connect error is retried once: the request never left, so it is safe."""
     for attempt in (1, 2):
         try:
             response = await _send(provider, body, headers)
@@ -175,7 +191,9 @@ async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str]
 
 
 class Stream:
-    """An open streaming response: status first, then raw chunks.
+    """An open streaming response: status first, then its body in chunks.
+    No deadline: a stream may run as long as it keeps sending; only the idle
+    timeout (MARINA_UPSTREAM_TIMEOUT) applies, before the first byte and between bytes.
 
     Use as `async with open_stream(...) as stream:`; the response is closed in
     __aexit__ whatever happens, so a cancelled client never leaks a connection."""

@@ -80,6 +80,10 @@ class Reply:
     delay: float = 0.0  # seconds before the first byte
     raw: bytes | None = None  # sent instead of json
     content_type: str = "application/json"
+    # Seconds between the body's pieces: a provider that trickles its answer,
+    # each gap shorter than an idle timeout, the whole longer than a deadline.
+    trickle: float = 0.0
+    pieces: int = 10
 
 
 @dataclass
@@ -234,7 +238,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("connection", "close")
             self.close_connection = True
         self.end_headers()
-        self.wfile.write(data)
+        if not step.trickle:
+            self.wfile.write(data)
+            return
+        step_size = max(1, -(-len(data) // step.pieces))
+        for start in range(0, len(data), step_size):
+            self.wfile.write(data[start : start + step_size])
+            self.wfile.flush()
+            time.sleep(step.trickle)
 
     def _sse(self, step: Sse, body: Any) -> str:
         time.sleep(step.delay)

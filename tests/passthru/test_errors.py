@@ -4,6 +4,7 @@ error kind for each."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -198,6 +199,34 @@ def test_timeout_is_504_naming_the_variable(http, upstream, short_timeout, step)
     error = error_of(response, 504)
     assert "MARINA_UPSTREAM_TIMEOUT=0.5" in error["message"]
     traced(response, "timeout")
+
+
+def test_a_plain_call_has_a_deadline_however_the_bytes_trickle(http, upstream, settings):
+    """Each gap (0.25 s) is within the idle timeout, the whole (2.5 s) is past
+    the deadline: the idle timeout alone kept such a call open for ever."""
+    settings.MARINA_UPSTREAM_TIMEOUT = 1.0
+    settings.MARINA_UPSTREAM_DEADLINE = 1.0
+    upstream.script(Reply(json=completion(), trickle=0.25, pieces=10))
+    response = post(http)
+    error = error_of(response, 504)
+    assert error["message"] == (
+        "Provider 'openrouter' did not finish its answer in 1s (MARINA_UPSTREAM_DEADLINE=1s)."
+    )
+    traced(response, "timeout")
+    # The provider's connection was closed at the deadline, not left to trickle on.
+    deadline = time.monotonic() + 10
+    while upstream.requests[0].outcome == "pending" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert upstream.requests[0].outcome == "client_gone"
+
+
+def test_a_stream_has_no_deadline_only_the_idle_timeout(http, upstream, settings):
+    settings.MARINA_UPSTREAM_TIMEOUT = 1.0
+    settings.MARINA_UPSTREAM_DEADLINE = 0.5
+    upstream.script(Sse(gap=0.25))  # seven events: past the deadline, each gap within the idle timeout
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": True})
+    assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
+    assert Trace.objects.get(request_id=response.headers["x-request-id"]).status == "ok"
 
 
 @pytest.mark.parametrize("raw", [b"<html>Bad gateway</html>", b'{"truncated": ', b"[1, 2]"])
