@@ -53,10 +53,24 @@ class UpstreamError(ApiError):
     `kind` is the short error kind that traces record: connect, reset, timeout,
     bad_json, cancelled."""
 
-    def __init__(self, provider: str, kind: str, message: str, *, status: int = 502) -> None:
-        super().__init__(status, message, code="upstream_error")
+    def __init__(self, provider: str, kind: str, message: str, *, status: int = 502, code: str = "upstream_error") -> None:
+        super().__init__(status, message, code=code)
         self.provider = provider
         self.kind = kind
+
+
+def bad_upstream_response(provider: str, status: int, content_type: str) -> UpstreamError:
+    """The 502 for a reply that cannot be passed on as OpenAI's API: a body
+    that is not JSON (a proxy's HTML error page; a 200 text/html to a stream).
+    Relayed, it reached clients as JSON or as a successful answer."""
+    media = content_type.split(";", 1)[0].strip()[:60]
+    what = media if media.isprintable() and media else "no content type"
+    return UpstreamError(
+        provider,
+        "bad_json",
+        f"Provider '{provider}' sent a reply that is not JSON (HTTP {status}, {what}).",
+        code="bad_upstream_response",
+    )
 
 
 def internal_error(request_id: str | None = None) -> ApiError:

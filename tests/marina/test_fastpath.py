@@ -165,7 +165,7 @@ def test_upstream_reset_and_bad_json(urls, upstream):
     response = assert_same(both(urls, upstream, lambda: upstream.script(Reset(), Reset()), content=_body()))
     assert response.status_code == 502
     response = assert_same(both(urls, upstream, lambda: upstream.script(Reply(raw=b"<html>")), content=_body()))
-    assert response.json()["error"]["code"] == "upstream_error"
+    assert response.json()["error"]["code"] == "bad_upstream_response"
 
 
 def test_stream_reset_midway(urls, upstream):

@@ -238,6 +238,31 @@ def test_non_json_upstream_body_is_502(http, upstream, raw):
     traced(response, "bad_json")
 
 
+HTML = b"<html><body>502 Bad Gateway</body></html>"
+
+
+@pytest.mark.parametrize(
+    "stream, step",
+    [
+        (True, Reply(raw=HTML, content_type="text/html")),  # a "successful" answer to a stream
+        (True, Reply(raw=HTML, status=500, content_type="text/html; charset=utf-8")),
+        (False, Reply(raw=HTML, status=503, content_type="text/html")),  # a proxy's error page
+        (False, Reply(raw=b"", status=429, content_type="")),
+    ],
+    ids=["stream 200 html", "stream 500 html", "plain 503 html", "plain 429 empty"],
+)
+def test_a_reply_that_is_not_json_is_a_502_envelope(http, upstream, stream, step):
+    upstream.script(step)
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
+    error = error_of(response, 502)
+    assert (error["type"], error["code"]) == ("server_error", "bad_upstream_response")
+    media = step.content_type.split(";")[0] or "no content type"
+    assert error["message"] == f"Provider 'openrouter' sent a reply that is not JSON (HTTP {step.status}, {media})."
+    trace = traced(response, "bad_json")
+    span = trace.spans.get()
+    assert (span.status, span.error_kind, span.http_status) == ("error", "bad_json", step.status)
+
+
 # --- Bad requests --------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("body", "param"),
