@@ -14,6 +14,7 @@ django = get_asgi_application()
 from marina.fastpath import wrap  # noqa: E402  (needs the settings configured above)
 from marina.intake import Intake  # noqa: E402
 
-django_application = Intake(django)  # type: ignore[arg-type]  (Django types receive/send with Mapping, not MutableMapping)
+# Django types the scope as dict and messages as Mapping; the ASGI types here are MutableMapping.
+django_application = Intake(django)  # type: ignore[arg-type]
 
 application = wrap(django_application)
