@@ -29,28 +29,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import aclosing
-from typing import Any
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.http.response import ResponseHeaders
 
 from marina import intake
-from marina.intake import CHAT_PATH, request_headers
+from marina.intake import CHAT_PATH, ASGIApp, Receive, Scope, Send, request_headers
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.errors import REQUEST_LIMIT, ApiError, internal_error
 from passthru.responses import Outbound, error_out
 
 log = logging.getLogger(__name__)
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # The middleware whose effect on the chat route _middleware_headers() copies.
 # Any other list sends every request through Django.
