@@ -26,7 +26,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -214,7 +214,6 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
         "error_kind", "started_at", "duration_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "cached_tokens",
         "reasoning_tokens", "cost_nanousd", "cost_source", "detail"]).write(span_rows())
 
-    tasks = ITEMS_PER_RUN // TRIALS
     rewards: dict[int, list[float]] = {}
 
     def run_rows() -> Iterator[tuple[Any, ...]]:
