@@ -44,7 +44,7 @@ class Exported:
     spans: int = 0
 
 
-def stored_traces(since: datetime, until: datetime | None = None, *, chunk: int = CHUNK) -> Iterator[tuple[TraceRecord, list[ItemLink]]]:
+def stored_traces(since: datetime, until: datetime | None = None) -> Iterator[tuple[TraceRecord, list[ItemLink]]]:
     """Traces started in [since, until), oldest first, as records with their item links."""
     found = Trace.objects.filter(started_at__gte=since)
     if until is not None:
@@ -53,7 +53,7 @@ def stored_traces(since: datetime, until: datetime | None = None, *, chunk: int 
         Prefetch("spans", queryset=Span.objects.order_by("seq")),
         Prefetch("item_links", queryset=BenchmarkItemTrace.objects.select_related("item").order_by("id")),
     )
-    for trace in found.iterator(chunk_size=chunk):
+    for trace in found.iterator(chunk_size=CHUNK):
         links = [ItemLink(run_id=link.item.run_id, item_id=link.item.item_id, role=link.role) for link in trace.item_links.all()]
         yield _record(trace), links
 
