@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db.models import Prefetch
@@ -36,6 +36,12 @@ CHUNK = 500
 _KIND_NAMES = {otel_spans.INTERNAL: "internal", otel_spans.SERVER: "server", otel_spans.CLIENT: "client"}
 _STATUS_ERROR = 2  # OTLP's STATUS_CODE_ERROR
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Writer(Protocol):
+    """A text file, or a command's stdout."""
+
+    def write(self, text: str, /) -> object: ...
 
 
 @dataclass
@@ -107,7 +113,7 @@ def _record(trace: Trace) -> TraceRecord:
     )
 
 
-def export_traces(out: TextIO, *, since: datetime, until: datetime | None = None, fmt: str = "otlp-json") -> Exported:
+def export_traces(out: Writer, *, since: datetime, until: datetime | None = None, fmt: str = "otlp-json") -> Exported:
     """Write the traces started in [since, until) to `out`, one line at a time."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -119,7 +125,8 @@ def export_traces(out: TextIO, *, since: datetime, until: datetime | None = None
         if fmt == "otlp-json":
             out.write(head + ",".join(_dumps(_otlp_span(s)) for s in made) + "]}]}]}\n")
         else:
-            out.writelines(_dumps(_flat_span(s)) + "\n" for s in made)
+            for span in made:
+                out.write(_dumps(_flat_span(span)) + "\n")
         done.traces += 1
         done.spans += len(made)
     return done

@@ -31,11 +31,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Union
+from typing import Any
 
 from ledger.spend.records import SpanRecord, TraceRecord
 
-AttributeValue = Union[str, bool, int, float, Sequence[str], Sequence[int]]
+AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int]
 
 # OTLP's span kinds (opentelemetry/proto/trace/v1/trace.proto).
 INTERNAL, SERVER, CLIENT = 1, 2, 3
@@ -281,7 +281,9 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
                 parts.append({"type": str(part.get("type", "unknown"))})  # images and files: their kind only
     for call in message.get("tool_calls") or ():
         if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            function = call.get("function")
+            if not isinstance(function, dict):
+                function = {}
             parts.append(
                 {"type": "tool_call", "id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")}
             )

@@ -31,7 +31,7 @@ T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def stored(db) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def stored(db: None) -> dict[str, Any]:
     """Four traces: one before the window, a plain call and a formation in it, one after it."""
     early = record_trace(request_id="req-early", model="openrouter/a", started_at=T0 - timedelta(days=1))
     plain = record_trace(request_id="req-plain", model="openrouter/a", started_at=T0 + timedelta(hours=1))
