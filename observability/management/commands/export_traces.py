@@ -3,24 +3,13 @@ from __future__ import annotations
 
 import os
 from argparse import ArgumentParser
-from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ledger.management.arguments import moment
 from observability.export import FORMATS, Exported, export_traces
-
-
-def moment(flag: str, text: str) -> datetime:
-    """YYYY-MM-DD (00:00 UTC that day) or an ISO date-time (UTC unless it says otherwise)."""
-    try:
-        if len(text) == 10:
-            return datetime.combine(datetime.strptime(text, "%Y-%m-%d").date(), time(0), tzinfo=UTC)
-        found = datetime.fromisoformat(text)
-    except ValueError:
-        raise CommandError(f"{flag}: {text!r} is not a date (YYYY-MM-DD) or an ISO date-time") from None
-    return found if found.tzinfo else found.replace(tzinfo=UTC)
 
 
 class Command(BaseCommand):
