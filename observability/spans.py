@@ -22,7 +22,9 @@ here.
   totals as `marina.*` (cost) for dashboards.
 - Message content (`gen_ai.input.messages`, `gen_ai.output.messages`) only
   with MARINA_TRACE_BODIES=on, from the bodies as stored (credentials
-  redacted by marina/redact.py before they were stored).
+  redacted by marina/redact.py before they were stored), and only on the
+  upstream calls, where the conventions put it: on the root too it would
+  double the largest attribute of every export.
 """
 from __future__ import annotations
 
@@ -106,7 +108,7 @@ def to_spans(trace: TraceRecord, *, bodies: bool = False, links: Sequence[ItemLi
             kind=SERVER,
             start_ns=start,
             end_ns=start + round(trace.duration_ms * 1e6),
-            attributes=_root_attributes(trace, bodies, links),
+            attributes=_root_attributes(trace, links),
             error=(trace.error_message or trace.error_kind or "error") if trace.status == "error" else None,
         )
     ]
@@ -138,7 +140,7 @@ def _root_name(trace: TraceRecord) -> str:
     return f"chat {trace.requested_model}" if trace.requested_model else "chat"
 
 
-def _root_attributes(trace: TraceRecord, bodies: bool, links: Sequence[ItemLink]) -> dict[str, AttributeValue]:
+def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str, AttributeValue]:
     calls = [s for s in trace.spans if s.is_upstream_call]
     attrs: dict[str, AttributeValue] = {
         "http.request.method": trace.method,
@@ -188,8 +190,6 @@ def _root_attributes(trace: TraceRecord, bodies: bool, links: Sequence[ItemLink]
         attrs["marina.benchmark.run_id"] = [link.run_id for link in links]
         attrs["marina.benchmark.item_id"] = [link.item_id for link in links]
         attrs["marina.benchmark.role"] = [link.role for link in links]
-    if bodies and isinstance(trace.body, dict):
-        _add_input(attrs, trace.body)
     return attrs
 
 

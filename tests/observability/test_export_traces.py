@@ -135,19 +135,31 @@ def test_traces_are_read_in_chunks_not_one_query_each(stored, monkeypatch):
 
 def test_bodies_are_exported_only_with_trace_bodies_on(db, settings):
     trace = record_trace(request_id="req-body", model="openrouter/a", started_at=T0)
-    trace.body = {"model": "openrouter/a", "messages": [{"role": "user", "content": "hello [redacted]"}]}
-    trace.save(update_fields=["body"])
+    call = trace.spans.get()
+    call.body = {
+        "request": {"model": "a", "messages": [{"role": "user", "content": "hello [redacted]"}]},
+        "response": {"id": "chatcmpl-1", "model": "a-2026", "choices": [
+            {"message": {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}]},
+             "finish_reason": "tool_calls"}]},
+    }  # fmt: skip
+    call.save(update_fields=["body"])
     settings.MARINA_TRACE_BODIES = False
     out = StringIO()
     export.export_traces(out, since=T0, fmt="jsonl")
-    assert "gen_ai.input.messages" not in out.getvalue()
+    assert "gen_ai.input.messages" not in out.getvalue() and "hello" not in out.getvalue()
     settings.MARINA_TRACE_BODIES = True
     out = StringIO()
     export.export_traces(out, since=T0, fmt="jsonl")
-    root = json.loads(out.getvalue().splitlines()[0])
-    assert json.loads(root["attributes"]["gen_ai.input.messages"]) == [
+    attributes = json.loads(out.getvalue().splitlines()[1])["attributes"]
+    assert json.loads(attributes["gen_ai.input.messages"]) == [
         {"role": "user", "parts": [{"type": "text", "content": "hello [redacted]"}]}
     ]
+    assert json.loads(attributes["gen_ai.output.messages"]) == [
+        {"role": "assistant", "finish_reason": "tool_calls",
+         "parts": [{"type": "tool_call", "id": "c1", "name": "get_order", "arguments": "{}"}]}
+    ]  # fmt: skip
+    assert (attributes["gen_ai.response.model"], attributes["gen_ai.response.id"]) == ("a-2026", "chatcmpl-1")
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,7 @@ def test_message_content_only_with_trace_bodies_and_redacted(client, upstream, r
     answered = json.loads(call.attributes["gen_ai.output.messages"])
     assert answered[0]["role"] == "assistant" and answered[0]["parts"][0]["content"] == "Noted."
     root = next(s for s in found if not s.parent_span_id)
-    assert "[redacted]" in root.attributes["gen_ai.input.messages"]
+    assert "gen_ai.input.messages" not in root.attributes, "content once, on the call"
     assert not any(leaked.encode() in body for body in receiver.raw)
 
 
@@ -176,7 +176,7 @@ def test_a_stuck_collector_neither_holds_up_nor_fails_calls(client, upstream, re
         exporter.shutdown()
 
 
-def test_a_full_export_queue_drops_spans_not_calls(client, upstream, receiver, monkeypatch):
+def test_a_full_export_queue_drops_spans_not_calls(client, upstream, receiver, monkeypatch, caplog):
     receiver.hang()
     exporter = start_exporter(
         monkeypatch, receiver.base_url, OTEL_BSP_MAX_QUEUE_SIZE="4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2", OTEL_EXPORTER_OTLP_TIMEOUT="120"
@@ -192,6 +192,8 @@ def test_a_full_export_queue_drops_spans_not_calls(client, upstream, receiver, m
         exporter.processor.force_flush()
         exported = {s.attributes.get("marina.request_id") for s in receiver.spans} - {None}
         assert 0 < len(exported) < 12, "the SDK dropped what its queue could not hold"
+        # Dozens of spans dropped, but the warning is not repeated for each (the SDK's filter).
+        assert 1 <= sum("Queue full" in r.getMessage() for r in caplog.records) <= 2
     finally:
         services.remove_observer(exporter)
         receiver.release()
