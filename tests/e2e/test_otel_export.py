@@ -37,12 +37,14 @@ def started_at(ledger: Ledger, request_id: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def test_every_request_through_gunicorn_reaches_the_collector(servers, upstream, receiver):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_every_request_through_gunicorn_reaches_the_collector(servers, upstream, receiver, backend):
     streamed_usage = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15, "cost": 0.0002}
     upstream.handler = lambda body: (
         Sse(usage=streamed_usage) if body.get("stream") else Reply(json=completion("ok", prompt_tokens=12, completion_tokens=3, cost=0.0002))
     )
-    server = servers.start(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base_url, OTEL_BSP_SCHEDULE_DELAY="100")
+    ledger = servers.postgres() if backend == "postgres" else servers.sqlite()
+    server = servers.start(ledger, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base_url, OTEL_BSP_SCHEDULE_DELAY="100")
     client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=MARINA_KEY, max_retries=0)
     ids = []
     for n in range(12):
@@ -58,9 +60,8 @@ def test_every_request_through_gunicorn_reaches_the_collector(servers, upstream,
     )
     receiver.wait_for(lambda: len(receiver.spans) >= 2 * len(ids), "every upstream call's span", timeout=60)
 
-    assert server.ledger is not None
     for request_id in ids:
-        trace_id, root_id, seed = spans.trace_ids(request_id, started_at(server.ledger, request_id))
+        trace_id, root_id, seed = spans.trace_ids(request_id, started_at(ledger, request_id))
         found = receiver.of_trace(f"{trace_id:032x}")
         root = next(s for s in found if not s.parent_span_id)
         [call] = [s for s in found if s.parent_span_id]
