@@ -1,5 +1,5 @@
 """OpenTelemetry export in one process: requests through a live Marina reach
-a real OTLP/HTTP receiver on loopback (tests/otlp_receiver.py decodes them
+a real OTLP/HTTP otlp_receiver on loopback (tests/otlp_receiver.py decodes them
 with OpenTelemetry's protobuf messages) with the right ids, parents and
 attributes; a stuck or absent collector costs the calls nothing; and without
 an endpoint nothing of OpenTelemetry is loaded. The same through a real
@@ -26,12 +26,6 @@ from tests.upstream import Reply, completion
 PLAIN = "openrouter/openai/gpt-5.2"
 
 
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    found = OtlpReceiver().start()
-    yield found
-    found.stop()
-
 
 def start_exporter(monkeypatch: pytest.MonkeyPatch, endpoint: str, **env: str) -> otel.Exporter:
     """otel.start() as observability/apps.py calls it, configured by the SDK's variables."""
@@ -45,11 +39,11 @@ def start_exporter(monkeypatch: pytest.MonkeyPatch, endpoint: str, **env: str) -
 
 
 @pytest.fixture
-def exporting(receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> Iterator[otel.Exporter]:
-    exporter = start_exporter(monkeypatch, receiver.base_url)
+def exporting(otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> Iterator[otel.Exporter]:
+    exporter = start_exporter(monkeypatch, otlp_receiver.base_url)
     yield exporter
     services.remove_observer(exporter)
-    receiver.release()
+    otlp_receiver.release()
     exporter.shutdown()
 
 
@@ -58,23 +52,23 @@ def client(marina_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
-def received_trace(receiver: OtlpReceiver, request_id: str) -> tuple[Trace, list[ReceivedSpan]]:
+def received_trace(otlp_receiver: OtlpReceiver, request_id: str) -> tuple[Trace, list[ReceivedSpan]]:
     """The stored trace and its exported spans, once all of them have arrived."""
-    receiver.wait_for(lambda: Trace.objects.filter(request_id=request_id).exists(), "the trace to be committed")
+    otlp_receiver.wait_for(lambda: Trace.objects.filter(request_id=request_id).exists(), "the trace to be committed")
     trace = Trace.objects.get(request_id=request_id)
     trace_id = f"{spans.trace_ids(request_id, trace.started_at)[0]:032x}"
     expected = 1 + trace.spans.count()
-    receiver.wait_for(lambda: len(receiver.of_trace(trace_id)) >= expected, f"{expected} spans of {request_id}")
-    found = receiver.of_trace(trace_id)
+    otlp_receiver.wait_for(lambda: len(otlp_receiver.of_trace(trace_id)) >= expected, f"{expected} spans of {request_id}")
+    found = otlp_receiver.of_trace(trace_id)
     assert len(found) == expected, "each span exported once"
     return trace, found
 
 
-def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(client, upstream, receiver, exporting):
+def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(client, upstream, otlp_receiver, exporting):
     upstream.script(Reply(json=completion("hi", prompt_tokens=30, completion_tokens=7, cost=0.00125)))
     raw = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": "x"}])
     request_id = raw.headers["x-request-id"]
-    trace, found = received_trace(receiver, request_id)
+    trace, found = received_trace(otlp_receiver, request_id)
     [root] = [s for s in found if not s.parent_span_id]
     [call] = [s for s in found if s.parent_span_id]
 
@@ -106,14 +100,14 @@ def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(client, up
     assert not any(k.startswith("gen_ai.input") or k.startswith("gen_ai.output") for s in found for k in s.attributes), (
         "no message content without MARINA_TRACE_BODIES"
     )
-    assert not any(secret.encode() in body for body in receiver.raw for secret in (MARINA_KEY, PROVIDER_KEY))
+    assert not any(secret.encode() in body for body in otlp_receiver.raw for secret in (MARINA_KEY, PROVIDER_KEY))
 
 
-def test_a_formation_exports_its_steps_under_their_parents(client, upstream, receiver, exporting):
+def test_a_formation_exports_its_steps_under_their_parents(client, upstream, otlp_receiver, exporting):
     play(upstream, draft=draft_cancel(), checker=revise(), revision=text(CONFIRM_TEXT))
     raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=MESSAGES, tools=TOOLS)
     request_id = raw.headers["x-request-id"]
-    trace, found = received_trace(receiver, request_id)
+    trace, found = received_trace(otlp_receiver, request_id)
     _, root_id, seed = spans.trace_ids(request_id, trace.started_at)
     by_id = {s.span_id: s for s in found}
     stored = list(trace.spans.order_by("seq"))
@@ -135,14 +129,14 @@ def test_a_formation_exports_its_steps_under_their_parents(client, upstream, rec
     assert sum(s.attributes.get("gen_ai.usage.input_tokens", 0) for s in found) == trace.prompt_tokens == 750
 
 
-def test_message_content_only_with_trace_bodies_and_redacted(client, upstream, receiver, exporting, settings):
+def test_message_content_only_with_trace_bodies_and_redacted(client, upstream, otlp_receiver, exporting, settings):
     settings.MARINA_TRACE_BODIES = True
     leaked = "sk-abcdefghijklmnopqrstuvwx"
     upstream.script(Reply(json=completion("Noted.", prompt_tokens=5, completion_tokens=2)))
     raw = client.chat.completions.with_raw_response.create(
         model=PLAIN, messages=[{"role": "user", "content": f"my other key is {leaked}, remember it"}]
     )
-    _, found = received_trace(receiver, raw.headers["x-request-id"])
+    _, found = received_trace(otlp_receiver, raw.headers["x-request-id"])
     call = next(s for s in found if s.parent_span_id)
     sent = json.loads(call.attributes["gen_ai.input.messages"])
     assert sent == [{"role": "user", "parts": [{"type": "text", "content": "my other key is [redacted], remember it"}]}]
@@ -150,53 +144,53 @@ def test_message_content_only_with_trace_bodies_and_redacted(client, upstream, r
     assert answered[0]["role"] == "assistant" and answered[0]["parts"][0]["content"] == "Noted."
     root = next(s for s in found if not s.parent_span_id)
     assert "gen_ai.input.messages" not in root.attributes, "content once, on the call"
-    assert not any(leaked.encode() in body for body in receiver.raw)
+    assert not any(leaked.encode() in body for body in otlp_receiver.raw)
 
 
-def test_a_stuck_collector_neither_holds_up_nor_fails_calls(client, upstream, receiver, monkeypatch):
-    receiver.hang()  # accepts exports and never answers them
-    exporter = start_exporter(monkeypatch, receiver.base_url, OTEL_EXPORTER_OTLP_TIMEOUT="120")
+def test_a_stuck_collector_neither_holds_up_nor_fails_calls(client, upstream, otlp_receiver, monkeypatch):
+    otlp_receiver.hang()  # accepts exports and never answers them
+    exporter = start_exporter(monkeypatch, otlp_receiver.base_url, OTEL_EXPORTER_OTLP_TIMEOUT="120")
     try:
         first = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": "x"}])
-        receiver.wait_for(lambda: receiver.hanging == 1, "the exporter to be stuck on the collector")
+        otlp_receiver.wait_for(lambda: otlp_receiver.hanging == 1, "the exporter to be stuck on the collector")
         ids = [first.headers["x-request-id"]]
         for n in range(20):
             raw = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}])
             assert raw.http_response.status_code == 200
             ids.append(raw.headers["x-request-id"])
         # Every call was answered and committed while the export was still stuck.
-        assert receiver.hanging == 1 and receiver.spans == []
-        receiver.wait_for(lambda: Trace.objects.filter(request_id__in=ids).count() == 21, "21 committed traces")
-        receiver.release()
+        assert otlp_receiver.hanging == 1 and otlp_receiver.spans == []
+        otlp_receiver.wait_for(lambda: Trace.objects.filter(request_id__in=ids).count() == 21, "21 committed traces")
+        otlp_receiver.release()
         # The queue held them: once the collector answers, every trace arrives.
-        receiver.wait_for(lambda: {s.attributes.get("marina.request_id") for s in receiver.spans} >= set(ids), "every trace")
+        otlp_receiver.wait_for(lambda: {s.attributes.get("marina.request_id") for s in otlp_receiver.spans} >= set(ids), "every trace")
     finally:
         services.remove_observer(exporter)
-        receiver.release()
+        otlp_receiver.release()
         exporter.shutdown()
 
 
-def test_a_full_export_queue_drops_spans_not_calls(client, upstream, receiver, monkeypatch, caplog):
-    receiver.hang()
+def test_a_full_export_queue_drops_spans_not_calls(client, upstream, otlp_receiver, monkeypatch, caplog):
+    otlp_receiver.hang()
     exporter = start_exporter(
-        monkeypatch, receiver.base_url, OTEL_BSP_MAX_QUEUE_SIZE="4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2", OTEL_EXPORTER_OTLP_TIMEOUT="120"
+        monkeypatch, otlp_receiver.base_url, OTEL_BSP_MAX_QUEUE_SIZE="4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2", OTEL_EXPORTER_OTLP_TIMEOUT="120"
     )
     try:
         ids = []
         for n in range(12):
             raw = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}])
             ids.append(raw.headers["x-request-id"])
-        receiver.wait_for(lambda: Trace.objects.filter(request_id__in=ids).count() == 12, "12 committed traces")
-        receiver.release()
-        receiver.wait_for(lambda: receiver.requests >= 2 and receiver.hanging == 0, "the queue to drain")
+        otlp_receiver.wait_for(lambda: Trace.objects.filter(request_id__in=ids).count() == 12, "12 committed traces")
+        otlp_receiver.release()
+        otlp_receiver.wait_for(lambda: otlp_receiver.requests >= 2 and otlp_receiver.hanging == 0, "the queue to drain")
         exporter.processor.force_flush()
-        exported = {s.attributes.get("marina.request_id") for s in receiver.spans} - {None}
+        exported = {s.attributes.get("marina.request_id") for s in otlp_receiver.spans} - {None}
         assert 0 < len(exported) < 12, "the SDK dropped what its queue could not hold"
         # Dozens of spans dropped, but the warning is not repeated for each (the SDK's filter).
         assert 1 <= sum("Queue full" in r.getMessage() for r in caplog.records) <= 2
     finally:
         services.remove_observer(exporter)
-        receiver.release()
+        otlp_receiver.release()
         exporter.shutdown()
 
 
