@@ -203,13 +203,14 @@ def _step_attributes(step: SpanRecord, bodies: bool) -> dict[str, AttributeValue
                 "gen_ai.provider.name": provider,
                 "gen_ai.system": provider,  # the name before gen_ai.provider.name; many tools still read it
                 "gen_ai.request.model": step.upstream_model,
-                "gen_ai.response.model": step.upstream_model,
                 "gen_ai.usage.input_tokens": step.prompt_tokens,
                 "gen_ai.usage.output_tokens": step.completion_tokens,
                 "marina.provider": step.provider,
                 "marina.cost_source": step.cost_source,
             }
         )
+        if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
+            attrs["gen_ai.response.model"] = step.upstream_model
         if step.cached_tokens:
             attrs["gen_ai.usage.cache_read.input_tokens"] = step.cached_tokens
         if step.reasoning_tokens:

@@ -121,6 +121,7 @@ def test_failed_traces_carry_the_error_status(db):
     root, call = (json.loads(line) for line in out.getvalue().splitlines())
     assert (root["status"], root["status_message"], root["attributes"]["error.type"]) == ("error", "upstream_error", "upstream_error")
     assert (call["status"], call["attributes"]["http.response.status_code"]) == ("error", 502)
+    assert "gen_ai.response.model" not in call["attributes"], "no answer, no response model"
 
 
 def test_traces_are_read_in_chunks_not_one_query_each(stored, monkeypatch):
