@@ -10,8 +10,8 @@ OTEL_BSP_*, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES).
 Off the request path twice over: `Exporter.committed` runs on the ledger
 writer thread after the callers have their answer, and only builds the spans
 and queues them (a deque append each); the processor's own thread encodes and
-sends them. A slow or dead collector fills that queue, whose overflow the SDK
-drops with a warning: calls and ledger rows never wait for it.
+sends them. A slow or dead collector fills that queue, and past its size the
+SDK drops the oldest spans with a warning: calls and ledger rows never wait for it.
 
 Marina's spans were recorded earlier, with their own times and ids derived
 from the request id (observability/spans.py), so they are handed to the
