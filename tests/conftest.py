@@ -8,12 +8,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import uvicorn
 
 from tests.upstream import ScriptedUpstream
+
+if TYPE_CHECKING:
+    from tests.otlp_receiver import OtlpReceiver
 
 MARINA_KEY = "sk-marina-test-key-0123456789"
 PROVIDER_KEY = "sk-or-test-provider-key-9876543210"
@@ -131,3 +134,14 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # 
     the server and the ledger writer run in other threads, so the test's data
     must really be committed."""
     return _marina_server
+
+
+# --- An OpenTelemetry collector ---------------------------------------------------
+@pytest.fixture
+def otlp_receiver() -> Iterator[OtlpReceiver]:
+    """A real OTLP/HTTP trace receiver on loopback (tests/otlp_receiver.py), stopped afterwards."""
+    from tests.otlp_receiver import OtlpReceiver  # imports OpenTelemetry's protobuf messages: only when used
+
+    receiver = OtlpReceiver().start()
+    yield receiver
+    receiver.stop()
