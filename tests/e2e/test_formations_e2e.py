@@ -20,7 +20,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: before
 import litellm  # noqa: E402
 
 from tests.conftest import MARINA_KEY  # noqa: E402
-from tests.passthru.formation_play import CANCEL_OBLIGATION, OPENING, TOOLS, Play, calls, extracted, json_reply, text  # noqa: E402
+from tests.passthru.formation_play import (  # noqa: E402
+    CANCEL_OBLIGATION,
+    OPENING,
+    TOOLS,
+    Play,
+    calls,
+    extracted,
+    json_reply,
+    tau2_litellm,
+    text,
+)
 from tests.upstream import tool_call  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -110,18 +120,8 @@ def tau2_call(server_url: str, model: str, number: int, *, stream: bool) -> tupl
     """One agent turn as τ² makes it: LiteLLM, `openai/<id>`, api_base, extra_body.
     Each (model, number) is a conversation of its own: the state follows the
     conversation, whatever model id serves its turns."""
-    litellm.drop_params = True
     messages = [OPENING[0], {"role": "user", "content": f"{OPENING[1]['content']} ({model} #{number})"}]
-    response = litellm.completion(
-        model=f"openai/{model}",
-        messages=messages,
-        tools=TOOLS,
-        api_base=f"{server_url}/v1",
-        api_key=MARINA_KEY,
-        extra_body={"reasoning_effort": "high"},
-        num_retries=0,
-        stream=stream,
-    )
+    response = tau2_litellm(server_url, model, messages, stream=stream)
     if stream:
         chunks = list(response)
         whole = litellm.stream_chunk_builder(chunks, messages=messages)

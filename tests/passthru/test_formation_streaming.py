@@ -17,7 +17,17 @@ import pytest
 from ledger.models import Trace
 from passthru.models import Crew
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import CANCEL_OBLIGATION, OPENING, TOOLS, Play, calls, extracted, json_reply, text
+from tests.passthru.formation_play import (
+    CANCEL_OBLIGATION,
+    OPENING,
+    TOOLS,
+    Play,
+    calls,
+    extracted,
+    json_reply,
+    tau2_litellm,
+    text,
+)
 from tests.upstream import Reply
 
 VERIFY = "marina/verify:openrouter/agent+openrouter/checker"
@@ -117,26 +127,10 @@ def test_a_crew_over_a_formation_streams(client, upstream):
     assert all(c.model == "marina:checked" for c in chunks)
 
 
-def _litellm_stream(marina_url: str, model: str) -> list[Any]:
-    litellm.drop_params = True
-    return list(
-        litellm.completion(
-            model=f"openai/{model}",
-            messages=OPENING,
-            tools=TOOLS,
-            api_base=f"{marina_url}/v1",
-            api_key=MARINA_KEY,
-            extra_body={"reasoning_effort": "high"},
-            num_retries=0,
-            stream=True,
-        )
-    )
-
-
 @pytest.mark.parametrize("model", [VERIFY, STACK, f"marina/argcheck:{VERIFY}"])
 def test_litellm_streams_through_formations(marina_url, upstream, model):
     play = Play(upstream, extract=extracted(), main=calls(CANCEL_STATED), review=APPROVE)
-    chunks = _litellm_stream(marina_url, model)
+    chunks = list(tau2_litellm(marina_url, model, OPENING, stream=True))
     whole = litellm.stream_chunk_builder(chunks, messages=OPENING)
     call = whole.choices[0].message.tool_calls[0]
     assert (call.function.name, json.loads(call.function.arguments)) == CANCEL_STATED
