@@ -168,7 +168,7 @@ def _answer_in_memory() -> None:
                    "usage": {"prompt_tokens": 6000, "completion_tokens": 30, "total_tokens": 6030, "cost": 0.0012}}  # fmt: skip
         return upstream.Reply(200, json.dumps(payload).encode(), "application/json")
 
-    upstream.post_chat = post_chat  # type: ignore[assignment]
+    upstream.post_chat = post_chat
 
 
 async def _requests(conversations: Conversations, model: str, requests: int, concurrency: int) -> tuple[float, float, set[str]]:
