@@ -15,10 +15,11 @@ from ledger.spend import services
 from marina import money
 from marina.conversation import identify
 from marina.redact import redact
-from passthru import auth, cors, fallback, formations, ratelimit, toolcalls
+from passthru import auth, cors, crews, fallback, formations, ratelimit, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
+from passthru.formations import streamed
 from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE
@@ -53,12 +54,17 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         ctx.stream = body.get("stream") is True
         if settings.MARINA_TRACE_BODIES:
             ctx.body = redact(body)
+        if crews.is_crew_id(body["model"]):  # marina:<crew>: its model id and defaults, then as below
+            body = await crews.apply(ctx, body)
         formation, model = formations.choose(body["model"], inbound.headers)
         if model != body["model"]:  # an `off` header stripped a prefix
             body = {**body, "model": model}
         if formation is not None:
             ctx.route = getattr(formation, "route_name", formation.name)
-            out = await formation.run(ctx, body)
+            if ctx.stream:  # the formation runs whole, then its answer goes out as SSE chunks
+                out = streamed.as_stream(await formation.run(ctx, streamed.unstreamed(body)), body)
+            else:
+                out = await formation.run(ctx, body)
         elif ctx.stream:
             ctx.route = "passthru"
             return await _stream(ctx, body)
