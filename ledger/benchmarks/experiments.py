@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, Q
 
 from ledger.benchmarks.compare import CompareError, Comparison, compare_run_sets
 from ledger.models import BenchmarkRun, Experiment, ExperimentRun
@@ -84,7 +85,12 @@ def close_experiment(experiment: Experiment, *, spent_nanousd: int, stopped: str
 
 
 def recent(limit: int = 50) -> list[Experiment]:
-    return list(Experiment.objects.prefetch_related("runs__run")[:limit])
+    """The newest experiments, each with `imported` and `planned` run counts."""
+    return list(
+        Experiment.objects.annotate(
+            imported=Count("runs", filter=Q(runs__outcome=Outcome.IMPORTED)), planned=Count("runs")
+        )[:limit]
+    )
 
 
 @dataclass

@@ -99,10 +99,8 @@ class Command(BaseCommand):
             self.stdout.write("no experiments yet")
             return
         for e in listed:
-            runs = list(e.runs.all())
-            imported = sum(1 for r in runs if r.outcome == experiments.Outcome.IMPORTED)
             self.stdout.write(
                 f"{e.started_at:%Y-%m-%d %H:%M} {e.name}  {e.status}  arms {','.join(e.arms)}  "
-                f"{imported}/{len(runs)} run(s) imported  spent {money.dollars(e.spent_nanousd)} of "
+                f"{e.imported}/{e.planned} run(s) imported  spent {money.dollars(e.spent_nanousd)} of "
                 f"{money.dollars(e.budget_nanousd)}" + (f"  ({e.note})" if e.note else "")
             )
