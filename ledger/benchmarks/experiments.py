@@ -84,13 +84,19 @@ def close_experiment(experiment: Experiment, *, spent_nanousd: int, stopped: str
     return experiment
 
 
-def recent(limit: int = 50) -> list[Experiment]:
-    """The newest experiments, each with `imported` and `planned` run counts."""
-    return list(
-        Experiment.objects.annotate(
-            imported=Count("runs", filter=Q(runs__outcome=Outcome.IMPORTED)), planned=Count("runs")
-        )[:limit]
-    )
+@dataclass(frozen=True)
+class Listed:
+    experiment: Experiment
+    imported: int  # runs imported
+    planned: int  # runs planned
+
+
+def recent(limit: int = 50) -> list[Listed]:
+    """The newest experiments with how many of their runs were imported."""
+    rows = Experiment.objects.annotate(
+        n_imported=Count("runs", filter=Q(runs__outcome=Outcome.IMPORTED)), n_planned=Count("runs")
+    )[:limit]
+    return [Listed(e, e.n_imported, e.n_planned) for e in rows]
 
 
 @dataclass

@@ -98,9 +98,10 @@ class Command(BaseCommand):
         if not listed:
             self.stdout.write("no experiments yet")
             return
-        for e in listed:
+        for row in listed:
+            e = row.experiment
             self.stdout.write(
                 f"{e.started_at:%Y-%m-%d %H:%M} {e.name}  {e.status}  arms {','.join(e.arms)}  "
-                f"{e.imported}/{e.planned} run(s) imported  spent {money.dollars(e.spent_nanousd)} of "
+                f"{row.imported}/{row.planned} run(s) imported  spent {money.dollars(e.spent_nanousd)} of "
                 f"{money.dollars(e.budget_nanousd)}" + (f"  ({e.note})" if e.note else "")
             )
