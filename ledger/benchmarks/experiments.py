@@ -65,8 +65,13 @@ def note_spend(experiment: Experiment, spent_nanousd: int) -> None:
 
 
 def close_experiment(experiment: Experiment, *, spent_nanousd: int, stopped: str = "") -> Experiment:
-    """Set the final status from the runs' outcomes: stopped (budget, with its
-    reason), complete, partial or failed."""
+    """Set the final status from the runs' outcomes: stopped (budget or
+    interruption, with its reason), complete, partial or failed. Runs still
+    pending are marked stopped."""
+    # A run still pending did not finish: the experiment stopped before or during it.
+    ExperimentRun.objects.filter(experiment=experiment, outcome=Outcome.PENDING).update(
+        outcome=Outcome.STOPPED, detail=f"not finished: {stopped or 'the experiment ended'}"[:500]
+    )
     outcomes = list(ExperimentRun.objects.filter(experiment=experiment).values_list("outcome", flat=True))
     imported = outcomes.count(Outcome.IMPORTED)
     if stopped:

@@ -56,8 +56,9 @@ def test_status_partial_failed_and_stopped() -> None:
         name="exp-2", domain="airline", arms=["single"], settings={}, key_name="k", budget_nanousd=1,
         estimate_nanousd=None, runs=[experiments.PlannedRun("single", 1, "m", "g")],
     )  # fmt: skip
+    assert experiments.close_experiment(other, spent_nanousd=5, stopped="interrupted").status == "stopped"
+    assert list(other.runs.values_list("outcome", "detail")) == [("stopped", "not finished: interrupted")]
     assert experiments.close_experiment(other, spent_nanousd=0).status == "failed"
-    assert experiments.close_experiment(other, spent_nanousd=5, stopped="budget spent").status == "stopped"
 
 
 @pytest.mark.django_db
