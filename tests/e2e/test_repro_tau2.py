@@ -54,6 +54,18 @@ def experiment_keys(server: Gunicorn) -> list[tuple[str, object]]:
     return server.ledger.rows("SELECT name, revoked_at FROM marina_api_key WHERE name LIKE 'repro-%'")
 
 
+def processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line contains text."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # ended while we looked
+    return found
+
+
 def assert_no_secret(server: Gunicorn, *texts: str) -> None:
     for text in (*texts, server.log(), server.ledger.dump()):
         assert not SECRET.search(text)
@@ -143,10 +155,60 @@ def test_budget_spent_stops_the_run_and_revokes_the_key(servers, oracle, tmp_pat
     assert ledger.one("SELECT COUNT(*) FROM ledger_benchmarkrun") == 0
     (_, revoked), = experiment_keys(server)
     assert revoked is not None
-    # τ² is gone and the verify arm never called: every call the upstream saw was the single arm's.
-    calls = len(upstream.received())
-    assert calls and {b["model"] for b in upstream.received()} <= {"oracle-agent", "oracle-user"}
+    # τ² is gone and the verify arm never ran: every call the upstream saw was the single arm's.
+    assert not processes_mentioning(str(tmp_path / "runs"))
+    assert {b["model"] for b in upstream.received()} == {"oracle-agent", "oracle-user"}
     assert ledger.one("SELECT COUNT(*) FROM ledger_trace WHERE requested_model LIKE %s", ("marina/verify:%",)) == 0
     spent = int(ledger.one("SELECT spent_nanousd FROM ledger_experiment"))
     assert spent >= 30_000_000
     assert_no_secret(server, done.stdout, done.stderr)
+
+
+def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, tmp_path):
+    upstream, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "repro_tau2", "--model", AGENT, "--user-model", USER, "--arm", "single,verify",
+         "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5",
+         "--task-ids", "7", "11", "14", "15", "21", "--num-trials", "2", "--max-concurrency", "1"],
+        cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": server.ledger.url, "TAU2_BIN": str(TAU2)}),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # wait until τ² has made calls through Marina
+            seen.append(line)
+            if re.search(r"simulations · spent \$0\.0*[1-9]", line):
+                break
+        else:
+            pytest.fail("no spend before τ² ended:\n" + "".join(seen[-20:]))
+        proc.send_signal(2)  # SIGINT, as Ctrl-C
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    ledger = server.ledger
+    assert ledger.one("SELECT status FROM ledger_experiment") == "stopped"
+    assert ledger.rows("SELECT outcome, detail FROM ledger_experimentrun ORDER BY id") == [
+        ("stopped", "not finished: interrupted"), ("stopped", "not finished: interrupted")
+    ]
+    (_, revoked), = experiment_keys(server)
+    assert revoked is not None
+    # τ² was stopped with the command: no process is left that was started for this run directory.
+    assert not processes_mentioning(str(tmp_path / "runs"))
+    assert upstream.received() and server.ledger.one("SELECT COUNT(*) FROM ledger_trace") > 0
+    assert_no_secret(server, out, "".join(seen) + err)
+
+
+def test_a_tau2_that_fails_is_reported_and_the_key_revoked(servers, oracle, tmp_path):
+    _, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    done = repro(server, tmp_path, "--arm", "single", "--domain", "no-such-domain", "--num-tasks", "1",
+                 "--num-trials", "1")  # fmt: skip
+    assert done.returncode == 1
+    assert re.search(r"\[single r1\] failed: τ² exited 2 \(.*invalid choice: 'no-such-domain'", done.stdout)
+    assert server.ledger.one("SELECT status FROM ledger_experiment") == "failed"
+    (_, revoked), = experiment_keys(server)
+    assert revoked is not None
