@@ -149,6 +149,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "terminations": TerminationTable(report.terminations),
         "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.reports.charts)
         "cost_source": selectors.cost_source_label(run.cost_source),
+        "experiment_runs": run.experiment_runs.select_related("experiment"),
         # Import strips credentials; redact again so a page never shows one.
         "agent_args": redact(run.agent_args),
         "user_args": redact(run.user_args),

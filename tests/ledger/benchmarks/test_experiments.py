@@ -87,3 +87,15 @@ def test_experiment_pages_show_the_arms_side_by_side(user_client: Client) -> Non
 def test_experiment_pages_need_a_login(client: Client) -> None:
     for url in ("/reports/experiments/", "/reports/experiments/1/"):
         assert client.get(url)["Location"].startswith("/admin/login/")
+
+
+@pytest.mark.django_db
+def test_run_page_names_its_experiment_and_the_admin_shows_it(user_client: Client, admin_client: Client) -> None:
+    experiment = open_two_arms()
+    run = make_run(BASE)
+    experiments.record_run(experiment, "single", 1, outcome=Outcome.IMPORTED, run=run)
+    page = user_client.get(f"/reports/runs/{run.pk}/").content.decode()
+    assert re.search(rf'Arm <b>single</b>, replicate 1, of experiment <a href="/reports/experiments/{experiment.pk}/">exp-1</a>', page)
+    admin_page = admin_client.get(f"/admin/ledger/experiment/{experiment.pk}/change/").content.decode()
+    assert "exp-1" in admin_page and "tau2-airline-verify" in admin_page
+    assert admin_client.get("/admin/ledger/experiment/add/").status_code == 403
