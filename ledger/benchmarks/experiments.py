@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Q
 
-from ledger.benchmarks.compare import CompareError, Comparison, compare_run_sets
+from ledger.benchmarks.compare import CompareError, Comparison, compare_run_sets, compare_runs
 from ledger.models import BenchmarkRun, Experiment, ExperimentRun
 
 Outcome = ExperimentRun.Outcome
@@ -138,7 +138,8 @@ class ArmComparison:
 
 def arm_comparisons(experiment: Experiment, *, seed: int = 0, resamples: int = 2000) -> list[ArmComparison]:
     """Each non-baseline arm against the baseline (A = baseline, B = the arm),
-    on this experiment's imported runs only."""
+    on this experiment's imported runs only: `compare RUN_A RUN_B` with one
+    replicate a side, the groups' comparison restricted to these runs with more."""
     table = arm_table(experiment)
     if not table:
         return []
@@ -150,9 +151,12 @@ def arm_comparisons(experiment: Experiment, *, seed: int = 0, resamples: int = 2
             out.append(ArmComparison(row.arm, base.arm, None, f"no imported run of arm {missing!r}"))
             continue
         try:
-            comparison = compare_run_sets(
-                base.imported, row.imported, label_a=base.group, label_b=row.group, seed=seed, resamples=resamples
-            )
+            if len(base.imported) == len(row.imported) == 1:  # two runs: paired item by item, as `compare A B`
+                comparison = compare_runs(base.imported[0], row.imported[0], seed=seed, resamples=resamples)
+            else:
+                comparison = compare_run_sets(
+                    base.imported, row.imported, label_a=base.group, label_b=row.group, seed=seed, resamples=resamples
+                )
         except CompareError as exc:
             out.append(ArmComparison(row.arm, base.arm, None, str(exc)))
             continue

@@ -99,3 +99,20 @@ def test_run_page_names_its_experiment_and_the_admin_shows_it(user_client: Clien
     admin_page = admin_client.get(f"/admin/ledger/experiment/{experiment.pk}/change/").content.decode()
     assert "exp-1" in admin_page and "tau2-airline-verify" in admin_page
     assert admin_client.get("/admin/ledger/experiment/add/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_replicates_are_compared_as_groups_of_this_experiments_runs() -> None:
+    experiment = open_two_arms(replicates=2)
+    made = {}
+    for r in (1, 2):
+        made["single", r] = make_run(BASE, group="tau2-airline-single")
+        made["verify", r] = make_run(flipped(BASE, f"{r}#0"), group="tau2-airline-verify")
+        for arm in ("single", "verify"):
+            experiments.record_run(experiment, arm, r, outcome=Outcome.IMPORTED, run=made[arm, r])
+    make_run(BASE, group="tau2-airline-single")  # not this experiment's
+    (compared,) = experiments.arm_comparisons(experiment)
+    assert compared.comparison is not None and compared.comparison.replicates is not None
+    assert compared.comparison.a.run_ids == [made["single", 1].pk, made["single", 2].pk]
+    assert compared.comparison.b.run_ids == [made["verify", 1].pk, made["verify", 2].pk]
+    assert (compared.comparison.a.label, compared.comparison.b.label) == ("tau2-airline-single", "tau2-airline-verify")
