@@ -15,13 +15,15 @@ Marina, under a Marina key made for the experiment, each run imported with
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +42,28 @@ from repro.plan import Plan, PlannedRun
 Outcome = experiments.Outcome
 KEY_WAIT_SECONDS = 15.0  # a server reads new keys within a second of seeing one it does not know
 STOP_GRACE_SECONDS = 15.0
+PROGRESS_EVERY_SECONDS = 30.0  # a progress line at least this often while only the spend moves
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: end like an interruption (τ² stopped, key revoked, experiment closed)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_exception() -> Iterator[None]:
+    """Turn SIGTERM into Terminated while the experiment runs, so its clean-up runs too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ReproError(RuntimeError):
@@ -130,6 +154,10 @@ class Runner:
 
     # -- the whole experiment --------------------------------------------------------
     def run(self) -> Report:
+        with sigterm_as_exception():
+            return self._run()
+
+    def _run(self) -> Report:
         plan = self.plan
         plan.run_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -148,6 +176,10 @@ class Runner:
             report = Report(experiment)
             try:
                 for index, run in enumerate(plan.runs, 1):
+                    if not self.stopped:
+                        self.spent = spent_by_key(self.key_name)
+                        if self.spent >= plan.budget_nanousd:  # the last run spent it as it ended
+                            self.stopped = self._budget_spent()
                     if self.stopped:
                         result = RunResult(run, Outcome.STOPPED, f"not run: {self.stopped}")
                     else:
@@ -157,8 +189,8 @@ class Runner:
                     )
                     report.results.append(result)
                     self.say(f"[{run.arm.name} r{run.replicate}] {result.outcome}: {result.detail}")
-            except BaseException:
-                self.stopped = self.stopped or "interrupted"
+            except BaseException as exc:
+                self.stopped = self.stopped or ("terminated" if isinstance(exc, Terminated) else "interrupted")
                 raise
             finally:
                 self.spent = spent_by_key(self.key_name)
@@ -183,6 +215,9 @@ class Runner:
             report.comparisons.append(text)
         return report
 
+    def _budget_spent(self) -> str:
+        return f"budget spent ({money.dollars(self.spent)} of {money.dollars(self.plan.budget_nanousd)})"
+
     # -- one τ² run ------------------------------------------------------------------
     def _run_one(self, experiment: Experiment, run: PlannedRun, position: str) -> RunResult:
         plan = self.plan
@@ -197,7 +232,7 @@ class Runner:
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         try:
-            shown = (-1, -1)
+            shown, shown_at, recorded = (-1, -1), 0.0, (-1, -1)
             while True:
                 try:
                     proc.wait(timeout=self.poll)
@@ -205,22 +240,23 @@ class Runner:
                 except subprocess.TimeoutExpired:
                     finished = False
                 done, self.spent = count_simulations(inv.results), spent_by_key(self.key_name)
-                if (done, self.spent) != shown:
-                    shown = (done, self.spent)
-                    self.progress(
-                        f"{label} {done}/{total if total is not None else '?'} simulations · spent "
-                        f"{money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)}"
-                    )
+                if (done, self.spent) != recorded:  # what the report pages show of a running experiment
+                    recorded = (done, self.spent)
                     experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING,
                                            detail="running", simulations=done,
                                            spent_nanousd=self.spent - spent_before)  # fmt: skip
                     experiments.note_spend(experiment, self.spent)
+                now = time.monotonic()
+                if done != shown[0] or (self.spent != shown[1] and now - shown_at >= PROGRESS_EVERY_SECONDS):
+                    shown, shown_at = (done, self.spent), now
+                    self.progress(
+                        f"{label} {done}/{total if total is not None else '?'} simulations · spent "
+                        f"{money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)}"
+                    )
                 if finished:
                     break
                 if self.spent >= plan.budget_nanousd:
-                    self.stopped = (
-                        f"budget spent ({money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)})"
-                    )
+                    self.stopped = self._budget_spent()
                     revoke_key(self.key_name)  # calls still in flight are refused from now on
                     _stop(proc)
                     return RunResult(run, Outcome.STOPPED, f"{self.stopped} after {done} simulation(s); τ² stopped")

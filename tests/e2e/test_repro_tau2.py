@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -164,7 +165,8 @@ def test_budget_spent_stops_the_run_and_revokes_the_key(servers, oracle, tmp_pat
     assert_no_secret(server, done.stdout, done.stderr)
 
 
-def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, tmp_path):
+@pytest.mark.parametrize(("signum", "reason"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, tmp_path, signum, reason):
     upstream, url = oracle
     server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
     proc = subprocess.Popen(
@@ -183,7 +185,7 @@ def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, 
                 break
         else:
             pytest.fail("no spend before τ² ended:\n" + "".join(seen[-20:]))
-        proc.send_signal(2)  # SIGINT, as Ctrl-C
+        proc.send_signal(signum)  # Ctrl-C, or a supervisor's stop
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -192,7 +194,7 @@ def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, 
     ledger = server.ledger
     assert ledger.one("SELECT status FROM ledger_experiment") == "stopped"
     assert ledger.rows("SELECT outcome, detail FROM ledger_experimentrun ORDER BY id") == [
-        ("stopped", "not finished: interrupted"), ("stopped", "not finished: interrupted")
+        ("stopped", f"not finished: {reason}"), ("stopped", f"not finished: {reason}")
     ]
     (_, revoked), = experiment_keys(server)
     assert revoked is not None
