@@ -3,7 +3,6 @@ leaderboard's settings, the number of simulations and the estimated cost.
 `--dry-run` prints it and stops; a real run prints it, then follows it."""
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -237,7 +236,3 @@ def render(plan: Plan) -> list[str]:
         for arm in plan.arms[1:]:
             lines.append(f"  then compare {base.group(o.domain)} (A) with {arm.group(o.domain)} (B): this experiment's runs")
     return lines
-
-
-def as_json(plan: Plan) -> str:
-    return json.dumps({"name": plan.name, **plan.settings()}, indent=1)

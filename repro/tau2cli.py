@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -217,6 +218,4 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
 
 def shown(argv: Sequence[str], key: str) -> str:
     """A command line as the plan prints it: the key replaced by a placeholder."""
-    import shlex
-
     return " ".join(shlex.quote(a.replace(key, "<experiment key>")) if key else shlex.quote(a) for a in argv)
