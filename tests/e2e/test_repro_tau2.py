@@ -42,11 +42,11 @@ def oracle() -> Iterator[tuple[object, str]]:
         server.server_close()
 
 
-def repro(server: Gunicorn, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def repro(server: Gunicorn, tmp_path: Path, *args: str, database_url: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", "repro_tau2", "--model", AGENT, "--user-model", USER,
          "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5", *args],
-        cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": server.ledger.url, "TAU2_BIN": str(TAU2)}),
+        cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": database_url or server.ledger.url, "TAU2_BIN": str(TAU2)}),
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
 
@@ -214,3 +214,20 @@ def test_a_tau2_that_fails_is_reported_and_the_key_revoked(servers, oracle, tmp_
     assert server.ledger.one("SELECT status FROM ledger_experiment") == "failed"
     (_, revoked), = experiment_keys(server)
     assert revoked is not None
+
+
+def test_a_kit_on_another_database_than_the_server_stops_before_running(servers, oracle, tmp_path):
+    _, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    elsewhere = servers.sqlite()
+    done = repro(server, tmp_path, "--arm", "single", "--task-ids", "7", "--num-trials", "1",
+                 database_url=elsewhere.url)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "does not accept the experiment's key after 15s: run repro_tau2 with the server's DATABASE_URL"
+    )
+    # The key made in the wrong database is revoked there; nothing ran or was recorded.
+    assert [revoked is not None for _, revoked in elsewhere.rows("SELECT name, revoked_at FROM marina_api_key")] == [True]
+    assert elsewhere.one("SELECT COUNT(*) FROM ledger_experiment") == 0
+    assert server.ledger.one("SELECT COUNT(*) FROM ledger_trace") == 0
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.json"))
