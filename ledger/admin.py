@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from ledger.admin_scale import CappedCountPaginator, CostSourceFilter, StatusFilter
-from ledger.models import ApiKey, BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
+from ledger.models import ApiKey, BenchmarkItem, BenchmarkRun, Experiment, ExperimentRun, Span, SpendDaily, Trace
 from ledger.reports.selectors import cost_source_label
 from ledger.spend import keys as stored_keys
 from ledger.spend.selectors import spend_sums
@@ -246,3 +246,33 @@ class ApiKeyAdmin(ReadOnlyAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and bool(request.user.is_superuser)  # the revoke action, not an edit form
+
+
+_EXPERIMENT_RUN_FIELDS = ("arm", "replicate", "agent_model", "group", "outcome", "detail", "simulations", "run")
+
+
+class ExperimentRunInline(admin.TabularInline):
+    model = ExperimentRun
+    fields = _EXPERIMENT_RUN_FIELDS
+    readonly_fields = _EXPERIMENT_RUN_FIELDS
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(ReadOnlyAdmin):
+    """`manage.py repro_tau2`'s experiments, with their runs; written by the kit only.
+    The report page /reports/experiments/<id>/ shows the arms side by side."""
+
+    list_display = ["name", "status", "arms", "spent", "started_at", "ended_at"]
+    list_filter = ["status", "domain"]
+    search_fields = ["name", "key_name"]
+    inlines = [ExperimentRunInline]
+
+    @admin.display(description="spent")
+    def spent(self, experiment: Experiment) -> str:
+        return dollars(experiment.spent_nanousd)
+

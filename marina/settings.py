@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "passthru",
     "ledger",
     "observability",
+    "repro",
 ]
 
 MIDDLEWARE = [
@@ -282,3 +283,7 @@ if MARINA_ARGCHECK_TRIGGER not in ("flagged", "all-writes"):
     raise ConfigError(f"MARINA_ARGCHECK_TRIGGER must be flagged or all-writes, not {MARINA_ARGCHECK_TRIGGER!r}")
 # Seconds a conversation's formation state lives after its last turn (default 6 h).
 MARINA_STATE_TTL = env_int("MARINA_STATE_TTL", 6 * 3600, minimum=1)
+
+# --- The τ² reproduction kit (manage.py repro_tau2, docs/repro.md) --------------------------
+# The tau2 console script to run; empty = `tau2` on PATH.
+TAU2_BIN = env_str("TAU2_BIN")

@@ -162,21 +162,32 @@ def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> C
     """Compare group B against group A (`BenchmarkRun.group`), pooling each
     group's runs on the item ids every run of both groups evaluated; the
     interval is a two-stage bootstrap (runs within each side, then tasks)."""
-    runs_a, runs_b = _group_runs(a), _group_runs(b)
+    return compare_run_sets(_group_runs(a), _group_runs(b), label_a=a, label_b=b, seed=seed, resamples=resamples)
+
+
+def compare_run_sets(
+    runs_a: Sequence[BenchmarkRun], runs_b: Sequence[BenchmarkRun], *, label_a: str, label_b: str,
+    seed: int = 0, resamples: int = 2000,
+) -> Comparison:  # fmt: skip
+    """compare_groups on given runs (e.g. one experiment's replicates of two
+    arms, whose groups also hold other experiments' runs). Invalid runs are left
+    out with a note."""
     left_out = [
         f"run #{r.pk} of group {name!r} left out: marked invalid ({r.invalid_reason})"
-        for name, runs in ((a, runs_a), (b, runs_b))
+        for name, runs in ((label_a, runs_a), (label_b, runs_b))
         for r in runs
         if r.is_invalid
     ]
-    for name, runs in ((a, runs_a), (b, runs_b)):
+    for name, runs in ((label_a, runs_a), (label_b, runs_b)):
+        if not runs:
+            raise CompareError(f"no runs in group {name!r}")
         if all(r.is_invalid for r in runs):
             raise CompareError(f"no valid run in group {name!r}: " + "; ".join(left_out))
     return _compare(
         [_load(r) for r in runs_a if not r.is_invalid],
         [_load(r) for r in runs_b if not r.is_invalid],
-        label_a=a,
-        label_b=b,
+        label_a=label_a,
+        label_b=label_b,
         grouped=True,
         seed=seed,
         resamples=resamples,

@@ -16,9 +16,10 @@ from django.utils.safestring import mark_safe
 from django_tables2 import RequestConfig
 from django_tables2.paginators import LazyPaginator
 
+from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
-from ledger.models import BenchmarkRun, Trace
+from ledger.models import BenchmarkRun, Experiment, Trace
 from ledger.reports import overview, selectors
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.csvcells import safe_cell
@@ -149,6 +150,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "terminations": TerminationTable(report.terminations),
         "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.reports.charts)
         "cost_source": selectors.cost_source_label(run.cost_source),
+        "experiment_runs": run.experiment_runs.select_related("experiment"),
         # Import strips credentials; redact again so a page never shows one.
         "agent_args": redact(run.agent_args),
         "user_args": redact(run.user_args),
@@ -286,3 +288,25 @@ def compare(request: HttpRequest) -> HttpResponse:
             "disagreements": DisagreementTable(view.disagreements),
         }
     return render(request, "ledger/compare.html", context)
+
+
+@login_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    """The experiments `manage.py repro_tau2` ran, newest first."""
+    return render(request, "ledger/experiment_list.html", {"experiments": experiments.recent(200)})
+
+
+@login_required
+def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One experiment as one unit: its arms side by side (the baseline first), every run of each,
+    and each arm against the baseline on this experiment's runs."""
+    experiment = get_object_or_404(Experiment, pk=pk)
+    table = experiments.arm_table(experiment)
+    context = {
+        "experiment": experiment,
+        "arms": table,
+        "replicates": sorted({r.replicate for row in table for r in row.runs}),
+        "comparisons": experiments.arm_comparisons(experiment),
+    }
+    return render(request, "ledger/experiment_detail.html", context)
+

@@ -20,6 +20,11 @@ def spent_nanousd(day: date) -> int:
     return SpendDaily.objects.filter(day=day).aggregate(total=Sum("cost_nanousd"))["total"] or 0
 
 
+def spent_by_key(key_name: str) -> int:
+    """Everything one key's calls have cost, in nano-dollars (all days)."""
+    return SpendDaily.objects.filter(key_name=key_name).aggregate(total=Sum("cost_nanousd"))["total"] or 0
+
+
 @dataclass
 class SpendTotals:
     first_day: date | None
