@@ -290,3 +290,6 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+from ledger.lessons.models import Lesson  # noqa: E402,F401  (one app, its models in a subpackage)

@@ -262,3 +262,10 @@ if MARINA_ARGCHECK_TRIGGER not in ("flagged", "all-writes"):
     raise ConfigError(f"MARINA_ARGCHECK_TRIGGER must be flagged or all-writes, not {MARINA_ARGCHECK_TRIGGER!r}")
 # Seconds a conversation's formation state lives after its last turn (default 6 h).
 MARINA_STATE_TTL = env_int("MARINA_STATE_TTL", 6 * 3600, minimum=1)
+
+# --- Lessons (docs/lessons.md) -------------------------------------------------
+# on: recall and inject; observe: recall and report (x-marina-lessons: observe:<ids>), inject
+# nothing; off: neither (the lessons-free ablation arm).
+MARINA_LESSONS = env_str("MARINA_LESSONS", "on").lower()
+if MARINA_LESSONS not in ("on", "observe", "off"):
+    raise ConfigError(f"MARINA_LESSONS must be on, observe or off, not {MARINA_LESSONS!r}")
