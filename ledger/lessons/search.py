@@ -77,13 +77,14 @@ def ranked(
         return []
     conn = connection or default_connection
     marks = ", ".join(["%s"] * len(domains))
+    excluding = " AND l.benchmark <> %s" if exclude_benchmark else ""
     if conn.vendor == "sqlite":
         # Quoted, each word is a plain token to FTS5 (no operators, no columns).
         query = " OR ".join(f'"{w}"' for w in words)
         sql = (
             "SELECT l.id, l.rule, l.domain, l.trust, l.benchmark, -bm25(ledger_lesson_fts) "
             "FROM ledger_lesson_fts JOIN ledger_lesson l ON l.id = ledger_lesson_fts.rowid "
-            f"WHERE ledger_lesson_fts MATCH %s AND NOT l.retired AND l.domain IN ({marks}) AND l.benchmark <> %s "
+            f"WHERE ledger_lesson_fts MATCH %s AND NOT l.retired AND l.domain IN ({marks}){excluding} "
             "ORDER BY bm25(ledger_lesson_fts) LIMIT %s"
         )
     else:
@@ -92,11 +93,11 @@ def ranked(
         sql = (
             "SELECT l.id, l.rule, l.domain, l.trust, l.benchmark, ts_rank(l.search, q) AS score "
             "FROM ledger_lesson l, to_tsquery('english', %s) q "
-            f"WHERE l.search @@ q AND NOT l.retired AND l.domain IN ({marks}) AND l.benchmark <> %s "
+            f"WHERE l.search @@ q AND NOT l.retired AND l.domain IN ({marks}){excluding} "
             "ORDER BY score DESC, l.id LIMIT %s"
         )
     with conn.cursor() as cursor:
-        cursor.execute(sql, [query, *domains, exclude_benchmark, limit])
+        cursor.execute(sql, [query, *domains, *([exclude_benchmark] if exclude_benchmark else []), limit])
         rows: Iterable[Any] = cursor.fetchall()
     return [Match(int(r[0]), r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
 
