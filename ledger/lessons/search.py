@@ -9,10 +9,20 @@ docs/lessons.md.
 
 A query is the words of a text (letters only, 3+ characters, no stop words,
 at most 32 distinct), OR-ed: a lesson matches when it shares a word (a stem)
-with the request, and ranks by how many, how rare and how often."""
+with the request, and ranks by how many, how rare and how often.
+
+Words found in more than 5 % of the lessons are left out of the query once
+there are 200 lessons or more (the 3 rarest are kept when all are that
+common). Such a word says little about which lesson fits (its BM25 weight
+is small), but every lesson holding it would be ranked: with 10,000 lessons
+on one benchmark, "reservation" alone matches thousands, and ranking them
+all took 25 ms (SQLite) to 60 ms (PostgreSQL) a recall. The word counts come
+from the index itself and are kept per process for 5 minutes
+(bench/lessons_recall.py, docs/lessons.md)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +32,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 MAX_TERMS = 32
 CANDIDATES = 16  # ranked matches read per recall; the budget picks from these
+COMMON_SHARE = 0.05  # a word in more than this share of the lessons is left out of the query...
+PRUNE_FROM = 200  # ...once there are this many lessons
+KEEP_AT_LEAST = 3  # the rarest words kept when every word is common
+MAX_QUERIED = 8  # at most this many of the rarest words are queried (with many lessons)
+FREQUENCY_SECONDS = 300.0  # how long a process trusts its word counts
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*[A-Za-z]")
 # Words too common in requests to say what one is about (English function words
@@ -62,6 +77,57 @@ class Match:
         return self.trust == "trusted"
 
 
+class _Frequencies:
+    """How many lessons hold each query word, and how many there are: read
+    from the full-text index as words come up, forgotten every FREQUENCY_SECONDS.
+    Only used to leave common words out, so a count a few minutes old is fine."""
+
+    def __init__(self) -> None:
+        self.read_at = float("-inf")
+        self.total = 0
+        self.counts: dict[str, int] = {}
+
+    def forget(self) -> None:
+        self.read_at = float("-inf")
+
+    def of(self, conn: BaseDatabaseWrapper, words: Sequence[str]) -> tuple[int, dict[str, int]]:
+        now = time.monotonic()
+        if now - self.read_at > FREQUENCY_SECONDS:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM ledger_lesson")
+                self.total = int(cursor.fetchone()[0])
+            self.counts, self.read_at = {}, now
+        if self.total < PRUNE_FROM:
+            return self.total, {}
+        missing = [w for w in words if w not in self.counts]
+        if missing:
+            if conn.vendor == "sqlite":
+                one = "SELECT count(*) FROM ledger_lesson_fts WHERE ledger_lesson_fts MATCH %s"
+                args = [f'"{w}"' for w in missing]
+            else:
+                one = "SELECT count(*) FROM ledger_lesson WHERE search @@ to_tsquery('english', %s)"
+                args = list(missing)
+            sql = " UNION ALL ".join(f"SELECT {i}, ({one})" for i in range(len(missing)))
+            with conn.cursor() as cursor:
+                cursor.execute(sql, args)
+                for i, count in cursor.fetchall():
+                    self.counts[missing[int(i)]] = int(count)
+        return self.total, {w: self.counts[w] for w in words}
+
+
+frequencies = _Frequencies()
+
+
+def prune(words: Sequence[str], total: int, counts: dict[str, int]) -> list[str]:
+    """The words worth querying (see the module doc)."""
+    if total < PRUNE_FROM or not counts:
+        return list(words)
+    limit = COMMON_SHARE * total
+    rarest = sorted(words, key=lambda w: counts[w])
+    kept = [w for w in rarest if counts[w] <= limit][:MAX_QUERIED]
+    return kept or rarest[:KEEP_AT_LEAST]
+
+
 def ranked(
     text: str,
     *,
@@ -76,6 +142,7 @@ def ranked(
     if not words or not domains:
         return []
     conn = connection or default_connection
+    words = prune(words, *frequencies.of(conn, words))
     marks = ", ".join(["%s"] * len(domains))
     excluding = " AND l.benchmark <> %s" if exclude_benchmark else ""
     if conn.vendor == "sqlite":

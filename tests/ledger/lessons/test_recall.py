@@ -5,6 +5,7 @@ self-exclusion, and the merging of near-duplicates."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from ledger.lessons import search, services
 from ledger.models import Lesson
@@ -105,3 +106,21 @@ def test_query_terms_are_words_only_so_no_operator_reaches_the_index():
     assert search.terms('bags" OR rule:* NEAR(x) AND -- ; DROP TABLE & | !') == ["bags", "rule", "near", "drop", "table"]
     lesson(BAGS)
     assert services.recall('checked" bags* OR ( ) : ^ & | ! <-> \' "') != []
+
+
+def test_with_many_lessons_common_words_are_left_out_of_the_query(monkeypatch):
+    monkeypatch.setattr(search, "PRUNE_FROM", 10)
+    monkeypatch.setattr(search, "COMMON_SHARE", 0.5)
+    search.frequencies.forget()
+    for i in range(12):
+        lesson(f"Check the reservation before step {'abcdefghijkl'[i]} of any change.")
+    bags = lesson("Count the free checked bags from the reservation's cabin.")
+    try:
+        got = [m.id for m in services.recall("my reservation: add checked bags")]
+        # "reservation" is in all 13 lessons: queried, it would rank all of them; left out, only bags matches.
+        assert got == [bags.pk]
+        assert search.prune(["reservation", "bags"], *search.frequencies.of(connection, ["reservation", "bags"])) == ["bags"]
+        # Every word common: the rarest are still queried, so something is recalled.
+        assert len(services.recall("check the reservation")) == services.MAX_LESSONS
+    finally:
+        search.frequencies.forget()
