@@ -112,7 +112,7 @@ class StackFormation:
 
     name = "stack"
     prefix = OBLIGATIONS_PREFIX  # find() uses plan(); listed_ids are the templates
-    listed_ids: tuple[str, ...] = ("marina/obligations:<model>", "marina/argcheck:<model>")
+    listed_ids: tuple[str, ...] = ("marina/obligations:<model>", "marina/argcheck:<model>", "marina/lessons:<model>")
 
     def __init__(self, planned: Plan) -> None:
         self.plan = planned
