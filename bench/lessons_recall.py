@@ -31,9 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
+
+from common import scratch_postgres  # bench/ is on sys.path when a bench runs as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,16 +171,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.lessons, args.queries)
     if "postgres" in args.backends:
-        import psycopg
-
-        name = f"marina_lessons_bench_{uuid.uuid4().hex[:6]}"
-        with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            report["postgres"] = measure(f"{args.pg_admin_url}/{name}", args.lessons, args.queries)
-        finally:
-            with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with scratch_postgres(args.pg_admin_url, "marina_lessons_bench") as url:
+            report["postgres"] = measure(url, args.lessons, args.queries)
     for backend, rows in report.items():
         print(f"{backend}: {rows['lessons']} lessons, {rows['recalled_per_query']} recalled per query")
         for label, row in rows.items():

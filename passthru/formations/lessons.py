@@ -32,28 +32,21 @@ from django.conf import settings
 
 from ledger.lessons import services
 from passthru.context import RequestContext
-from passthru.errors import ApiError
 from passthru.formations import state
 from passthru.formations.conversation import SYSTEM_ROLES, text_of
+from passthru.formations.optin import header_mode
 
 log = logging.getLogger(__name__)
 
 PREFIX = "marina/lessons:"
 HEADER = "x-marina-lessons"
 HEADING = "LESSONS (from past outcomes; trusted first):"
-_VALUES = {"on": "on", "true": "on", "1": "on", "observe": "observe", "off": "off", "false": "off", "0": "off"}
 _RANK = {"off": 0, "observe": 1, "on": 2}
 
 
 def requested(headers: Mapping[str, str]) -> str | None:
     """The request's x-marina-lessons (on, observe, off), None when absent; 400 otherwise."""
-    raw = headers.get(HEADER)
-    if raw is None:
-        return None
-    mode = _VALUES.get(raw.strip().lower())
-    if mode is None:
-        raise ApiError(400, f"The header {HEADER} must be on, observe or off, not {raw[:40]!r}.", code="invalid_header")
-    return mode
+    return header_mode(headers, HEADER)
 
 
 def mode(headers: Mapping[str, str], *, default: str) -> str:

@@ -30,6 +30,7 @@ from passthru.formations import lessons, state
 from passthru.formations import obligations as obligations_module
 from passthru.formations.argcheck import ArgCheck
 from passthru.formations.obligations import ObligationsCheck
+from passthru.formations.optin import header_mode
 from passthru.formations.turn import Answer, Turn
 from passthru.formations.verify import PREFIX as VERIFY_PREFIX
 from passthru.formations.verify import split_id
@@ -40,7 +41,6 @@ from passthru.responses import Outbound, json_out
 OBLIGATIONS_PREFIX = "marina/obligations:"
 ARGCHECK_PREFIX = "marina/argcheck:"
 CREW_PREFIX = "marina:"
-_HEADER_VALUES = {"on": "on", "true": "on", "1": "on", "observe": "observe", "off": "off", "false": "off", "0": "off"}
 
 
 @dataclass(frozen=True)
@@ -53,16 +53,6 @@ class Plan:
     @property
     def active(self) -> bool:
         return bool(self.obligations or self.argcheck)
-
-
-def _header_mode(headers: Any, name: str) -> str | None:
-    raw = headers.get(name)
-    if raw is None:
-        return None
-    mode = _HEADER_VALUES.get(raw.strip().lower())
-    if mode is None:
-        raise ApiError(400, f"The header {name} must be on, observe or off, not {raw[:40]!r}.", code="invalid_header")
-    return mode
 
 
 def plan(model_id: str, headers: Any) -> Plan:
@@ -80,7 +70,7 @@ def plan(model_id: str, headers: Any) -> Plan:
         else:
             break
     for feature in modes:
-        told = _header_mode(headers, f"x-marina-{feature}")
+        told = header_mode(headers, f"x-marina-{feature}")
         if told is not None:
             modes[feature] = "" if told == "off" else told
     return Plan(modes["obligations"], modes["argcheck"], inner, with_lessons)
