@@ -130,3 +130,27 @@ def test_import_tau2_learn_records_the_run_as_provenance(marina_config, upstream
     assert set(Lesson.objects.values_list("run_id", flat=True)) == {run.pk}
     with pytest.raises(CommandError, match="--learn needs --judge-model"):
         call_command("import_tau2", str(results("airline-oracle")), "--target", "x/y", "--learn")
+
+
+@pytest.mark.django_db(transaction=True)  # the cap reads spend_daily on a thread of its own
+def test_the_daily_spend_cap_stops_learning(marina_config, upstream, settings):
+    from decimal import Decimal
+
+    JudgePlay(upstream)
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("0.001")  # two judgements' worth
+    judge = UpstreamJudge(JUDGE)
+    try:
+        report = learn(results("airline-oracle"), judge=judge, judge_model=JUDGE)
+    finally:
+        judge.close()
+    assert report.judged == 2 and len(upstream.requests) == 2
+    assert report.stopped.startswith("Daily spend cap reached")
+    assert any(line.startswith("stopped after 2 of 12 judgement(s): Daily spend cap reached") for line in report.lines())
+    assert Trace.objects.filter(key_name=KEY_NAME, http_status=429, error_kind="spend_cap_reached").count() == 1
+
+
+def test_the_progress_bar_counts_judgements_and_spend(marina_config, upstream, capsys):
+    JudgePlay(upstream)
+    call_command("learn_lessons", str(results("airline-oracle")), "--judge-model", JUDGE, "--progress", stdout=StringIO())
+    bar = capsys.readouterr().err
+    assert "learning [" in bar and f"] 12/12 ${FAILED * COST:.8f}" in bar
