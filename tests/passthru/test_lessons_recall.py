@@ -260,3 +260,42 @@ def test_lessons_learned_from_a_failed_run_are_recalled_on_a_related_request(cli
     settings.MARINA_LESSONS = "on"
     raw = ask(client, "marina/lessons:openrouter/agent", related, x_marina_eval="benchmark=tau2-airline; mode=measure")
     assert raw.headers["x-marina-lessons"] == "0" and upstream.requests[-1].body["messages"] == related
+
+
+# --- Header parsing (pure) ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "value, benchmark",
+    [
+        ("benchmark=tau2-airline; mode=measure", "tau2-airline"),
+        ("mode=MEASURE;benchmark=tau2-retail", "tau2-retail"),
+        (" benchmark = tau2-airline ;mode= measure ", "tau2-airline"),
+        ("benchmark=tau2-airline; mode=live", ""),
+        ("benchmark=tau2-airline", ""),
+        ("mode=measure", ""),
+        ("", ""),
+    ],
+)
+def test_the_measurement_header(value, benchmark):
+    assert recall.measured_benchmark({"x-marina-eval": value}) == benchmark
+
+
+@pytest.mark.parametrize(
+    "server, header, default, expected",
+    [
+        ("on", None, "on", "on"), ("on", None, "off", "off"), ("on", "on", "off", "on"), ("on", "1", "off", "on"),
+        ("on", "observe", "on", "observe"), ("on", "false", "on", "off"), ("observe", "on", "on", "observe"),
+        ("observe", None, "on", "observe"), ("off", "on", "on", "off"), ("off", "observe", "on", "off"),
+    ],
+)  # fmt: skip
+def test_the_mode_is_the_lower_of_the_servers_and_the_requests(settings, server, header, default, expected):
+    settings.MARINA_LESSONS = server
+    headers = {} if header is None else {"x-marina-lessons": header}
+    assert recall.mode(headers, default=default) == expected
+
+
+def test_the_response_header_and_the_block():
+    assert recall.Recalled("on", [3, 7], ["a", "b"]).header() == "3,7"
+    assert recall.Recalled("observe", [3, 7], ["a", "b"]).header() == "observe:3,7"
+    assert recall.Recalled("observe", [3], ["a"]).block() == ""
+    assert recall.Recalled("on", [], []).header() == recall.OFF.header() == "0"
+    assert recall.Recalled("on", [3], ["Rule one."]).block() == "LESSONS (from past outcomes; trusted first):\n- Rule one."
