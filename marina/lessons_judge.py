@@ -58,6 +58,10 @@ class UpstreamJudge:
 
     @staticmethod
     def _record(ctx: RequestContext, http_status: int, error_kind: str = "", message: str = "") -> None:
+        # The conversation is never stored, MARINA_TRACE_BODIES or not: it came
+        # from a results file, and only the lessons that pass the leak guard stay.
+        for span in ctx.spans:
+            span.body = None
         status = "ok" if http_status < 400 else "error"
         services.record_request(
             ctx.trace(http_status=http_status, status=status, error_kind=error_kind, error_message=message[:500])

@@ -68,6 +68,21 @@ def test_failed_simulations_are_judged_and_only_general_rules_are_kept(marina_co
     assert all(t.body is None for t in traces)
 
 
+def test_no_conversation_is_stored_even_with_trace_bodies_on(marina_config, upstream, settings):
+    from ledger.models import Span
+
+    settings.MARINA_TRACE_BODIES = True
+    JudgePlay(upstream)
+    judge = UpstreamJudge(JUDGE)
+    try:
+        learn(results("airline-oracle"), judge=judge, judge_model=JUDGE, budget_nanousd=int(COST * 2 * 1e9))
+    finally:
+        judge.close()
+    spans = Span.objects.filter(trace__key_name=KEY_NAME)
+    assert spans.count() == 2 and all(s.body is None for s in spans)
+    assert all(t.body is None for t in Trace.objects.filter(key_name=KEY_NAME))
+
+
 def test_the_budget_stops_learning(marina_config, upstream):
     JudgePlay(upstream)
     judge = UpstreamJudge(JUDGE)
