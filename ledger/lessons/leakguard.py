@@ -14,8 +14,9 @@ tool call and tool result, and τ²'s reward breakdown):
 - a **date**: any date (`2024-05-25`, `05/25`, `May 25`): a general rule
   names none;
 - a **name**: a capitalised word the conversation uses as a name: values of
-  keys ending in `name` (first_name, last_name, name, …) and words written
-  capitalised in the middle of a sentence (`Omar`, `Rossi`, `Chicago`);
+  keys ending in `name` (first_name, last_name, name, …: `Omar`, `Rossi`), and
+  words written capitalised in the middle of a sentence and never in lower
+  case (`Chicago`; not `Basic` where `basic economy` appears too);
 - a **long verbatim span**: 8 or more consecutive words also found in a row
   in the conversation (case and punctuation ignored).
 
@@ -59,8 +60,15 @@ class Evidence:
 
     ids: set[str] = field(default_factory=set)  # lower-cased
     amounts: set[str] = field(default_factory=set)  # digits, without thousands commas
-    names: set[str] = field(default_factory=set)  # as written, capitalised
+    names: set[str] = field(default_factory=set)  # values of *name keys, as written, capitalised
+    capitalised: set[str] = field(default_factory=set)  # words written capitalised mid-sentence
+    lower_words: set[str] = field(default_factory=set)  # every word as written in lower case
     spans: set[tuple[str, ...]] = field(default_factory=set)  # SPAN_WORDS-word runs, lower-cased
+
+    def is_name(self, word: str) -> bool:
+        """A *name value, or a word only ever written capitalised mid-sentence
+        ("Chicago"; not "Basic" when "basic" appears too)."""
+        return word in self.names or (word in self.capitalised and word.lower() not in self.lower_words)
 
     def add_text(self, text: str) -> None:
         for token in _TOKEN.findall(text):
@@ -70,7 +78,8 @@ class Evidence:
             plain = number.replace(",", "")
             if "." in plain or len(plain) >= 3:
                 self.amounts.add(plain.rstrip("0").rstrip(".") if "." in plain else plain)
-        self.names.update(_CAPITALISED.findall(text))
+        self.capitalised.update(_CAPITALISED.findall(text))
+        self.lower_words.update(re.findall(r"\b[a-z]+\b", text.replace("_", " ")))
         words = _WORD.findall(text.lower())
         for i in range(len(words) - SPAN_WORDS + 1):
             self.spans.add(tuple(words[i : i + SPAN_WORDS]))
@@ -127,7 +136,7 @@ def refusal(rule: str, evidence: Evidence) -> str:
         if ("." in number or len(plain) >= 3) and plain in evidence.amounts:
             return "quotes an amount from the conversation"
     for word in re.findall(r"\b[A-Z][a-z]+\b", text):
-        if word in evidence.names:
+        if evidence.is_name(word):
             return "names a name from the conversation"
     words = _WORD.findall(text.lower())
     for i in range(len(words) - SPAN_WORDS + 1):

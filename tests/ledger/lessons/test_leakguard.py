@@ -64,3 +64,12 @@ def test_a_general_rule_naming_tools_passes(evidence):
         "(update_reservation_flights, update_reservation_passengers, update_reservation_baggages) before ending."
     )
     assert leakguard.refusal(rule, evidence) == ""
+
+
+def test_a_word_also_written_in_lower_case_is_no_name():
+    found = leakguard.Evidence()
+    found.add_text("Your fare is Basic Economy, and basic economy tickets cannot be changed. You fly to Denver.")
+    assert leakguard.refusal("Basic economy tickets may not be modified; offer a cancellation instead.", found) == ""
+    assert leakguard.refusal("Flights to Denver need a fresh search before any change.", found) == (
+        "names a name from the conversation"
+    )
