@@ -141,7 +141,13 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MARINA_MAX_REQUEST_BYTES + 1024
 # and whether an open API (MARINA_OPEN_API, no keys) may file runs at all.
 MARINA_MAX_UPLOAD_BYTES = env_int("MARINA_MAX_UPLOAD_BYTES", 50 * 1024 * 1024, minimum=1024)
 MARINA_OPEN_API_UPLOADS = env_bool("MARINA_OPEN_API_UPLOADS", False)
+# Upstream timeouts (passthru/upstream.py). MARINA_UPSTREAM_TIMEOUT is the idle
+# timeout: the longest wait for the first byte of an answer and between two
+# bytes, plain or streamed. MARINA_UPSTREAM_DEADLINE bounds a non-streamed call
+# in all (a provider trickling bytes resets the idle timeout); streams have no
+# deadline, as long answers are what they are for.
 MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.001)
+MARINA_UPSTREAM_DEADLINE = env_float("MARINA_UPSTREAM_DEADLINE", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
 # Seconds a process may go on its last read of today's total spend (plus its

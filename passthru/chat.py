@@ -44,7 +44,9 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     (for streams: when the stream ends)."""
     ctx = RequestContext.for_request(inbound)
     try:
-        caller = await auth.authenticate(inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent"))
+        caller = inbound.caller or await auth.authenticate(
+            inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent")
+        )
         ctx.key_name = caller.key_name
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
@@ -201,8 +203,9 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
             if routes.fallback and reply.status != 200 and fallback.outcome(reply.status, reply.body) != fallback.SERVED:
                 misses.add(route, fallback.describe(reply.status, reply.body))
                 continue
-            # An error (or a provider that ignored stream=true): relay it whole.
-            out = Outbound(reply.status, {}, reply.body, content_type=reply.content_type or "application/json")
+            # An error (or a provider that ignored stream=true): relay it whole;
+            # call_stream has checked that it is JSON.
+            out = Outbound(reply.status, {}, reply.body, content_type="application/json")
             await _finish(ctx, out, error_kind=reply.span.error_kind)
             return out
         headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
