@@ -2,6 +2,7 @@
 reading a process tree's CPU time and memory from /proc."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,3 +195,18 @@ def marina_env(*, db_url: str, upstream_port: int, bind: str, key: str, extra: d
 
 def migrate(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+
+
+@contextlib.contextmanager
+def scratch_postgres(admin_url: str, prefix: str) -> Iterator[str]:
+    """The URL of a new PostgreSQL database on the server at admin_url, dropped afterwards."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(f"{admin_url}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{admin_url}/{name}"
+    finally:
+        with psycopg.connect(f"{admin_url}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -27,9 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
+
+from common import scratch_postgres  # bench/ is on sys.path when a bench runs as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,16 +126,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.checks)
     if "postgres" in args.backends:
-        import psycopg
-
-        name = f"marina_ratelimit_bench_{uuid.uuid4().hex[:6]}"
-        with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            report["postgres"] = measure(f"{args.pg_admin_url}/{name}", args.checks)
-        finally:
-            with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with scratch_postgres(args.pg_admin_url, "marina_ratelimit_bench") as url:
+            report["postgres"] = measure(url, args.checks)
     for backend, rows in report.items():
         print(f"{backend}:")
         for label, row in rows.items():

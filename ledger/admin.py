@@ -13,7 +13,18 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from ledger.admin_scale import CappedCountPaginator, CostSourceFilter, StatusFilter
-from ledger.models import ApiKey, BenchmarkItem, BenchmarkRun, Experiment, ExperimentRun, Span, SpendDaily, Trace
+from ledger.lessons import services as lessons
+from ledger.models import (
+    ApiKey,
+    BenchmarkItem,
+    BenchmarkRun,
+    Experiment,
+    ExperimentRun,
+    Lesson,
+    Span,
+    SpendDaily,
+    Trace,
+)
 from ledger.reports.selectors import cost_source_label
 from ledger.spend import keys as stored_keys
 from ledger.spend.selectors import spend_sums
@@ -276,3 +287,30 @@ class ExperimentAdmin(ReadOnlyAdmin):
     def spent(self, experiment: Experiment) -> str:
         return dollars(experiment.spent_nanousd)
 
+
+@admin.register(Lesson)
+class LessonAdmin(admin.ModelAdmin):
+    """Lessons as learned (`manage.py learn_lessons`): listed, searched, promoted
+    to trusted (recalled first) and retired (never recalled again). The rule
+    and its provenance are as the leak guard let them in: not edited here."""
+
+    list_display = ["id", "rule", "domain", "trust", "retired", "support", "benchmark", "run", "created_at"]
+    list_filter = ["trust", "retired", "domain", "benchmark", "created_at"]
+    search_fields = ["rule", "benchmark", "source_name", "judge_model"]
+    date_hierarchy = "created_at"
+    actions = ["promote", "retire"]
+    readonly_fields = [
+        "rule", "domain", "trust", "benchmark", "run", "item_ids", "source_name", "judge_model", "support",
+        "retired", "created_at", "updated_at", "promoted_at", "retired_at",
+    ]  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # lessons come from learning, through the leak guard
+
+    @admin.action(description="Promote the selected lessons to trusted", permissions=["change"])
+    def promote(self, request: HttpRequest, queryset: QuerySet[Lesson]) -> None:
+        self.message_user(request, f"Promoted {lessons.promote(queryset)} lesson(s) to trusted.")
+
+    @admin.action(description="Retire the selected lessons (never recalled again)", permissions=["change"])
+    def retire(self, request: HttpRequest, queryset: QuerySet[Lesson]) -> None:
+        self.message_user(request, f"Retired {lessons.retire(queryset)} lesson(s).")

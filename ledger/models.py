@@ -372,3 +372,4 @@ class ExperimentRun(models.Model):
     @property
     def spent_usd(self) -> Decimal | None:
         return to_usd(self.spent_nanousd)
+from ledger.lessons.models import Lesson  # noqa: E402,F401  (one app, its models in a subpackage)

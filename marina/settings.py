@@ -287,3 +287,10 @@ MARINA_STATE_TTL = env_int("MARINA_STATE_TTL", 6 * 3600, minimum=1)
 # --- The τ² reproduction kit (manage.py repro_tau2, docs/repro.md) --------------------------
 # The tau2 console script to run; empty = `tau2` on PATH.
 TAU2_BIN = env_str("TAU2_BIN")
+
+# --- Lessons (docs/lessons.md) -------------------------------------------------
+# on: recall and inject; observe: recall and report (x-marina-lessons: observe:<ids>), inject
+# nothing; off: neither (the lessons-free ablation arm).
+MARINA_LESSONS = env_str("MARINA_LESSONS", "on").lower()
+if MARINA_LESSONS not in ("on", "observe", "off"):
+    raise ConfigError(f"MARINA_LESSONS must be on, observe or off, not {MARINA_LESSONS!r}")

@@ -19,7 +19,8 @@ from passthru import auth, cors, crews, fallback, formations, ratelimit, toolcal
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
-from passthru.formations import streamed
+from passthru.formations import lessons, streamed
+from passthru.formations.conversation import with_trailing_note
 from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE
@@ -56,8 +57,8 @@ async def chat_completions(inbound: Inbound) -> Outbound:
             ctx.body = redact(body)
         if crews.is_crew_id(body["model"]):  # marina:<crew>: its model id and defaults, then as below
             body = await crews.apply(ctx, body)
-        formation, model = formations.choose(body["model"], inbound.headers)
-        if model != body["model"]:  # an `off` header stripped a prefix
+        formation, model, lessons_prefix = formations.choose(body["model"], inbound.headers)
+        if model != body["model"]:  # an `off` header or marina/lessons: stripped a prefix
             body = {**body, "model": model}
         if formation is not None:
             ctx.route = getattr(formation, "route_name", formation.name)
@@ -65,12 +66,19 @@ async def chat_completions(inbound: Inbound) -> Outbound:
                 out = streamed.as_stream(await formation.run(ctx, streamed.unstreamed(body)), body)
             else:
                 out = await formation.run(ctx, body)
-        elif ctx.stream:
-            ctx.route = "passthru"
-            return await _stream(ctx, body)
         else:
             ctx.route = "passthru"
+            recalled = None
+            if lessons_prefix or lessons.requested(inbound.headers) is not None:
+                body, recalled = await _with_lessons(ctx, body, lessons_prefix)
+            if ctx.stream:
+                out = await _stream(ctx, body)
+                if recalled is not None:
+                    out.headers[lessons.HEADER] = recalled.header()
+                return out
             out = await _plain(ctx, body)
+            if recalled is not None:
+                out.headers[lessons.HEADER] = recalled.header()
     except asyncio.CancelledError:
         # The client went away before the answer (Django's handler and the fast
         # path cancel the call): the request is still in the ledger.
@@ -148,6 +156,15 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         if not isinstance(tool, dict):
             raise ApiError(400, f"tools[{i}] must be an object.", param=f"tools[{i}]")
     return body
+
+
+async def _with_lessons(ctx: RequestContext, body: dict[str, Any], prefix: bool) -> tuple[dict[str, Any], lessons.Recalled]:
+    """A plain request that opted in: lessons for its opening request, in the trailing note."""
+    mode = lessons.mode(ctx.inbound.headers, default="on" if prefix else "off")
+    recalled = await lessons.recall(ctx, lessons.opening_request(body["messages"]), mode, query="opening")
+    if recalled.injected:
+        body = {**body, "messages": with_trailing_note(body["messages"], recalled.block())}
+    return body, recalled
 
 
 def _not_json(constant: str) -> Any:

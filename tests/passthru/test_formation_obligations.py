@@ -351,8 +351,8 @@ def test_stacked_around_verify(client, upstream):
     assert trace.route == "obligations+argcheck+verify"
     names = [(s.name, s.parent_seq) for s in trace.spans.order_by("seq")]
     assert names == [
-        ("obligations+argcheck+verify", None), ("extract", 0), ("verify", 0), ("draft", 2), ("review", 2),
-        ("judge", 0), ("verify", 0), ("draft", 6), ("review", 6),
+        ("obligations+argcheck+verify", None), ("extract", 0), ("verify", 0), ("lessons", 2), ("draft", 2),
+        ("review", 2), ("judge", 0), ("verify", 0), ("lessons", 7), ("draft", 7), ("review", 7),
     ]  # fmt: skip
 
 
