@@ -26,7 +26,7 @@ from passthru.errors import ApiError, UpstreamError
 from passthru.pricing import Usage, price, usage_from
 from passthru.providers import Route
 from passthru.responses import SSE
-from passthru.streaming import Meter, relay_or_error, wants_usage, with_usage_requested
+from passthru.streaming import Meter, Pump, relay_or_error, wants_usage, with_usage_requested
 
 
 @dataclass
@@ -147,8 +147,9 @@ async def call_stream(
     usage-only chunk is kept from the caller unless the client asked for it.
     The span is closed (duration, tokens, cost) when `events` ends, fails
     upstream (status "error", the error event yielded before UpstreamError is
-    re-raised) or is closed or cancelled early (status "cancelled"; the
-    upstream response is closed at once)."""
+    re-raised) or is closed or cancelled early: then the upstream is read on
+    in the background, metered, for MARINA_DRAIN_AFTER_DISCONNECT_SECONDS at
+    most (`_drain`), and `ctx.draining` is the task to wait on before tracing."""
     await spendcap.check()
     client_wants_usage = wants_usage(body)
     sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
@@ -177,19 +178,64 @@ async def call_stream(
 async def _metered_events(
     ctx: RequestContext, stack: AsyncExitStack, stream: upstream.Stream, meter: Meter
 ) -> AsyncGenerator[bytes, None]:
+    pump = Pump(relay_or_error(stream.chunks(), meter))
+    handed_over = False
     try:
-        async with stack:  # the upstream response is closed however this ends
-            try:
-                async for event in relay_or_error(stream.chunks(), meter):
-                    yield event
-            except UpstreamError as exc:
-                meter.span.status, meter.span.error_kind = "error", exc.kind
-                raise
-            except (asyncio.CancelledError, GeneratorExit):
-                meter.span.status, meter.span.error_kind = "cancelled", "client_disconnected"
-                raise
+        try:
+            while (event := await pump.next()) is not None:
+                yield event
+        except UpstreamError as exc:
+            meter.span.status, meter.span.error_kind = "error", exc.kind
+            raise
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client went away: the upstream is read on (and metered) for
+            # a bounded time in the background, which then closes it and the span.
+            ctx.draining = _drain_later(ctx, stack, pump, meter)
+            handed_over = True
+            raise
     finally:
-        _close_span(ctx, meter)
+        if not handed_over:
+            pump.task.cancel()  # nothing if it has ended
+            await stack.aclose()  # the upstream response is closed however this ends
+            _close_span(ctx, meter)
+
+
+# Drains in progress: the event loop keeps only weak references to tasks.
+_draining: set[asyncio.Task[None]] = set()
+
+
+def _drain_later(ctx: RequestContext, stack: AsyncExitStack, pump: Pump, meter: Meter) -> asyncio.Task[None]:
+    pump.discard()
+    task = asyncio.get_running_loop().create_task(_drain(ctx, stack, pump, meter))
+    _draining.add(task)
+    task.add_done_callback(_draining.discard)
+    return task
+
+
+async def _drain(ctx: RequestContext, stack: AsyncExitStack, pump: Pump, meter: Meter) -> None:
+    """Read a stream its client abandoned to its end, for at most
+    MARINA_DRAIN_AFTER_DISCONNECT_SECONDS, so that the usage the provider
+    reports last (and bills) is metered; past the bound, hang up.
+
+    The span then says what became of the upstream call: `ok` (read to its
+    end, priced), `error` (it failed meanwhile) or `cancelled`
+    `client_disconnected` (cut at the bound, or a drain of 0)."""
+    span = meter.span
+    try:
+        seconds = settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS
+        if seconds > 0 and not pump.task.done():
+            await asyncio.wait([pump.task], timeout=seconds)
+    finally:
+        if not pump.task.done():
+            pump.task.cancel()
+            span.status, span.error_kind = "cancelled", "client_disconnected"
+        elif isinstance(pump.error, UpstreamError):
+            span.status, span.error_kind = "error", pump.error.kind
+        try:
+            await asyncio.wait([pump.task])  # its cancellation closes the upstream connection
+        finally:
+            await stack.aclose()
+            _close_span(ctx, meter)
 
 
 def _stop_clock(ctx: RequestContext, meter: Meter) -> None:

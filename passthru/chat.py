@@ -207,10 +207,16 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
     except UpstreamError as exc:
         status, error_kind, error_message = "error", exc.kind, exc.message
     except (asyncio.CancelledError, GeneratorExit):
-        # Closing the events cancels the upstream call now and closes its span
-        # (already done if the cancellation came through them).
+        # Closing the events hands the upstream call to a bounded drain
+        # (passthru/calls.py _drain) that reads it on and meters it; the trace
+        # is written once that is over, with what it metered.
         await events.aclose()
-        _trace_disconnect(ctx, out.status, "The client disconnected mid-stream.")
+        draining = ctx.draining
+        message = "The client disconnected mid-stream."
+        if draining is None or draining.done():
+            _trace_disconnect(ctx, out.status, message)
+        else:
+            draining.add_done_callback(lambda _: _trace_disconnect(ctx, out.status, message))
         raise
     ctx.traced = True
     record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)

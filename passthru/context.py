@@ -2,6 +2,7 @@
 on the way. Turned into one ledger.spend.records.TraceRecord at the end."""
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -49,6 +50,9 @@ class RequestContext:
     body: Any = None
     conversation: Identity = NO_IDENTITY
     traced: bool = False  # its trace has gone to the ledger (one trace per request)
+    # A stream its client abandoned, still read (and metered) in the background
+    # (passthru/calls.py _drain): its trace waits for it.
+    draining: asyncio.Task[None] | None = None
 
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:

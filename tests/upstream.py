@@ -91,6 +91,7 @@ class Sse:
     stall_seconds: float = 30.0
     reset_after: int | None = None  # reset the connection after N chunks
     done: bool = True
+    usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
 
 
 @dataclass
@@ -251,6 +252,8 @@ class _Handler(BaseHTTPRequestHandler):
             if step.stall_after is not None and i == step.stall_after:
                 time.sleep(step.stall_seconds)
                 return "stalled"
+            if step.usage_delay and i == len(chunks) - 1 and "usage" in chunk:
+                time.sleep(step.usage_delay)
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
             time.sleep(step.gap)
