@@ -62,6 +62,14 @@ def encode(body: dict[str, Any]) -> bytes:
         return json.dumps(body, separators=(",", ":")).encode()
 
 
+async def _hold(ctx: RequestContext, route: Route, body: dict[str, Any], data: bytes) -> None:
+    """The daily cap, with this call's estimated cost held against it until the
+    request's trace (and so its spend) is recorded (chat.py releases it)."""
+    hold = await spendcap.hold(route.provider.name, route.upstream_model, body, len(data))
+    if hold is not None:
+        ctx.holds.append(hold)
+
+
 def meter(span: SpanRecord, route: Route, usage: Usage) -> None:
     span.prompt_tokens = usage.prompt_tokens
     span.completion_tokens = usage.completion_tokens
@@ -85,14 +93,15 @@ async def call_json(
     Upstream 4xx/5xx replies are returned (status and body as they came), not
     raised: the passthru relays them. Transport failures and a 2xx body that
     is not JSON raise UpstreamError."""
-    await spendcap.check()
     body = prepare(route, body)  # the upstream id, and only the changes this provider needs
+    data = encode(body)
+    await _hold(ctx, route, body, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}
     started = time.perf_counter()
     try:
-        reply = await upstream.post_chat(route.provider, encode(body), ctx.upstream_headers())
+        reply = await upstream.post_chat(route.provider, data, ctx.upstream_headers())
     except UpstreamError as exc:
         fail_span(span, exc)
         raise
@@ -150,16 +159,17 @@ async def call_stream(
     re-raised) or is closed or cancelled early: then the upstream is read on
     in the background, metered, for MARINA_DRAIN_AFTER_DISCONNECT_SECONDS at
     most (`_drain`), and `ctx.draining` is the task to wait on before tracing."""
-    await spendcap.check()
     client_wants_usage = wants_usage(body)
     sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
+    data = encode(sent)
+    await _hold(ctx, route, sent, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}
     meter = Meter(route, span, hide_usage_chunk=not client_wants_usage)
     stack = AsyncExitStack()
     try:
-        stream = await stack.enter_async_context(upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers()))
+        stream = await stack.enter_async_context(upstream.open_stream(route.provider, data, ctx.upstream_headers()))
     except UpstreamError as exc:
         _stop_clock(ctx, meter)
         fail_span(span, exc)

@@ -12,10 +12,11 @@ from typing import Any
 from django.conf import settings
 
 from ledger.spend import services
+from ledger.spend.records import TraceRecord
 from marina import money
 from marina.conversation import identify
 from marina.redact import redact
-from passthru import auth, cors, fallback, formations, ratelimit, toolcalls
+from passthru import auth, cors, fallback, formations, ratelimit, spendcap, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
@@ -219,11 +220,7 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
             draining.add_done_callback(lambda _: _trace_disconnect(ctx, out.status, message))
         raise
     ctx.traced = True
-    record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
-    try:
-        await services.arecord_request(record)
-    except Exception:
-        log.exception("could not record trace %s", ctx.request_id)
+    await _record(ctx, ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message))
     # [DONE] means "complete": after an upstream failure the error event is the
     # last word, so a client that skips error events still sees a broken stream.
     if status == "ok":
@@ -239,7 +236,21 @@ def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> No
             span.status, span.error_kind = "cancelled", "client_disconnected"
     ctx.traced = True
     record = ctx.trace(http_status=http_status, status="cancelled", error_kind="client_disconnected", error_message=message)
-    services.submit(services.record_request, record)
+    holds = ctx.holds
+    services.submit_record(record).add_done_callback(lambda _: spendcap.release(holds))
+
+
+async def _record(ctx: RequestContext, record: TraceRecord) -> None:
+    """Commit the trace (awaited: exact on return), then drop the request's
+    holds on the daily cap: its spend is in the ledger now. Released once the
+    write is over, whether this task waits for it or is cancelled meanwhile."""
+    written = services.submit_record(record)
+    holds = ctx.holds
+    written.add_done_callback(lambda _: spendcap.release(holds))
+    try:
+        await asyncio.wrap_future(written)
+    except Exception:  # the ledger must never turn an answered call into a 500
+        log.exception("could not record trace %s", ctx.request_id)
 
 
 def _common_headers(ctx: RequestContext, out: Outbound) -> None:
@@ -261,7 +272,4 @@ async def _finish(ctx: RequestContext, out: Outbound, *, error_kind: str = "", e
         error_kind=error_kind,
         error_message=error_message,
     )
-    try:
-        await services.arecord_request(record)
-    except Exception:  # the ledger must never turn an answered call into a 500
-        log.exception("could not record trace %s", ctx.request_id)
+    await _record(ctx, record)

@@ -53,6 +53,9 @@ class RequestContext:
     # A stream its client abandoned, still read (and metered) in the background
     # (passthru/calls.py _drain): its trace waits for it.
     draining: asyncio.Task[None] | None = None
+    # The daily cap's holds on this request's upstream calls (passthru/spendcap.py),
+    # released once its trace, and so its spend, is recorded.
+    holds: list[int] = field(default_factory=list)
 
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:
