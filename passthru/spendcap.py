@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as day_start
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
@@ -82,12 +82,12 @@ def _rates(provider: str, upstream_model: str) -> tuple[float, float] | None:
 def completion_tokens(body: dict[str, Any]) -> int:
     """The completion tokens a call may produce: its own limit, else the default, times `n`."""
     limits = [v for v in (body.get("max_completion_tokens"), body.get("max_tokens")) if _positive_int(v)]
-    limit: int = limits[0] if limits else settings.MARINA_SPEND_CAP_COMPLETION_TOKENS
+    limit = limits[0] if limits else int(settings.MARINA_SPEND_CAP_COMPLETION_TOKENS)
     n = body.get("n")
-    return limit * (n if isinstance(n, int) and _positive_int(n) else 1)
+    return limit * (n if _positive_int(n) else 1)
 
 
-def _positive_int(value: Any) -> bool:
+def _positive_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
