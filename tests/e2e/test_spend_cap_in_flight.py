@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-import time
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from marina.money import dollars
 from passthru.spendcap import estimate_nanousd
 from tests.conftest import MARINA_KEY
+from tests.e2e.servers import wait_until_no_holds
 from tests.upstream import Received, Reply, Sse, completion
 
 pytestmark = pytest.mark.e2e
@@ -68,13 +68,6 @@ async def burst(urls: list[str], first: int, count: int) -> list[httpx.Response]
 def estimates(received: list[Received]) -> list[int]:
     """What Marina held for each call that reached the upstream, from the bytes it sent."""
     return [estimate_nanousd("openrouter", "openai/gpt-5.2", r.body, len(r.raw)) for r in received]
-
-
-def wait_until_no_holds(ledger, seconds: float = 10) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while ledger.one("SELECT COUNT(*) FROM passthru_spendhold") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert ledger.one("SELECT COUNT(*) FROM passthru_spendhold") == 0
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
