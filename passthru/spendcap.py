@@ -216,10 +216,13 @@ def settle(asks: list[_Ask], releases: list[int]) -> list[tuple[bool, Figures]]:
     _state["batches"] += 1
     with sqlite_write_turn():
         statements = _current()
+        if not asks:  # one statement: no transaction to open
+            statements.release(releases)
+            return []
         with statements.transaction():
             if releases:
                 statements.release(releases)
-            answers = statements.check(asks, now) if asks else []
+            answers = statements.check(asks, now)
             if _state["batches"] % SWEEP_EVERY == 0:
                 statements.sweep(now)
     return answers
