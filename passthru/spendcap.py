@@ -146,7 +146,10 @@ class _Statements:
             f"SELECT (SELECT COALESCE(SUM(cost_nanousd), 0) FROM spend_daily WHERE day = {p}),"
             f" COALESCE(SUM(nanousd), 0), COUNT(*) FROM {TABLE} WHERE day = {p} AND created_at > {p}"
         )
-        self.insert = f"INSERT INTO {TABLE} (id, day, nanousd, created_at) VALUES ({p}, {p}, {p}, {p})"
+        self.insert = f"INSERT INTO {TABLE} (id, day, nanousd, created_at) VALUES "
+        self.row = f"({p}, {p}, {p}, {p})"
+        # Prepared on PostgreSQL: planned once per connection, not per call.
+        self.prepare: dict[str, bool] = {"prepare": True} if self.vendor == "postgresql" else {}
         # sqlite3's default date adapter is deprecated; SQLite stores ISO text.
         self.day = date.isoformat if self.vendor == "sqlite" else (lambda day: day)
         if self.vendor == "postgresql":
@@ -168,13 +171,14 @@ class _Statements:
 
     def check(self, asks: list[_Ask], now: float) -> list[tuple[bool, Figures]]:
         if self.vendor == "postgresql":
-            self.cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", _LOCK)
+            self.cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", _LOCK, **self.prepare)
         figures: dict[date, Figures] = {}
-        answers, rows = [], []
+        answers: list[tuple[bool, Figures]] = []
+        rows: list[object] = []
         for ask in asks:
             today = figures.get(ask.day)
             if today is None:
-                self.cursor.execute(self.figures, [self.day(ask.day), self.day(ask.day), now - HOLD_TTL_SECONDS])
+                self.cursor.execute(self.figures, [self.day(ask.day), self.day(ask.day), now - HOLD_TTL_SECONDS], **self.prepare)
                 spent, held, holds = (int(v) for v in self.cursor.fetchone())
                 today = figures[ask.day] = Figures(spent, held, holds)
             seen = Figures(today.spent, today.held, today.holds)
@@ -182,10 +186,11 @@ class _Statements:
             if taken:
                 today.held += ask.estimate
                 today.holds += 1
-                rows.append([ask.hold_id, self.day(ask.day), ask.estimate, now])
+                rows += [ask.hold_id, self.day(ask.day), ask.estimate, now]
             answers.append((taken, seen))
         if rows:
-            self.cursor.executemany(self.insert, rows)
+            # One multi-row statement (psycopg's executemany would use its pipeline mode, slower here).
+            self.cursor.execute(self.insert + ", ".join([self.row] * (len(rows) // 4)), rows)
         return answers
 
     def sweep(self, now: float) -> None:
