@@ -8,10 +8,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -192,3 +196,25 @@ def marina_env(*, db_url: str, upstream_port: int, bind: str, key: str, extra: d
 
 def migrate(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+
+
+def per_backend(backends: str, pg_admin_url: str, prefix: str, measure: Callable[[str], Any]) -> dict[str, Any]:
+    """`measure(database_url)` on a fresh temporary SQLite file and/or a fresh
+    PostgreSQL database (created, then dropped), as `backends` says
+    ("sqlite,postgres"); their results by backend."""
+    report: dict[str, Any] = {}
+    if "sqlite" in backends:
+        with tempfile.TemporaryDirectory() as tmp:
+            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}")
+    if "postgres" in backends:
+        import psycopg
+
+        name = f"{prefix}_{uuid.uuid4().hex[:6]}"
+        with psycopg.connect(f"{pg_admin_url}/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            report["postgres"] = measure(f"{pg_admin_url}/{name}")
+        finally:
+            with psycopg.connect(f"{pg_admin_url}/postgres", autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return report

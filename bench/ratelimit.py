@@ -25,13 +25,13 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import per_backend  # noqa: E402
 
 
 def _cpu() -> float:
@@ -120,21 +120,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.checks)))
         return
-    report: dict[str, Any] = {}
-    if "sqlite" in args.backends:
-        with tempfile.TemporaryDirectory() as tmp:
-            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.checks)
-    if "postgres" in args.backends:
-        import psycopg
-
-        name = f"marina_ratelimit_bench_{uuid.uuid4().hex[:6]}"
-        with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            report["postgres"] = measure(f"{args.pg_admin_url}/{name}", args.checks)
-        finally:
-            with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    report = per_backend(args.backends, args.pg_admin_url, "marina_ratelimit_bench", lambda url: measure(url, args.checks))
     for backend, rows in report.items():
         print(f"{backend}:")
         for label, row in rows.items():

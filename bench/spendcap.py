@@ -24,7 +24,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import per_backend  # noqa: E402
 
 
 def _cpu() -> float:
@@ -144,21 +145,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.calls)))
         return
-    report: dict[str, Any] = {}
-    if "sqlite" in args.backends:
-        with tempfile.TemporaryDirectory() as tmp:
-            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.calls)
-    if "postgres" in args.backends:
-        import psycopg
-
-        name = f"marina_spendcap_bench_{uuid.uuid4().hex[:6]}"
-        with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            report["postgres"] = measure(f"{args.pg_admin_url}/{name}", args.calls)
-        finally:
-            with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    report = per_backend(args.backends, args.pg_admin_url, "marina_spendcap_bench", lambda url: measure(url, args.calls))
     for backend, rows in report.items():
         print(f"{backend}: (the hold's estimate for the τ² body: ${rows.pop('estimate_usd')})")
         for label, row in rows.items():
