@@ -48,7 +48,7 @@ def _settled() -> None:
     from ledger.spend import services
     from passthru import spendcap
 
-    spendcap._thread.submit(lambda: None).result()
+    spendcap.submit(lambda: None).result()
     services.submit(lambda: None).result()
 
 

@@ -214,6 +214,13 @@ async def _metered_events(
 _draining: set[asyncio.Task[None]] = set()
 
 
+async def drains_finished() -> None:
+    """Wait for the drains in progress to end (each within its bound) and
+    their traces to be queued: a worker that stops calls it last."""
+    while _draining:
+        await asyncio.wait(list(_draining))
+
+
 def _drain_later(ctx: RequestContext, stack: AsyncExitStack, pump: Pump, meter: Meter) -> asyncio.Task[None]:
     pump.discard()
     task = asyncio.get_running_loop().create_task(_drain(ctx, stack, pump, meter))

@@ -38,7 +38,7 @@ import secrets
 import time
 import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -294,6 +294,11 @@ def release(ids: Iterable[int]) -> None:
     if ids:
         _releases.extend(ids)
         _thread.submit(_on_thread)
+
+
+def submit(fn: Callable[[], None]) -> concurrent.futures.Future[None]:
+    """Run `fn` on the cap's thread, after what is queued there."""
+    return _thread.submit(fn)
 
 
 def close_connection() -> None:

@@ -300,3 +300,27 @@ def test_a_client_that_leaves_before_the_usage_chunk_is_still_charged(servers, u
     totals = server.ledger.totals()
     assert totals["spend_cost"] == totals["trace_cost"] == cost * len(left)
     assert (totals["spend_calls"], totals["spend_errors"]) == (len(left), 0)
+
+
+def test_a_shutdown_lets_a_drain_end_and_keeps_its_trace(servers, upstream):
+    """SIGTERM while a stream its client left is still being read on: the
+    worker finishes that read (bounded by MARINA_DRAIN_AFTER_DISCONNECT_SECONDS)
+    before it stops, and the request is in the ledger with its cost."""
+    upstream.handler = lambda body: Sse(chunks=sse_chunks("a long answer " * 40, pieces=40), gap=0.08)  # ~3 s
+    server = servers.start(MARINA_DRAIN_AFTER_DISCONNECT_SECONDS="30")
+
+    async def go() -> str:
+        headers = {"authorization": f"Bearer {MARINA_KEY}"}
+        async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=30) as client:
+            return await disconnect(client, 1)
+
+    request_id = asyncio.run(go())
+    # The client has left; the upstream is still answering and the trace waits for the drain.
+    assert [r.outcome for r in upstream.requests] == ["pending"] and server.ledger.trace(request_id) is None
+    assert server.terminate() == 0
+    trace = server.ledger.trace(request_id)
+    assert trace is not None, server.log()[-4000:]
+    assert trace is not None and (trace["status"], trace["error_kind"]) == ("cancelled", "client_disconnected"), trace
+    spans = server.ledger.spans_of(request_id)
+    assert [s["status"] for s in spans] == ["ok"] and spans[0]["cost_nanousd"], spans
+    assert [r.outcome for r in upstream.requests] == ["complete"]
