@@ -241,23 +241,31 @@ def _on_thread() -> None:
     if now - _state["checked_at"] >= HEALTH_CHECK_SECONDS:
         _state["checked_at"] = now
         close_old_connections()
-    for attempt in (1, 2):
-        try:
-            answers = settle(asks, releases)
-        except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]  # Django's, and the raw driver's
-            connection.close()  # perhaps a dead connection: the next try opens a new one
-            if attempt == 1:
-                continue
-            # Fail open, as the rate limiter does: a cap that cannot reach the
-            # ledger must not take the whole API down (the ledger writes fail too).
-            log.warning("spend cap not checked: the database did not answer", exc_info=True)
-            _releases.extend(releases)  # for the next try
-            for ask in asks:
-                ask.answer.set_result((True, Figures(0, 0, 0)))
-            return
-        for ask, answer in zip(asks, answers):
-            ask.answer.set_result(answer)
+    try:
+        answers = _settle_or_retry(asks, releases)
+    except Exception as exc:  # a bug: every caller must still get an answer (a 500), none wait forever
+        log.exception("spend cap check failed")
+        for ask in asks:
+            ask.answer.set_exception(exc)
         return
+    for ask, answer in zip(asks, answers):
+        ask.answer.set_result(answer)
+
+
+def _settle_or_retry(asks: list[_Ask], releases: list[int]) -> list[tuple[bool, Figures]]:
+    try:
+        return settle(asks, releases)
+    except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]  # Django's, and the raw driver's
+        connection.close()  # perhaps a dead connection: the next try opens a new one
+    try:
+        return settle(asks, releases)
+    except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]
+        connection.close()
+        # Fail open, as the rate limiter does: a cap that cannot reach the
+        # ledger must not take the whole API down (the ledger writes fail too).
+        log.warning("spend cap not checked: the database did not answer", exc_info=True)
+        _releases.extend(releases)  # for the next try
+        return [(True, Figures(0, 0, 0)) for _ in asks]
 
 
 async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_bytes: int) -> int | None:

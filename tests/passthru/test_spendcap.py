@@ -137,3 +137,17 @@ def test_an_unpriced_model_runs_while_something_is_left(marina_url, settings, up
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     model = "openrouter/scripted-model"
     assert [_call(marina_url, model=model).status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+def test_a_ledger_that_cannot_be_read_lets_calls_through(marina_url, settings, priced, monkeypatch, caplog):
+    """Fail open, as the rate limiter does (the trace writes would fail too);
+    and the failure is logged."""
+    from django.db import OperationalError
+
+    def down(asks: Any, releases: Any) -> Any:
+        raise OperationalError("the database is down")
+
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
+    monkeypatch.setattr(spendcap, "settle", down)
+    assert _call(marina_url).status_code == 200
+    assert "spend cap not checked" in caplog.text
