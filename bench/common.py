@@ -2,6 +2,7 @@
 reading a process tree's CPU time and memory from /proc."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -196,6 +197,16 @@ def marina_env(*, db_url: str, upstream_port: int, bind: str, key: str, extra: d
 
 def migrate(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+
+
+def run_child(script: str, database_url: str, *args: str) -> Any:
+    """Run `script *args` in a process of its own on `database_url` (no .env);
+    the JSON its last line of output holds."""
+    env = {**os.environ, "DATABASE_URL": database_url, "MARINA_ENV_FILE": os.devnull}
+    out = subprocess.run(
+        [sys.executable, script, *args], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def per_backend(backends: str, pg_admin_url: str, prefix: str, measure: Callable[[str], Any]) -> dict[str, Any]:

@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 import uuid
@@ -34,7 +33,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import per_backend  # noqa: E402
+from bench.common import per_backend, run_child  # noqa: E402
 
 
 def _cpu() -> float:
@@ -124,15 +123,6 @@ def child(calls: int) -> dict[str, Any]:
     return results
 
 
-def measure(database_url: str, calls: int) -> dict[str, Any]:
-    env = {**os.environ, "DATABASE_URL": database_url, "MARINA_ENV_FILE": os.devnull}
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", "--calls", str(calls)],
-        env=env, cwd=ROOT, capture_output=True, text=True, check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=3000)
@@ -145,7 +135,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.calls)))
         return
-    report = per_backend(args.backends, args.pg_admin_url, "marina_spendcap_bench", lambda url: measure(url, args.calls))
+    report = per_backend(args.backends, args.pg_admin_url, "marina_spendcap_bench", lambda url: run_child(__file__, url, "--child", "--calls", str(args.calls)))
     for backend, rows in report.items():
         print(f"{backend}: (the hold's estimate for the τ² body: ${rows.pop('estimate_usd')})")
         for label, row in rows.items():
