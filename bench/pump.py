@@ -1,8 +1,9 @@
-"""What reading a stream's upstream in a task of its own costs
-(passthru/streaming.Pump, which lets a stream be read on and metered after
-its client left): events taken through a Pump against the same events taken
-straight from the source generator, in the same run, on uvloop as gunicorn
-runs it.
+"""What reading an upstream call in a task of its own costs (so that a client
+that leaves does not cut it, and it can be read on and metered): for a
+stream, events taken through passthru/streaming.Pump against the same events
+taken straight from the source generator; for a plain call, a reply awaited
+through `asyncio.shield` of a task (passthru/calls.call_json) against the
+same coroutine awaited directly. In the same run, on uvloop as gunicorn runs it.
 
     .venv/bin/python bench/pump.py              # ~10 s
     .venv/bin/python bench/pump.py --streams 5000 --events 19
@@ -53,6 +54,24 @@ async def _pumped(events: int) -> int:
     return taken
 
 
+async def _reply() -> bytes:
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    loop.call_soon(ready.set_result, None)
+    await ready
+    return EVENT
+
+
+async def _plain(calls: int, shielded: bool) -> float:
+    started = time.process_time()
+    for _ in range(calls):
+        if shielded:
+            await asyncio.shield(asyncio.ensure_future(_reply()))
+        else:
+            await _reply()
+    return (time.process_time() - started) / calls * 1e6
+
+
 async def _run(streams: int, events: int, pumped: bool) -> float:
     one = _pumped if pumped else _direct
     started = time.process_time()
@@ -79,7 +98,11 @@ def main() -> None:
         print(f"  {label:13} {us:8.1f} µs CPU/stream  {us / args.events:6.2f} µs/event")
     print(f"  the Pump adds {pump - direct:.1f} µs CPU per stream of {args.events} events "
           f"({(pump - direct) / args.events:.2f} µs/event; {pump / direct:.2f}× the direct read)")
-    print(json.dumps({"direct_us": direct, "pump_us": pump, "events": args.events}))
+    plain = {label: uvloop.run(_plain(args.streams * 10, shielded)) for label, shielded in (("plain direct", False), ("plain shielded", True))}
+    added = plain["plain shielded"] - plain["plain direct"]
+    print(f"  a plain call awaited through a shielded task: +{added:.1f} µs CPU "
+          f"({plain['plain direct']:.1f} → {plain['plain shielded']:.1f} µs)")
+    print(json.dumps({"direct_us": direct, "pump_us": pump, "events": args.events, "plain_added_us": round(added, 1)}))
 
 
 if __name__ == "__main__":

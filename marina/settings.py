@@ -144,9 +144,9 @@ MARINA_OPEN_API_UPLOADS = env_bool("MARINA_OPEN_API_UPLOADS", False)
 MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
-# A streaming client that leaves before the end: seconds to go on reading the
-# upstream (in the background) so that the usage it reports last is metered;
-# then Marina hangs up. 0 hangs up at once (the call is then not priced).
+# A client that leaves before the end: seconds to let its upstream call run on
+# (in the background) so that the usage the provider reports is metered; then
+# Marina hangs up. 0 hangs up at once (the call is then not priced).
 MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = env_float("MARINA_DRAIN_AFTER_DISCONNECT_SECONDS", 5.0, minimum=0.0)
 # The completion a call is assumed to produce when it sets no max_tokens /
 # max_completion_tokens, for the estimate the daily cap holds while it runs

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -100,15 +100,30 @@ async def call_json(
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}
     started = time.perf_counter()
+    # The call runs in a task of its own: a client that leaves cancels the
+    # request's task, not this one, so the call can end and be metered (`_drain_reply`).
+    call = asyncio.ensure_future(upstream.post_chat(route.provider, data, ctx.upstream_headers()))
     try:
-        reply = await upstream.post_chat(route.provider, data, ctx.upstream_headers())
+        reply = await asyncio.shield(call)
     except UpstreamError as exc:
+        _time_span(ctx, span, started)
         fail_span(span, exc)
         raise
-    finally:
-        elapsed = time.perf_counter() - started
-        ctx.upstream_seconds += elapsed
-        span.duration_ms = elapsed * 1000
+    except asyncio.CancelledError:
+        ctx.draining = _drain_later(_drain_reply(ctx, call, route, span, started))
+        raise
+    _time_span(ctx, span, started)
+    return _completed(route, span, reply)
+
+
+def _time_span(ctx: RequestContext, span: SpanRecord, started: float) -> None:
+    elapsed = time.perf_counter() - started
+    ctx.upstream_seconds += elapsed
+    span.duration_ms = elapsed * 1000
+
+
+def _completed(route: Route, span: SpanRecord, reply: upstream.Reply) -> Completion:
+    """The reply parsed and priced, its span filled in."""
     span.http_status = reply.status
     payload: dict[str, Any] | None = None
     usage = Usage()
@@ -130,6 +145,33 @@ async def call_json(
         span.status = "error"
         span.error_kind = f"http_{reply.status}"
     return Completion(reply.status, reply.body, payload, usage, span)
+
+
+async def _drain_reply(
+    ctx: RequestContext, call: asyncio.Future[upstream.Reply], route: Route, span: SpanRecord, started: float
+) -> None:
+    """A plain call whose client left: let it end, for at most
+    MARINA_DRAIN_AFTER_DISCONNECT_SECONDS, and meter its reply (the provider
+    bills it); past the bound, hang up (span `cancelled`)."""
+    try:
+        seconds = settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS
+        if seconds > 0 and not call.done():
+            await asyncio.wait([call], timeout=seconds)
+    finally:
+        if not call.done():
+            call.cancel()  # closes the upstream connection
+            await asyncio.wait([call])
+        failure = None if call.cancelled() else call.exception()
+        if call.cancelled():
+            span.status, span.error_kind = "cancelled", "client_disconnected"
+        elif isinstance(failure, UpstreamError):
+            fail_span(span, failure)
+        elif failure is None:
+            try:
+                _completed(route, span, call.result())
+            except UpstreamError:
+                pass  # the span says bad_json
+        _time_span(ctx, span, started)
 
 
 @dataclass
@@ -200,7 +242,8 @@ async def _metered_events(
         except (asyncio.CancelledError, GeneratorExit):
             # The client went away: the upstream is read on (and metered) for
             # a bounded time in the background, which then closes it and the span.
-            ctx.draining = _drain_later(ctx, stack, pump, meter)
+            pump.discard()
+            ctx.draining = _drain_later(_drain(ctx, stack, pump, meter))
             handed_over = True
             raise
     finally:
@@ -221,9 +264,8 @@ async def drains_finished() -> None:
         await asyncio.wait(list(_draining))
 
 
-def _drain_later(ctx: RequestContext, stack: AsyncExitStack, pump: Pump, meter: Meter) -> asyncio.Task[None]:
-    pump.discard()
-    task = asyncio.get_running_loop().create_task(_drain(ctx, stack, pump, meter))
+def _drain_later(drain: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    task = asyncio.get_running_loop().create_task(drain)
     _draining.add(task)
     task.add_done_callback(_draining.discard)
     return task

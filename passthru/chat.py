@@ -68,7 +68,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         # The client went away before the answer (Django's handler and the fast
         # path cancel the call): the request is still in the ledger.
         if not ctx.traced:
-            _trace_disconnect(ctx, CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
+            _trace_after_drain(ctx, CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
         raise
     except ApiError as exc:
         return await _answer_error(ctx, exc)
@@ -212,12 +212,7 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
         # (passthru/calls.py _drain) that reads it on and meters it; the trace
         # is written once that is over, with what it metered.
         await events.aclose()
-        draining = ctx.draining
-        message = "The client disconnected mid-stream."
-        if draining is None or draining.done():
-            _trace_disconnect(ctx, out.status, message)
-        else:
-            draining.add_done_callback(lambda _: _trace_disconnect(ctx, out.status, message))
+        _trace_after_drain(ctx, out.status, "The client disconnected mid-stream.")
         raise
     ctx.traced = True
     await _record(ctx, ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message))
@@ -225,6 +220,17 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
     # last word, so a client that skips error events still sees a broken stream.
     if status == "ok":
         yield DONE
+
+
+def _trace_after_drain(ctx: RequestContext, http_status: int, message: str) -> None:
+    """Trace a request its client abandoned, once the upstream call it left
+    running has been read on and metered (passthru/calls.py: the drains)."""
+    ctx.traced = True  # one trace per request, whatever happens meanwhile
+    draining = ctx.draining
+    if draining is None or draining.done():
+        _trace_disconnect(ctx, http_status, message)
+    else:
+        draining.add_done_callback(lambda _: _trace_disconnect(ctx, http_status, message))
 
 
 def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> None:
