@@ -23,16 +23,14 @@ import asyncio
 import json
 import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import scratch_postgres  # bench/ is on sys.path when a bench runs as a script
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import per_backend, run_child  # noqa: E402
 
 
 def _cpu() -> float:
@@ -102,15 +100,6 @@ def child(checks: int) -> dict[str, Any]:
     return results
 
 
-def measure(database_url: str, checks: int) -> dict[str, Any]:
-    env = {**os.environ, "DATABASE_URL": database_url, "MARINA_ENV_FILE": os.devnull}
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", "--checks", str(checks)],
-        env=env, cwd=ROOT, capture_output=True, text=True, check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checks", type=int, default=3000)
@@ -121,13 +110,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.checks)))
         return
-    report: dict[str, Any] = {}
-    if "sqlite" in args.backends:
-        with tempfile.TemporaryDirectory() as tmp:
-            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.checks)
-    if "postgres" in args.backends:
-        with scratch_postgres(args.pg_admin_url, "marina_ratelimit_bench") as url:
-            report["postgres"] = measure(url, args.checks)
+    report = per_backend(args.backends, args.pg_admin_url, "marina_ratelimit_bench", lambda url: run_child(__file__, url, "--child", "--checks", str(args.checks)))
     for backend, rows in report.items():
         print(f"{backend}:")
         for label, row in rows.items():

@@ -151,9 +151,14 @@ MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.
 MARINA_UPSTREAM_DEADLINE = env_float("MARINA_UPSTREAM_DEADLINE", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
-# Seconds a process may go on its last read of today's total spend (plus its
-# own calls since) before reading it again; 0 reads it before every call.
-MARINA_SPEND_CAP_REFRESH_SECONDS = env_float("MARINA_SPEND_CAP_REFRESH_SECONDS", 1.0, minimum=0.0)
+# A client that leaves before the end: seconds to let its upstream call run on
+# (in the background) so that the usage the provider reports is metered; then
+# Marina hangs up. 0 hangs up at once (the call is then not priced).
+MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = env_float("MARINA_DRAIN_AFTER_DISCONNECT_SECONDS", 5.0, minimum=0.0)
+# The completion a call is assumed to produce when it sets no max_tokens /
+# max_completion_tokens, for the estimate the daily cap holds while it runs
+# (passthru/spendcap.py).
+MARINA_SPEND_CAP_COMPLETION_TOKENS = env_int("MARINA_SPEND_CAP_COMPLETION_TOKENS", 1024, minimum=1)
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
 # Days of traces (and their spans) to keep; `keep` (the default) keeps them all.
 # Older ones are deleted by `manage.py prune_traces` and, once an hour, by each

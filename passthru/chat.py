@@ -12,10 +12,11 @@ from typing import Any
 from django.conf import settings
 
 from ledger.spend import services
+from ledger.spend.records import TraceRecord
 from marina import money
 from marina.conversation import identify
 from marina.redact import redact
-from passthru import auth, cors, crews, fallback, formations, ratelimit, toolcalls
+from passthru import auth, cors, crews, fallback, formations, ratelimit, spendcap, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
@@ -83,7 +84,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         # The client went away before the answer (Django's handler and the fast
         # path cancel the call): the request is still in the ledger.
         if not ctx.traced:
-            _trace_disconnect(ctx, CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
+            _trace_after_drain(ctx, CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
         raise
     except ApiError as exc:
         return await _answer_error(ctx, exc)
@@ -233,21 +234,29 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
     except UpstreamError as exc:
         status, error_kind, error_message = "error", exc.kind, exc.message
     except (asyncio.CancelledError, GeneratorExit):
-        # Closing the events cancels the upstream call now and closes its span
-        # (already done if the cancellation came through them).
+        # Closing the events hands the upstream call to a bounded drain
+        # (passthru/calls.py _drain) that reads it on and meters it; the trace
+        # is written once that is over, with what it metered.
         await events.aclose()
-        _trace_disconnect(ctx, out.status, "The client disconnected mid-stream.")
+        _trace_after_drain(ctx, out.status, "The client disconnected mid-stream.")
         raise
     ctx.traced = True
-    record = ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message)
-    try:
-        await services.arecord_request(record)
-    except Exception:
-        log.exception("could not record trace %s", ctx.request_id)
+    await _record(ctx, ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message))
     # [DONE] means "complete": after an upstream failure the error event is the
     # last word, so a client that skips error events still sees a broken stream.
     if status == "ok":
         yield DONE
+
+
+def _trace_after_drain(ctx: RequestContext, http_status: int, message: str) -> None:
+    """Trace a request its client abandoned, once the upstream call it left
+    running has been read on and metered (passthru/calls.py: the drains)."""
+    ctx.traced = True  # one trace per request, whatever happens meanwhile
+    draining = ctx.draining
+    if draining is None or draining.done():
+        _trace_disconnect(ctx, http_status, message)
+    else:
+        draining.add_done_callback(lambda _: _trace_disconnect(ctx, http_status, message))
 
 
 def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> None:
@@ -259,7 +268,21 @@ def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> No
             span.status, span.error_kind = "cancelled", "client_disconnected"
     ctx.traced = True
     record = ctx.trace(http_status=http_status, status="cancelled", error_kind="client_disconnected", error_message=message)
-    services.submit(services.record_request, record)
+    holds = ctx.holds
+    services.submit_record(record).add_done_callback(lambda _: spendcap.release(holds))
+
+
+async def _record(ctx: RequestContext, record: TraceRecord) -> None:
+    """Commit the trace (awaited: exact on return), then drop the request's
+    holds on the daily cap: its spend is in the ledger now. Released once the
+    write is over, whether this task waits for it or is cancelled meanwhile."""
+    written = services.submit_record(record)
+    holds = ctx.holds
+    written.add_done_callback(lambda _: spendcap.release(holds))
+    try:
+        await asyncio.wrap_future(written)
+    except Exception:  # the ledger must never turn an answered call into a 500
+        log.exception("could not record trace %s", ctx.request_id)
 
 
 def _common_headers(ctx: RequestContext, out: Outbound) -> None:
@@ -281,7 +304,4 @@ async def _finish(ctx: RequestContext, out: Outbound, *, error_kind: str = "", e
         error_kind=error_kind,
         error_message=error_message,
     )
-    try:
-        await services.arecord_request(record)
-    except Exception:  # the ledger must never turn an answered call into a 500
-        log.exception("could not record trace %s", ctx.request_id)
+    await _record(ctx, record)

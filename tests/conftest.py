@@ -79,12 +79,8 @@ def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-unty
     providers["openai"] = {"base_url": upstream.base_url, "api_key": "", "key_env": "OPENAI_API_KEY"}
     settings.MARINA_PROVIDERS = providers
     settings.MARINA_DAILY_SPEND_CAP_USD = None
-    # Each test starts from its own empty ledger: read the spend total before
-    # every call (tests/passthru/test_spendcap.py covers the cached snapshot).
-    settings.MARINA_SPEND_CAP_REFRESH_SECONDS = 0
-    from passthru import auth, spendcap
+    from passthru import auth
 
-    spendcap.forget()
     auth.forget()  # stored keys read by an earlier test's server
     return settings
 
@@ -121,11 +117,12 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type
     with serve_in_thread(application, proxy_headers=False) as url:
         yield url
     from ledger.spend.services import close_writer_connection
-    from passthru import ratelimit
+    from passthru import ratelimit, spendcap
 
     with django_db_blocker.unblock():
         close_writer_connection()
         ratelimit.close_connection()
+        spendcap.close_connection()
 
 
 @pytest.fixture

@@ -150,6 +150,15 @@ class Ledger:
         return str(self.one("PRAGMA integrity_check"))
 
 
+def wait_until_no_holds(ledger: Ledger, seconds: float = 10) -> None:
+    """Wait until no call holds anything against the daily cap
+    (passthru_spendhold: released once each call's spend is recorded)."""
+    deadline = time.monotonic() + seconds
+    while ledger.one("SELECT COUNT(*) FROM passthru_spendhold") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ledger.one("SELECT COUNT(*) FROM passthru_spendhold") == 0, ledger.rows("SELECT * FROM passthru_spendhold")
+
+
 class SqliteTemplate:
     """One migrated SQLite file per session, copied for each server: a
     migrate costs seconds, a copy milliseconds."""
