@@ -326,6 +326,7 @@ def _import(
             trace_completion_tokens=links.items[i.id].completion_tokens,
             trace_cost_nanousd=links.items[i.id].cost_nanousd,
             decisions=links.items[i.id].decisions,
+            formation_counters=links.items[i.id].counters,
         )
         for i in ledger.items
     ]
