@@ -16,6 +16,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest
+from ninja import Path as PathParam
 from ninja import Query, Router, Schema
 from ninja.security import HttpBearer
 from pydantic import Field
@@ -32,6 +33,7 @@ from passthru.schemas import ErrorEnvelope
 
 ERRORS: dict[int, Any] = {400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope}
 MAX_PER_PAGE = 200
+MAX_ID = 2**63 - 1  # a larger id is no row's (and SQLite could not even compare it)
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -90,7 +92,7 @@ def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any
 
 
 @router.get("/runs/{run_id}", response={200: dict, **ERRORS}, summary="One run: figures, pass^k with intervals, items")
-def get_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
+def get_run(request: HttpRequest, run_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
     run = BenchmarkRun.objects.filter(pk=run_id).first()
     if run is None:
         raise _not_found(f"No run #{run_id}.")
@@ -98,11 +100,11 @@ def get_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
 
 
 class CompareQuery(Schema):
-    a: int | None = Field(None, description="run A's id (with b)")
-    b: int | None = Field(None, description="run B's id")
+    a: int | None = Field(None, ge=1, le=MAX_ID, description="run A's id (with b)")
+    b: int | None = Field(None, ge=1, le=MAX_ID, description="run B's id")
     group_a: str = Field("", description="group A (with group_b), instead of two runs")
     group_b: str = Field("", description="group B")
-    seed: int = 0
+    seed: int = Field(0, ge=-MAX_ID, le=MAX_ID)
     resamples: int = Field(2000, ge=1, le=stats.MAX_RESAMPLES)
 
 
