@@ -32,6 +32,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+# Module constants, not class attributes, so their items type as str: in the class body
+# the stubs widen them to Django's field groups (a str or a tuple of them).
+_RUN_FIELDS = (
+    "group", "label", "benchmark", "domain", "target_kind", "target", "num_trials", "task_split", "seed",
+    "agent_model", "user_model", "agent_args", "user_args", "tau2_version", "tau2_commit",
+    "simulations", "infra_errors", "status", "mean_reward_shown", "pass_hat_k_shown", "comparable",
+    "comparability_reasons", "cost", "cost_source", "started_at", "ended_at", "created_at",
+    "source_sha256", "links",
+)  # fmt: skip
+
+
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
     list_display = [
@@ -43,14 +54,8 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     search_fields = ["target", "group", "label", "benchmark", "agent_model", "source_sha256"]
     date_hierarchy = "created_at"
     # Only group and label may change after import; everything else is the run as imported.
-    fields = [
-        "group", "label", "benchmark", "domain", "target_kind", "target", "num_trials", "task_split", "seed",
-        "agent_model", "user_model", "agent_args", "user_args", "tau2_version", "tau2_commit",
-        "simulations", "infra_errors", "status", "mean_reward_shown", "pass_hat_k_shown", "comparable",
-        "comparability_reasons", "cost", "cost_source", "started_at", "ended_at", "created_at",
-        "source_sha256", "links",
-    ]  # fmt: skip
-    readonly_fields = [f for f in fields if f not in ("group", "label")]
+    fields = _RUN_FIELDS
+    readonly_fields = [f for f in _RUN_FIELDS if f not in ("group", "label")]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # runs come from `manage.py import_tau2`
@@ -125,10 +130,10 @@ class SpanInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = [
+    fields = (
         "seq", "parent_seq", "name", "provider", "upstream_model", "status", "http_status", "duration_ms",
         "ttft_ms", "prompt_tokens", "completion_tokens", "cost", "cost_source", "detail",
-    ]  # fmt: skip
+    )  # fmt: skip
     readonly_fields = fields
 
     @admin.display(description="cost")
@@ -205,7 +210,7 @@ class SpendDailyAdmin(ReadOnlyAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         response = super().changelist_view(request, extra_context)
         # Totals over every row the filters select, not only this page.
-        if isinstance(response, TemplateResponse) and "cl" in (response.context_data or {}):
+        if isinstance(response, TemplateResponse) and response.context_data and "cl" in response.context_data:
             queryset: QuerySet[SpendDaily] = response.context_data["cl"].queryset
             response.context_data["spend_totals"] = spend_sums(queryset)
         return response

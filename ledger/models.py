@@ -189,7 +189,7 @@ class BenchmarkRun(models.Model):
     def cost_per_item_usd(self) -> Decimal | None:
         if self.cost_nanousd is None or not self.evaluated:
             return None
-        return to_usd(self.cost_nanousd) / self.evaluated  # type: ignore[operator]
+        return to_usd(self.cost_nanousd) / self.evaluated
 
 
 class BenchmarkItem(models.Model):

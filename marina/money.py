@@ -17,6 +17,7 @@ nano-dollars, so a figure never changes scale by accident.
 from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import overload
 
 NANO = Decimal("1e-9")
 NANOS_PER_USD = 1_000_000_000
@@ -42,6 +43,12 @@ def to_nanousd(dollars: Decimal | str | int | float) -> int:
         raise MoneyError(f"not an amount of dollars: {dollars!r}") from None
 
 
+@overload
+def to_usd(nanousd: int) -> Decimal: ...
+@overload
+def to_usd(nanousd: None) -> None: ...
+@overload
+def to_usd(nanousd: int | None) -> Decimal | None: ...
 def to_usd(nanousd: int | None) -> Decimal | None:
     return None if nanousd is None else Decimal(nanousd) * NANO
 

@@ -109,9 +109,9 @@ async def call_json(
             if not isinstance(payload, dict):
                 raise ValueError("not an object")
         except ValueError:
-            exc = UpstreamError(route.provider.name, "bad_json", f"Provider '{route.provider.name}' sent a reply that is not JSON.")
-            fail_span(span, exc)
-            raise exc from None
+            error = UpstreamError(route.provider.name, "bad_json", f"Provider '{route.provider.name}' sent a reply that is not JSON.")
+            fail_span(span, error)
+            raise error from None
         usage = usage_from(payload.get("usage")) or Usage()
         price(usage, provider=route.provider.name, upstream_model=route.upstream_model, reported=payload.get("usage"))
         meter(span, route, usage)

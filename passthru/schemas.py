@@ -50,7 +50,7 @@ def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
             return [resolve(v) for v in node]
         return node
 
-    return resolve(schema)  # type: ignore[no-any-return]
+    return resolve(schema)
 
 
 class ErrorBody(BaseModel):

@@ -24,8 +24,8 @@ def wants_usage(body: dict[str, Any]) -> bool:
 
 
 def with_usage_requested(body: dict[str, Any]) -> dict[str, Any]:
-    options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
-    return {**body, "stream_options": {**options, "include_usage": True}}
+    options = body.get("stream_options")
+    return {**body, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
 
 
 def error_event(message: str, kind: str) -> bytes:

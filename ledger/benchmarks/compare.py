@@ -379,13 +379,13 @@ def _side(runs: list[_RunData], shared: set[str], label: str) -> Side:
 def _cost_per_item(runs: list[BenchmarkRun]) -> Decimal | None:
     """The runs' recorded cost over all their evaluated items (not only the
     shared ones: cost is recorded per run). Unpriced if any run is."""
-    if any(r.cost_nanousd is None for r in runs):
+    costs = [r.cost_nanousd for r in runs if r.cost_nanousd is not None]
+    if len(costs) < len(runs):
         return None
     evaluated = sum(r.evaluated for r in runs)
     if evaluated <= 0:
         return None
-    total = money.to_usd(sum(r.cost_nanousd for r in runs))  # type: ignore[misc]
-    return total / evaluated  # type: ignore[operator]
+    return money.to_usd(sum(costs)) / evaluated
 
 
 def _task_diff(task_id: str, item_ids: list[str], side_a: list[_RunData], side_b: list[_RunData]) -> TaskDiff:

@@ -11,9 +11,13 @@ from typing import Protocol
 
 
 class Outcome(Protocol):
-    task_id: str
-    reward: float | None
-    infra_error: bool
+    # Read-only members, so that a frozen dataclass or a property (Simulation.infra_error) fits.
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def reward(self) -> float | None: ...
+    @property
+    def infra_error(self) -> bool: ...
 
 
 def is_successful(reward: float | None) -> bool:

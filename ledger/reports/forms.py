@@ -17,6 +17,14 @@ def _choices(values: list[str], blank: str) -> list[tuple[str, str]]:
     return [("", blank)] + [(v, v) for v in values]
 
 
+def _choice_field(form: forms.Form, name: str) -> forms.ChoiceField:
+    """One of the form's choice fields (`form.fields` holds them typed as plain fields)."""
+    field = form.fields[name]
+    if not isinstance(field, forms.ChoiceField):
+        raise TypeError(f"{name} is not a choice field")
+    return field
+
+
 class RunFilterForm(forms.Form):
     group = forms.ChoiceField(required=False)
     benchmark = forms.ChoiceField(required=False)
@@ -27,9 +35,9 @@ class RunFilterForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         known = run_choices()
-        self.fields["group"].choices = _choices(known.groups, "any group")
-        self.fields["benchmark"].choices = _choices(known.benchmarks, "any benchmark")
-        self.fields["target"].choices = _choices(known.targets, "any target")
+        _choice_field(self, "group").choices = _choices(known.groups, "any group")
+        _choice_field(self, "benchmark").choices = _choices(known.benchmarks, "any benchmark")
+        _choice_field(self, "target").choices = _choices(known.targets, "any target")
 
 
 class CompareForm(forms.Form):
@@ -46,12 +54,13 @@ class CompareForm(forms.Form):
         super().__init__(*args, **kwargs)
         run_options = [("", "pick a run")] + [(str(pk), text) for pk, text in runs]
         for name in ("run_a", "run_b"):
-            self.fields[name].choices = run_options
+            _choice_field(self, name).choices = run_options
         for name in ("group_a", "group_b"):
-            self.fields[name].choices = _choices(groups, "pick a group")
+            _choice_field(self, name).choices = _choices(groups, "pick a group")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         a, b = ("run_a", "run_b") if data.get("mode") == "runs" else ("group_a", "group_b")
         if data.get(a) in (None, "") or data.get(b) in (None, ""):
             raise forms.ValidationError("Pick both sides.")
@@ -72,11 +81,12 @@ class SpendRangeForm(forms.Form):
         """Bound to the query with the default range (the last two weeks, UTC)
         filled in, so the form shows the dates the page is for."""
         data = query.copy()
-        if not data.get("until"):
-            data["until"] = utc_today().isoformat()
+        until_text = data.get("until")
+        if not until_text:
+            until_text = data["until"] = utc_today().isoformat()
         if not data.get("since"):
             try:
-                until = date.fromisoformat(data["until"])
+                until = date.fromisoformat(until_text)
             except ValueError:
                 until = utc_today()  # the form reports the bad date
             data["since"] = cls.days_before(until).isoformat()
@@ -89,7 +99,8 @@ class SpendRangeForm(forms.Form):
         return date.fromordinal(max(1, until.toordinal() - (cls.DEFAULT_DAYS - 1)))
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data  # a field's own error (not a date) is the one to show
         until = data.get("until") or utc_today()
@@ -103,6 +114,12 @@ class SpendRangeForm(forms.Form):
 
     def range(self) -> tuple[date, date]:
         return self.cleaned_data["since"], self.cleaned_data["until"]
+
+    def query_string(self) -> str:
+        """The query the form is bound to, the default range filled in (the CSV link's)."""
+        if not isinstance(self.data, QueryDict):
+            raise TypeError("bind the form with SpendRangeForm.from_query")
+        return self.data.urlencode()
 
 
 class TraceFilterForm(forms.Form):

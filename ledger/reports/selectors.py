@@ -3,6 +3,7 @@ tables and templates only lay it out. Spend reads live in ledger.spend.selectors
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -352,6 +353,6 @@ def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) ->
     )
 
 
-def _given(filters: dict[str, object]) -> dict[str, object]:
+def _given(filters: Mapping[str, object]) -> dict[str, object]:
     """The filters a form actually set (empty fields filter nothing)."""
     return {lookup: value for lookup, value in filters.items() if value}

@@ -179,7 +179,7 @@ def spend(request: HttpRequest) -> HttpResponse:
         "table": table,
         "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
         "total_usd": money.plain(data.totals["cost_nanousd"]),
-        "csv_query": form.data.urlencode(),
+        "csv_query": form.query_string(),
     }
     return render(request, "ledger/spend.html", context)
 

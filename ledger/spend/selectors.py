@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet, Sum
 
@@ -140,11 +140,16 @@ def spend_sums(rows: QuerySet[SpendDaily]) -> dict[str, int]:
 def spend_by_model(*, since: date, until: date) -> SpendByModel:
     """Spend per UTC day and requested model, every day of the range present
     (a day without calls is a zero, not a gap)."""
-    rows = list(
-        SpendDaily.objects.filter(day__gte=since, day__lte=until)
-        .values("day", "requested_model")
-        .annotate(**{name: Sum(name) for name in _SPEND_SUMS})
-        .order_by("day", "requested_model")
+    # cast: django-stubs types .values() rows from the named fields alone and cannot see
+    # the sums that annotate(**...) adds to them.
+    rows = cast(
+        list[dict[str, Any]],
+        list(
+            SpendDaily.objects.filter(day__gte=since, day__lte=until)
+            .values("day", "requested_model")
+            .annotate(**{name: Sum(name) for name in _SPEND_SUMS})
+            .order_by("day", "requested_model")
+        ),
     )
     days = [since + timedelta(days=n) for n in range((until - since).days + 1)]
     index = {d: n for n, d in enumerate(days)}

@@ -12,6 +12,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
+from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
@@ -164,7 +165,10 @@ HEALTH_CHECK_SECONDS = 1.0
 _checked_at = 0.0
 
 
-def _in_writer(fn, *args):  # type: ignore[no-untyped-def]
+_T = TypeVar("_T")
+
+
+def _in_writer(fn: Callable[..., _T], *args: Any) -> _T:
     global _checked_at
     now = time.monotonic()
     if now - _checked_at >= HEALTH_CHECK_SECONDS:
@@ -173,7 +177,7 @@ def _in_writer(fn, *args):  # type: ignore[no-untyped-def]
     return fn(*args)
 
 
-def submit(fn, *args) -> concurrent.futures.Future:  # type: ignore[no-untyped-def]
+def submit(fn: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:
     """Run a sync ledger function on the writer thread; the caller may await it or not."""
     return _writer.submit(_in_writer, fn, *args)
 

@@ -11,6 +11,7 @@ reads them back through the ORM on SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import date
 from functools import lru_cache
 from typing import Any
 
@@ -19,6 +20,10 @@ from django.db.models import Field, Model
 
 from ledger.models import Span, Trace
 from ledger.spend.records import SpanRecord, TraceRecord
+
+# One SPEND_UPSERT's parameters: day, key, requested model, provider, upstream model, then the
+# errors, unpriced calls, token counts and cost added to the day's row.
+SpendRow = tuple[date, str, str, str, str, int, int, int, int, int, int, int]
 
 # Field types whose Python values the database driver cannot take as they are.
 _ADAPTED = {"DateTimeField", "DateField", "TimeField", "JSONField", "DecimalField", "UUIDField", "DurationField"}
@@ -39,17 +44,25 @@ ON CONFLICT (day, key_name, requested_model, provider, upstream_model) DO UPDATE
 """
 
 
+def _column(field: Field[Any, Any]) -> str:
+    """A concrete field's column; only fields without one (relations seen from
+    the other side) have None, and those are not inserted."""
+    if field.column is None:
+        raise TypeError(f"{field} has no column")
+    return field.column
+
+
 class _Insert:
     """One model's INSERT: the SQL and a function turning a dict of values into its parameters."""
 
     def __init__(self, model: type[Model], returning: bool) -> None:
         quote = connection.ops.quote_name
         self.fields: list[Field[Any, Any]] = [f for f in model._meta.concrete_fields if not f.primary_key]
-        columns = ", ".join(quote(f.column) for f in self.fields)
+        columns = ", ".join(quote(_column(f)) for f in self.fields)
         marks = ", ".join(["%s"] * len(self.fields))
         self.sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
         if returning:
-            self.sql += f" RETURNING {quote(model._meta.pk.column)}"  # type: ignore[union-attr]
+            self.sql += f" RETURNING {quote(_column(model._meta.pk))}"
         self.adapters: list[tuple[str, Callable[[Any], Any] | None]] = [
             (f.attname, self._adapter(f) if f.get_internal_type() in _ADAPTED else None) for f in self.fields
         ]
@@ -135,7 +148,7 @@ def _span_values(trace_id: int, s: SpanRecord) -> dict[str, Any]:
     }
 
 
-def spend_row(trace: TraceRecord, span: SpanRecord) -> tuple[object, ...]:
+def spend_row(trace: TraceRecord, span: SpanRecord) -> SpendRow:
     return (
         span.started_at.date(),  # started_at is UTC: Marina runs with TIME_ZONE=UTC
         trace.key_name,
@@ -158,7 +171,7 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
     trace_insert, span_insert = _statements(connection.vendor)
     ids: list[int] = []
     spans: list[list[Any]] = []
-    spend: list[tuple[object, ...]] = []
+    spend: list[SpendRow] = []
     with connection.cursor() as cursor:
         for trace in traces:
             upstream = [s for s in trace.spans if s.is_upstream_call]

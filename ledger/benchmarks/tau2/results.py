@@ -365,7 +365,8 @@ class _Reader:
             value = _int(info.get(key))
             if value is not None and abs(value) > high:
                 raise self.fail(f"info.{key} is out of range (at most {high})")
-        env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+        env_info = info.get("environment_info")
+        env = env_info if isinstance(env_info, dict) else {}
         num_trials = _int(info.get("num_trials"))
         if num_trials is None or num_trials < 1:
             num_trials = max(s.trial for s in self.simulations) + 1

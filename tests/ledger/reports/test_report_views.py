@@ -137,6 +137,14 @@ def test_spend_page_rejects_a_backwards_range(user_client: Client, db) -> None: 
     assert "ends before it starts" in response.content.decode()
 
 
+def test_spend_page_links_the_csv_of_the_range_it_shows(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+    # Only `until` given: the link carries it and the default `since` the page filled in.
+    html = user_client.get("/reports/spend/", {"until": "2025-03-20", "model": "x&y"}).content.decode()
+    link = re.search(r'href="([^"]*)" download>Download CSV', html)
+    assert link is not None
+    assert link.group(1) == reverse("reports:spend_csv") + "?until=2025-03-20&amp;model=x%26y&amp;since=2025-03-07"
+
+
 def test_spend_csv(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
     day = date(2025, 3, 4)
     _spend(day, "openai/gpt-5.2", 1_234_567_891, calls=3)

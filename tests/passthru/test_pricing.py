@@ -1,0 +1,75 @@
+"""Pricing: the provider's reported cost, else genai-prices; misses remembered
+until the price data changes."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+from genai_prices import types
+from genai_prices.data_snapshot import DataSnapshot, get_snapshot, set_custom_snapshot
+
+from passthru import pricing
+from passthru.pricing import SOURCE_NONE, SOURCE_PRICE_TABLE, SOURCE_PROVIDER, Usage, price
+
+
+@pytest.fixture
+def bundled() -> Iterator[DataSnapshot]:
+    snapshot = get_snapshot()
+    yield snapshot
+    set_custom_snapshot(None)
+
+
+def priced(model: str, provider: str = "openai", reported: dict[str, object] | None = None) -> Usage:
+    usage = Usage(prompt_tokens=1000, completion_tokens=100)
+    price(usage, provider=provider, upstream_model=model, reported=reported)
+    return usage
+
+
+def test_reported_cost_wins_over_the_table() -> None:
+    usage = priced("gpt-4.1-mini", reported={"cost": "0.0125"})
+    assert (usage.cost_nanousd, usage.cost_source) == (12_500_000, SOURCE_PROVIDER)
+
+
+def test_a_known_model_is_priced_from_the_table() -> None:
+    usage = priced("gpt-4.1-mini")
+    assert usage.cost_source == SOURCE_PRICE_TABLE and usage.cost_nanousd and usage.cost_nanousd > 0
+
+
+def test_an_unknown_model_stays_unpriced_and_the_miss_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    usage = priced("my-local-llama-unknown-1")
+    assert (usage.cost_nanousd, usage.cost_source) == (None, SOURCE_NONE)
+    assert ("openai", "my-local-llama-unknown-1") in pricing.unpriced
+
+    # The second call does not look it up again.
+    def no_lookup(*args: object, **kwargs: object) -> None:
+        raise AssertionError("looked up a remembered miss")
+
+    monkeypatch.setattr(pricing, "calc_price", no_lookup)
+    again = priced("my-local-llama-unknown-1")
+    assert (again.cost_nanousd, again.cost_source) == (None, SOURCE_NONE)
+
+
+def test_new_price_data_forgets_the_misses(bundled: DataSnapshot) -> None:
+    assert priced("brand-new-model-x").cost_source == SOURCE_NONE
+    # genai-prices' auto-update swaps in a new snapshot; here one that knows the model.
+    providers = []
+    for provider in bundled.providers:
+        if provider.id == "openai":
+            known = next(m for m in provider.models if m.id == "gpt-4.1-mini")
+            new = dataclasses.replace(known, id="brand-new-model-x", match=types.ClauseEquals(equals="brand-new-model-x"))
+            provider = dataclasses.replace(provider, models=[*provider.models, new])
+        providers.append(provider)
+    set_custom_snapshot(DataSnapshot(providers=providers, from_auto_update=False))
+
+    usage = priced("brand-new-model-x")
+    assert usage.cost_source == SOURCE_PRICE_TABLE
+    assert usage.cost_nanousd == priced("gpt-4.1-mini").cost_nanousd
+
+
+def test_the_memory_of_misses_is_bounded() -> None:
+    misses = pricing._Misses(size=3)
+    for n in range(5):
+        misses.add(("p", f"m{n}"))
+    assert ("p", "m0") not in misses and ("p", "m1") not in misses
+    assert all(("p", f"m{n}") in misses for n in (2, 3, 4))
