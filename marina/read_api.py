@@ -119,6 +119,7 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
             for name, run_id in (("a", query.a), ("b", query.b)):
                 if run_id is None:
                     raise _bad(f"`{name}` is required with the other run.", name)
+            for run_id in (query.a, query.b):
                 if not BenchmarkRun.objects.filter(pk=run_id).exists():
                     raise _not_found(f"No run #{run_id}.")
             comparison = compare_runs(query.a, query.b, seed=query.seed, resamples=query.resamples)  # type: ignore[arg-type]
@@ -126,6 +127,7 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
             for name, group in (("group_a", query.group_a), ("group_b", query.group_b)):
                 if not group:
                     raise _bad(f"`{name}` is required with the other group.", name)
+            for group in (query.group_a, query.group_b):
                 if not BenchmarkRun.objects.filter(group=group).exists():
                     raise _not_found(f"No runs in group {group!r}.")
             comparison = compare_groups(query.group_a, query.group_b, seed=query.seed, resamples=query.resamples)
