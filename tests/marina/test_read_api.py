@@ -40,7 +40,7 @@ def keyed(settings, django_db_blocker) -> Iterator[Client]:  # type: ignore[no-u
 
 
 @pytest.fixture
-def runs(db) -> dict[str, BenchmarkRun]:  # type: ignore[no-untyped-def]
+def runs(db) -> dict[str, BenchmarkRun]:
     return {
         "a": import_fixture("airline-oracle", target="openrouter/oracle-agent", group="arm-a", cost_usd=0.8),
         "b": import_fixture("airline-infra-errors", target="marina/verify:openrouter/oracle-agent", group="arm-b", cost_usd=1.14),
