@@ -11,15 +11,16 @@ Lives in marina/ because it needs passthru's key check and the ledger's reads
 (ledger never imports passthru)."""
 from __future__ import annotations
 
+import re
 from datetime import date
-from typing import Any
+from typing import Annotated, Any
 
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest
 from ninja import Path as PathParam
 from ninja import Query, Router, Schema
 from ninja.security import HttpBearer
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ledger.benchmarks import stats
 from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs
@@ -34,6 +35,17 @@ from passthru.schemas import ErrorEnvelope
 ERRORS: dict[int, Any] = {400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope}
 MAX_PER_PAGE = 200
 MAX_ID = 2**63 - 1  # a larger id is no row's (and SQLite could not even compare it)
+MAX_PAGE = 1_000_000  # past it the offset would overflow the database's integers
+
+
+def _iso_day(value: Any) -> Any:
+    """YYYY-MM-DD only: pydantic alone would read `0` as 1970-01-01 (a Unix time)."""
+    if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("a UTC day as YYYY-MM-DD")
+    return value
+
+
+Day = Annotated[date, BeforeValidator(_iso_day)]
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -75,9 +87,9 @@ class RunFilters(Schema):
     group: str = Field("", description="a replicate group, exactly")
     benchmark: str = Field("", description="e.g. tau2-airline")
     target: str = Field("", description="the model or crew id measured")
-    since: date | None = Field(None, description="imported on or after this UTC day")
-    until: date | None = Field(None, description="imported on or before this UTC day")
-    page: int = Field(1, ge=1)
+    since: Day | None = Field(None, description="imported on or after this UTC day")
+    until: Day | None = Field(None, description="imported on or before this UTC day")
+    page: int = Field(1, ge=1, le=MAX_PAGE)
     per_page: int = Field(25, ge=1, le=MAX_PER_PAGE)
 
 
@@ -137,7 +149,7 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
 
 
 @router.get("/spend", response={200: dict, **ERRORS}, summary="Spend per model and day (default: the last 14 UTC days)")
-def spend(request: HttpRequest, since: date | None = None, until: date | None = None) -> dict[str, Any]:
+def spend(request: HttpRequest, since: Day | None = None, until: Day | None = None) -> dict[str, Any]:
     form = SpendRangeForm.from_query(request.GET)  # the spend page's defaults and limits
     if not form.is_valid():
         field, errors = next(iter(form.errors.items()))

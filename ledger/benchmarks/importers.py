@@ -105,12 +105,6 @@ def load_tau2(results_path: str | Path, *, require_clean: bool = False, progress
     return to_ledger(results)
 
 
-def read_any_ledger(source: str | Path | dict[str, Any]) -> Ledger:
-    """A ledger file in Marina's format or the original Marina's, told apart by its shape."""
-    name, data = load_json(source)
-    return from_original(name, data) if is_original(data) else from_data(name, data)
-
-
 def default_ledger_path(results_path: str | Path) -> Path:
     path = Path(results_path)
     name = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
@@ -155,6 +149,7 @@ def import_ledger(
     original's (ledger.benchmarks.original), as one BenchmarkRun with its items."""
     group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
     name, data = load_json(path_or_data)
+    # Marina's format or the original Marina's, told apart by its shape
     ledger = from_original(name, data) if is_original(data) else from_data(name, data)
     sha, legacy = _keys(ledger, data, path_or_data)
     source_name = ledger.source["name"] if isinstance(ledger.source.get("name"), str) else Path(name).name
