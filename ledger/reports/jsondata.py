@@ -106,6 +106,9 @@ def run_detail(report: RunReport) -> dict[str, Any]:
     return {
         **run_summary(report.run),
         "cost_source_label": cost_source_label(report.run.cost_source),
+        # Import strips credentials; redacted again, as the page does, so no answer holds one.
+        "agent_args": redact(report.run.agent_args),
+        "user_args": redact(report.run.user_args),
         "figures": {
             "simulations": s.simulations, "infra_errors": s.infra_errors, "tasks": s.tasks,
             "mean_reward": s.mean_reward, "pass_hat_k": s.pass_hat_k,

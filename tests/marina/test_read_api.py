@@ -22,6 +22,7 @@ from ledger.templatetags.ledger_format import dollars, rate, signed
 from tests.conftest import MARINA_KEY
 from tests.ledger.conftest import import_fixture
 from tests.ledger.report_builders import record_trace
+from tests.ledger.tau2files import FAKE_KEY
 
 KEY = {"HTTP_AUTHORIZATION": f"Bearer {MARINA_KEY}"}
 
@@ -179,6 +180,7 @@ def test_one_run_matches_its_page(keyed, runs):
     assert figure(html, "cost") == dollars(body["cost_usd"] and float(body["cost_usd"])) == "$1.14000000"
     assert figure(html, "cost_per_item") == "$" + body["cost_per_item_usd"][:10]
     assert all(p["lo"] <= p["value"] <= p["hi"] for p in points)
+    assert body["agent_args"]["temperature"] == 0.0 and FAKE_KEY not in json.dumps(body)  # the file held it
     items = body["items"]
     assert len(items) == 40 and sum(i["infra_error"] for i in items) == 2
     assert sum(i["correct"] for i in items) == html.count('class="cell cell-pass" title')
