@@ -128,13 +128,13 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
         raise _bad("Give two runs (`a` and `b`) or two groups (`group_a` and `group_b`).", "a")
     try:
         if runs:
-            for name, run_id in (("a", query.a), ("b", query.b)):
-                if run_id is None:
-                    raise _bad(f"`{name}` is required with the other run.", name)
+            if query.a is None or query.b is None:
+                missing = "a" if query.a is None else "b"
+                raise _bad(f"`{missing}` is required with the other run.", missing)
             for run_id in (query.a, query.b):
                 if not BenchmarkRun.objects.filter(pk=run_id).exists():
                     raise _not_found(f"No run #{run_id}.")
-            comparison = compare_runs(query.a, query.b, seed=query.seed, resamples=query.resamples)  # type: ignore[arg-type]
+            comparison = compare_runs(query.a, query.b, seed=query.seed, resamples=query.resamples)
         else:
             for name, group in (("group_a", query.group_a), ("group_b", query.group_b)):
                 if not group:
