@@ -12,6 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from ledger.admin_scale import CappedCountPaginator, CostSourceFilter, StatusFilter
 from ledger.models import ApiKey, BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
 from ledger.reports.selectors import cost_source_label
 from ledger.spend import keys as stored_keys
@@ -98,10 +99,13 @@ class BenchmarkItemAdmin(ReadOnlyAdmin):
     # binary floats such as 597.0618970000032.
     exclude = ["reward", "duration_s", "agent_cost_usd", "user_cost_usd"]
     readonly_fields = ["reward_shown", "duration", "agent_cost", "user_cost"]
-    list_filter = ["correct", "infra_error", "termination_reason", "run__benchmark"]
-    search_fields = ["item_id", "task_id", "run__target", "run__group"]
+    # Booleans only: a filter on a plain field scans every item for its values (admin_scale).
+    list_filter = ["correct", "infra_error", "skipped"]
+    search_fields = ["=item_id", "=task_id", "=run__group"]  # exact: a substring search reads every item
     list_select_related = ["run"]
     raw_id_fields = ["run"]
+    paginator = CappedCountPaginator
+    show_full_result_count = False
 
     @admin.display(description="reward", ordering="reward")
     def reward_shown(self, item: BenchmarkItem) -> str:
@@ -153,9 +157,12 @@ class TraceAdmin(ReadOnlyAdmin):
         "started_at", "request_id", "key_name", "requested_model", "route", "formation_label", "status",
         "http_status", "duration_ms", "prompt_tokens", "completion_tokens", "cost", "report",
     ]  # fmt: skip
-    list_filter = ["status", "route", "stream", "key_name", "http_status"]
-    search_fields = ["request_id", "session", "requested_model", "formation_label"]
-    date_hierarchy = "started_at"
+    # Fixed choices and booleans only, and no date hierarchy: each would scan
+    # every trace for its values on each page (ledger/admin_scale.py).
+    list_filter = [StatusFilter, "stream"]
+    # Exact matches: a substring search reads every trace (the report's trace page filters too).
+    search_fields = ["=request_id", "=session", "=requested_model", "=key_name"]
+    paginator = CappedCountPaginator
     # Bodies stay out of the admin: the report page shows them, redacted again.
     exclude = ["body", "cost_nanousd"]
     readonly_fields = ["cost", "report"]
@@ -177,10 +184,11 @@ class SpanAdmin(ReadOnlyAdmin):
         "trace", "seq", "parent_seq", "name", "provider", "upstream_model", "status", "duration_ms",
         "prompt_tokens", "completion_tokens", "cost", "cost_source",
     ]  # fmt: skip
-    list_filter = ["name", "status", "provider", "cost_source"]
-    search_fields = ["trace__request_id", "upstream_model"]
+    list_filter = [StatusFilter, CostSourceFilter]
+    search_fields = ["=trace__request_id"]  # exact: a substring search reads every span
     list_select_related = ["trace"]
     raw_id_fields = ["trace"]
+    paginator = CappedCountPaginator
     exclude = ["body", "cost_nanousd"]
     readonly_fields = ["cost"]
     show_full_result_count = False

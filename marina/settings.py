@@ -141,7 +141,13 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MARINA_MAX_REQUEST_BYTES + 1024
 # and whether an open API (MARINA_OPEN_API, no keys) may file runs at all.
 MARINA_MAX_UPLOAD_BYTES = env_int("MARINA_MAX_UPLOAD_BYTES", 50 * 1024 * 1024, minimum=1024)
 MARINA_OPEN_API_UPLOADS = env_bool("MARINA_OPEN_API_UPLOADS", False)
+# Upstream timeouts (passthru/upstream.py). MARINA_UPSTREAM_TIMEOUT is the idle
+# timeout: the longest wait for the first byte of an answer and between two
+# bytes, plain or streamed. MARINA_UPSTREAM_DEADLINE bounds a non-streamed call
+# in all (a provider trickling bytes resets the idle timeout); streams have no
+# deadline, as long answers are what they are for.
 MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.001)
+MARINA_UPSTREAM_DEADLINE = env_float("MARINA_UPSTREAM_DEADLINE", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
 # Seconds a process may go on its last read of today's total spend (plus its
@@ -245,9 +251,23 @@ if MARINA_VERIFY_CHECKER_EFFORT and not MARINA_VERIFY_CHECKER_EFFORT.isalpha():
 # GET /metrics: loopback clients only, unless this token is set (then any
 # client sending `Authorization: Bearer <token>`).
 MARINA_METRICS_TOKEN = env_secret("MARINA_METRICS_TOKEN")
-# OpenTelemetry export is configured by the SDK's own variables
-# (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, ...);
-# see observability/otel.py.
+# OpenTelemetry export of every trace (observability/otel.py) is configured by
+# the SDK's own variables: it is on when OTEL_EXPORTER_OTLP_ENDPOINT or
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (and neither OTEL_SDK_DISABLED=true
+# nor OTEL_TRACES_EXPORTER=none); otherwise nothing of OpenTelemetry is loaded.
+# The SDK reads the rest (headers, timeout, OTEL_BSP_*) itself.
+_otel_endpoints = {name: env_str(name) for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")}
+for _name, _url in _otel_endpoints.items():
+    if _url and not _url.startswith(("http://", "https://")):
+        raise ConfigError(f"{_name} must be an http:// or https:// URL, not {_url!r}")
+for _name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+    if env_str(_name) not in ("", "http/protobuf"):
+        raise ConfigError(f"{_name}: Marina exports OTLP over HTTP (http/protobuf) only, not {env_str(_name)!r}")
+MARINA_OTEL_EXPORT = (
+    any(_otel_endpoints.values())
+    and not env_bool("OTEL_SDK_DISABLED", False)
+    and env_str("OTEL_TRACES_EXPORTER", "otlp").lower() != "none"
+)
 
 # --- The obligations ledger and the argument check (marina/obligations:, marina/argcheck:) ---
 # Model for the ledger's own calls (extraction, judgement); empty = the agent model.

@@ -22,7 +22,7 @@ from marina.redact import redact
 from passthru import spendcap, upstream
 from passthru.bodyprep import prepare
 from passthru.context import RequestContext
-from passthru.errors import ApiError, UpstreamError
+from passthru.errors import ApiError, UpstreamError, bad_upstream_response
 from passthru.pricing import Usage, price, usage_from
 from passthru.providers import Route
 from passthru.responses import SSE
@@ -71,6 +71,21 @@ def meter(span: SpanRecord, route: Route, usage: Usage) -> None:
     span.cost_source = usage.cost_source
 
 
+def _is_json(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
+
+
+def _unusable(span: SpanRecord, route: Route, status: int, content_type: str) -> UpstreamError:
+    """Mark the span and make the 502 for a reply that is not JSON; the span
+    keeps the status the provider sent."""
+    span.status, span.error_kind, span.http_status = "error", "bad_json", status
+    return bad_upstream_response(route.provider.name, status, content_type)
+
+
 def fail_span(span: SpanRecord, exc: ApiError) -> None:
     span.status = "error"
     span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
@@ -109,15 +124,15 @@ async def call_json(
             if not isinstance(payload, dict):
                 raise ValueError("not an object")
         except ValueError:
-            error = UpstreamError(route.provider.name, "bad_json", f"Provider '{route.provider.name}' sent a reply that is not JSON.")
-            fail_span(span, error)
-            raise error from None
+            raise _unusable(span, route, reply.status, reply.content_type) from None
         usage = usage_from(payload.get("usage")) or Usage()
         price(usage, provider=route.provider.name, upstream_model=route.upstream_model, reported=payload.get("usage"))
         meter(span, route, usage)
         if settings.MARINA_TRACE_BODIES:
             span.body["response"] = redact(payload)
     else:
+        if not _is_json(reply.body):
+            raise _unusable(span, route, reply.status, reply.content_type)
         span.status = "error"
         span.error_kind = f"http_{reply.status}"
     return Completion(reply.status, reply.body, payload, usage, span)
@@ -169,6 +184,8 @@ async def call_stream(
     async with stack:
         raw = await stream.read()
     _stop_clock(ctx, meter)
+    if not _is_json(raw):  # an HTML page, as an error or as a "successful" answer to a stream
+        raise _unusable(span, route, stream.status, stream.content_type)
     if stream.status != 200:
         span.status, span.error_kind = "error", f"http_{stream.status}"
     return StreamReply(stream.status, stream.content_type, raw, None, span)

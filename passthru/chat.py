@@ -15,10 +15,11 @@ from ledger.spend import services
 from marina import money
 from marina.conversation import identify
 from marina.redact import redact
-from passthru import auth, cors, fallback, formations, ratelimit, toolcalls
+from passthru import auth, cors, crews, fallback, formations, ratelimit, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
+from passthru.formations import streamed
 from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
 from passthru.streaming import DONE
@@ -42,7 +43,9 @@ async def chat_completions(inbound: Inbound) -> Outbound:
     (for streams: when the stream ends)."""
     ctx = RequestContext.for_request(inbound)
     try:
-        caller = await auth.authenticate(inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent"))
+        caller = inbound.caller or await auth.authenticate(
+            inbound.headers.get("authorization"), inbound.headers.get("x-marina-agent")
+        )
         ctx.key_name = caller.key_name
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
         body = parse_body(inbound.body)
@@ -51,12 +54,17 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         ctx.stream = body.get("stream") is True
         if settings.MARINA_TRACE_BODIES:
             ctx.body = redact(body)
+        if crews.is_crew_id(body["model"]):  # marina:<crew>: its model id and defaults, then as below
+            body = await crews.apply(ctx, body)
         formation, model = formations.choose(body["model"], inbound.headers)
         if model != body["model"]:  # an `off` header stripped a prefix
             body = {**body, "model": model}
         if formation is not None:
             ctx.route = getattr(formation, "route_name", formation.name)
-            out = await formation.run(ctx, body)
+            if ctx.stream:  # the formation runs whole, then its answer goes out as SSE chunks
+                out = streamed.as_stream(await formation.run(ctx, streamed.unstreamed(body)), body)
+            else:
+                out = await formation.run(ctx, body)
         elif ctx.stream:
             ctx.route = "passthru"
             return await _stream(ctx, body)
@@ -183,8 +191,9 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
             if routes.fallback and reply.status != 200 and fallback.outcome(reply.status, reply.body) != fallback.SERVED:
                 misses.add(route, fallback.describe(reply.status, reply.body))
                 continue
-            # An error (or a provider that ignored stream=true): relay it whole.
-            out = Outbound(reply.status, {}, reply.body, content_type=reply.content_type or "application/json")
+            # An error (or a provider that ignored stream=true): relay it whole;
+            # call_stream has checked that it is JSON.
+            out = Outbound(reply.status, {}, reply.body, content_type="application/json")
             await _finish(ctx, out, error_kind=reply.span.error_kind)
             return out
         headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}

@@ -8,11 +8,14 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.spend.records import SpanRecord, TraceRecord
 from marina.conversation import NONE as NO_IDENTITY
 from marina.conversation import Identity
+
+if TYPE_CHECKING:
+    from passthru.auth import Caller
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
 
@@ -30,6 +33,7 @@ class Inbound:
     headers: Mapping[str, str]  # lower-case names
     body: bytes
     peer: str = ""  # the client's socket address (IP), for per-IP rate limits
+    caller: Caller | None = None  # set when the edge checked the key before reading the body
 
 
 @dataclass

@@ -45,7 +45,8 @@ def run_choices() -> RunChoices:
     """The distinct values the runs filter offers."""
 
     def distinct(field: str) -> list[str]:
-        values = BenchmarkRun.objects.exclude(**{field: ""}).values_list(field, flat=True).distinct()
+        # order_by(): with the model's ordering (created_at) DISTINCT would keep one row per run.
+        values = BenchmarkRun.objects.exclude(**{field: ""}).order_by().values_list(field, flat=True).distinct()
         return sorted(values)
 
     return RunChoices(groups=distinct("group"), benchmarks=distinct("benchmark"), targets=distinct("target"))

@@ -4,6 +4,7 @@ ledger.reports.charts. Every page needs a logged-in user (the admin's login)."""
 from __future__ import annotations
 
 import csv
+import io
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +21,7 @@ from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Trace
 from ledger.reports import overview, selectors
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
-from ledger.reports.csvcells import safe_row
+from ledger.reports.csvcells import safe_cell
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.tables import (
     DisagreementTable,
@@ -199,12 +200,19 @@ def spend_csv(request: HttpRequest) -> HttpResponse:
     since, until = form.range()
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="marina-spend-{since}-{until}.csv"'
-    writer = csv.writer(response)
+    # 90 days of a busy team is ~100,000 buckets: rows are read as tuples and
+    # written in one go (model instances and a write per row cost 20x more).
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
     writer.writerow([*SPEND_CSV_COLUMNS, "cost_usd"])
-    for row in spend_selectors.spend_totals(since=since, until=until).rows:
-        # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
-        # Text cells are callers' choice (model ids, key names): no formula survives (csvcells).
-        writer.writerow(safe_row([*(getattr(row, c) for c in SPEND_CSV_COLUMNS), money.exact(row.cost_nanousd)]))
+    rows = spend_selectors.spend_rows(since=since, until=until, columns=[*SPEND_CSV_COLUMNS, "cost_nanousd"])
+    # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
+    # Text cells are callers' choice (model ids, key names): no formula survives (csvcells).
+    writer.writerows(
+        (day, safe_cell(key), safe_cell(model), safe_cell(provider), safe_cell(upstream), *counts, money.exact(cost))
+        for day, key, model, provider, upstream, *counts, cost in rows
+    )
+    response.write(buffer.getvalue())
     return response
 
 

@@ -128,8 +128,6 @@ class StackFormation:
                 code="model_not_found",
                 param="model",
             )
-        if body.get("stream") is True:
-            raise _unsupported("stream", "marina/obligations: and marina/argcheck: answer only non-streaming requests.")
         if isinstance(body.get("n"), int) and body["n"] > 1:
             raise _unsupported("n", "marina/obligations: and marina/argcheck: check exactly one choice.")
         verify = planned.inner.startswith(VERIFY_PREFIX)

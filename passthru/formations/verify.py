@@ -169,8 +169,6 @@ class VerifyFormation:
     async def produce(self, ctx: RequestContext, body: dict[str, Any], *, parent_seq: int | None = None) -> VerifyResult:
         """The verified message for `body` (what run() answers, before the response
         is built); the stacked formations call this to check verify's output."""
-        if body.get("stream") is True:
-            raise _unsupported("stream", "marina/verify: answers only non-streaming requests.")
         if isinstance(body.get("n"), int) and body["n"] > 1:
             raise _unsupported("n", "marina/verify: drafts and reviews exactly one choice.")
         proposer_id, checker_id = split_id(body["model"])

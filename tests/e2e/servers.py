@@ -39,7 +39,7 @@ POSTGRES_ADMIN_URL = (
 )
 
 # Variables of the calling environment that must not reach a test server.
-_SCRUBBED_PREFIXES = ("MARINA_", "DJANGO_")
+_SCRUBBED_PREFIXES = ("MARINA_", "DJANGO_", "OTEL_")  # OTEL_: no test server exports unless told to
 _SCRUBBED_SUFFIXES = ("_API_KEY", "_API_KEY_FILE", "_BASE_URL")
 _SCRUBBED = {"DATABASE_URL", "MODEL_API_KEYS", "WEB_CONCURRENCY", "GEMINI_API_KEY", "GUNICORN_CMD_ARGS"}
 

@@ -149,7 +149,7 @@ def check_round(r: dict[str, Any], ledger) -> None:  # type: ignore[no-untyped-d
     traced(response, "timeout")
 
     response = r["bad_json"]
-    assert response.status_code == 502 and envelope(response)["code"] == "upstream_error"
+    assert response.status_code == 502 and envelope(response)["code"] == "bad_upstream_response"
     traced(response, "bad_json")
 
     response = r["dead"]
