@@ -223,6 +223,8 @@ class BenchmarkItem(models.Model):
     trace_completion_tokens = models.BigIntegerField(default=0)
     trace_cost_nanousd = models.BigIntegerField(null=True, blank=True)  # sum of the priced linked traces
     decisions = models.JSONField(default=dict, blank=True)  # {"verify": {"approved": 3, "revised": 1}}
+    # {"obligations": {"nudges": 1, "open": 0, ...}, "argcheck": {"writes": 2, ...}} (ledger/benchmarks/decisions.py)
+    formation_counters = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["run", "task_id", "trial"]

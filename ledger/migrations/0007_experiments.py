@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0005_item_trace_links'),
+        ('ledger', '0006_item_formation_counters'),
     ]
 
     operations = [
