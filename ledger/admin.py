@@ -112,7 +112,8 @@ class BenchmarkItemAdmin(ReadOnlyAdmin):
     readonly_fields = ["reward_shown", "duration", "agent_cost", "user_cost"]
     # Booleans only: a filter on a plain field scans every item for its values (admin_scale).
     list_filter = ["correct", "infra_error", "skipped"]
-    search_fields = ["=item_id", "=task_id", "=run__group"]  # exact: a substring search reads every item
+    search_fields = ["item_id__exact", "task_id__exact"]  # exact: a substring search reads every item
+    ordering = ["-pk"]  # newest first, by the primary key: the model's (run, task, trial) sorts every item
     list_select_related = ["run"]
     raw_id_fields = ["run"]
     paginator = CappedCountPaginator
@@ -172,7 +173,9 @@ class TraceAdmin(ReadOnlyAdmin):
     # every trace for its values on each page (ledger/admin_scale.py).
     list_filter = [StatusFilter, "stream"]
     # Exact matches: a substring search reads every trace (the report's trace page filters too).
-    search_fields = ["=request_id", "=session", "=requested_model", "=key_name"]
+    # The indexed request id only: any other column, even exactly, reads every trace
+    # (the report's trace page filters by model, key, status and session).
+    search_fields = ["request_id__exact"]
     paginator = CappedCountPaginator
     # Bodies stay out of the admin: the report page shows them, redacted again.
     exclude = ["body", "cost_nanousd"]
@@ -196,7 +199,8 @@ class SpanAdmin(ReadOnlyAdmin):
         "prompt_tokens", "completion_tokens", "cost", "cost_source",
     ]  # fmt: skip
     list_filter = [StatusFilter, CostSourceFilter]
-    search_fields = ["=trace__request_id"]  # exact: a substring search reads every span
+    search_fields = ["trace__request_id__exact"]  # exact: a substring search reads every span
+    ordering = ["-pk"]  # the model's (trace, seq) joins every trace to sort by its time
     list_select_related = ["trace"]
     raw_id_fields = ["trace"]
     paginator = CappedCountPaginator
@@ -215,8 +219,8 @@ class SpendDailyAdmin(ReadOnlyAdmin):
         "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",
         "unpriced_calls", "prompt_tokens", "completion_tokens", "cost",
     ]  # fmt: skip
-    list_filter = ["key_name", "provider", "requested_model"]
-    search_fields = ["requested_model", "upstream_model", "key_name"]
+    list_filter = ["key_name"]  # models and providers: search for one (each filter is a DISTINCT over every row)
+    search_fields = ["requested_model__exact", "upstream_model__exact", "key_name__exact"]
     date_hierarchy = "day"
     ordering = ["-day", "-cost_nanousd"]
     exclude = ["cost_nanousd"]
