@@ -3,6 +3,7 @@ the environment or from .env; see .env.example."""
 from __future__ import annotations
 
 import os
+import resource
 import runpy
 import shutil
 import tempfile
@@ -30,6 +31,15 @@ loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
 # from each other. Off unless MARINA_CONTROL_SOCKET names a path for this one.
 control_socket = os.environ.get("MARINA_CONTROL_SOCKET") or "gunicorn.ctl"
 control_socket_disable = not os.environ.get("MARINA_CONTROL_SOCKET")
+
+
+# Each streamed call holds two file descriptors in its worker (the client's
+# socket and the provider's) for as long as it runs, and thousands may run at
+# once (MARINA_UPSTREAM_MAX_CONNECTIONS). The soft limit is often 1024: raise it
+# to the hard limit, here in the master, so that every worker inherits it.
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if _soft != resource.RLIM_INFINITY and _hard != resource.RLIM_INFINITY and _soft < _hard:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 
 
 def on_starting(server: Any) -> None:

@@ -1,0 +1,140 @@
+"""The per-provider connection limit (issue 20): a call past
+MARINA_UPSTREAM_MAX_CONNECTIONS waits for a free connection, its span says
+for how long, and one that cannot get a connection within
+MARINA_UPSTREAM_POOL_TIMEOUT fails with a 503 naming both settings. Scripted
+upstream on loopback, a limit of one connection."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from passthru import upstream as upstream_module
+from passthru.calls import call_json, call_stream
+from passthru.context import Inbound, RequestContext
+from passthru.errors import UpstreamError
+from passthru.providers import resolve
+from tests.conftest import MARINA_KEY
+from tests.upstream import Sse
+
+MODEL = "openrouter/openai/gpt-5.2"
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture
+def one_connection(marina_config):  # type: ignore[no-untyped-def]
+    marina_config.MARINA_UPSTREAM_MAX_CONNECTIONS = 1
+    return marina_config
+
+
+def _ctx() -> RequestContext:
+    return RequestContext.for_request(Inbound("POST", "/v1/chat/completions", {}, b""))
+
+
+async def _hold_stream(started: asyncio.Event, release: asyncio.Event) -> RequestContext:
+    """A stream that keeps the one connection until `release` is set."""
+    ctx = _ctx()
+    reply = await call_stream(ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO, "stream": True})
+    assert reply.events is not None
+    async for _event in reply.events:
+        started.set()
+        await release.wait()
+    return ctx
+
+
+def test_a_call_past_the_limit_waits_and_its_span_says_how_long(one_connection, upstream):
+    upstream.script(Sse(gap=0.01))  # then the default completion
+
+    async def go() -> tuple[RequestContext, RequestContext, float]:
+        started, release = asyncio.Event(), asyncio.Event()
+        first = asyncio.create_task(_hold_stream(started, release))
+        await started.wait()
+        second_ctx = _ctx()
+        second = asyncio.create_task(call_json(second_ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO}))
+        # Wait on the condition (the call is queued), then hold it there a while.
+        while upstream_module._lean[asyncio.get_running_loop()].queued == 0:
+            await asyncio.sleep(0.005)
+        loop = asyncio.get_running_loop()
+        held_from = loop.time()
+        await asyncio.sleep(0.2)
+        release.set()
+        completion = await second
+        held = loop.time() - held_from
+        assert completion.status == 200
+        return await first, second_ctx, held
+
+    first_ctx, second_ctx, held = asyncio.run(go())
+    assert "queued_ms" not in first_ctx.spans[0].detail  # a free connection: no wait recorded
+    queued_ms = second_ctx.spans[0].detail["queued_ms"]
+    assert 200 <= queued_ms <= held * 1000 + 50
+    assert second_ctx.spans[0].status == "ok"
+
+
+def test_no_free_connection_within_the_pool_timeout_is_a_503_naming_the_settings(one_connection, upstream, caplog):
+    one_connection.MARINA_UPSTREAM_POOL_TIMEOUT = 0.2
+    upstream.script(Sse(gap=0.01))
+
+    async def go() -> tuple[RequestContext, UpstreamError]:
+        started, release = asyncio.Event(), asyncio.Event()
+        first = asyncio.create_task(_hold_stream(started, release))
+        await started.wait()
+        ctx = _ctx()
+        try:
+            await call_stream(ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO, "stream": True})
+        except UpstreamError as exc:
+            failure = exc
+        else:
+            raise AssertionError("the second call got a connection past the limit")
+        release.set()
+        await first
+        return ctx, failure
+
+    with caplog.at_level(logging.WARNING, logger="passthru.wire"):
+        ctx, failure = asyncio.run(go())
+    assert (failure.status, failure.kind, failure.code) == (503, "pool_timeout", "upstream_error")
+    assert "MARINA_UPSTREAM_POOL_TIMEOUT=0.2s" in failure.message
+    assert "MARINA_UPSTREAM_MAX_CONNECTIONS=1" in failure.message
+    span = ctx.spans[0]
+    assert (span.status, span.error_kind, span.http_status) == ("error", "pool_timeout", 503)
+    assert span.detail["queued_ms"] == 200.0
+    assert len(upstream.requests) == 1  # the refused call never reached the provider
+    waits = [r for r in caplog.records if "wait for a connection" in r.getMessage()]
+    assert len(waits) == 1 and "MARINA_UPSTREAM_MAX_CONNECTIONS" in waits[0].getMessage()
+
+
+@pytest.fixture
+def fresh_pools():  # type: ignore[no-untyped-def]
+    """The live server's transport reads the limit when it is made: make a new
+    one for this test, and again after it, so no other test inherits the limit."""
+    upstream_module._lean.clear()
+    yield
+    upstream_module._lean.clear()
+
+
+def test_the_503_reaches_the_client_in_openais_envelope(marina_url, marina_config, upstream, fresh_pools):
+    """Over HTTP through a live Marina: a stream holds the only connection; a
+    plain call meanwhile gets the 503 envelope instead of waiting silently."""
+    marina_config.MARINA_UPSTREAM_MAX_CONNECTIONS = 1
+    marina_config.MARINA_UPSTREAM_POOL_TIMEOUT = 0.3
+    upstream.script(Sse(delay=3.0))
+    headers = {"authorization": f"Bearer {MARINA_KEY}"}
+    body: dict[str, Any] = {"model": MODEL, "messages": HELLO}
+
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(base_url=f"{marina_url}/v1", headers=headers, timeout=10) as client:
+            stream = asyncio.create_task(client.post("/chat/completions", json={**body, "stream": True}))
+            while not upstream.requests:  # the stream holds the connection upstream
+                await asyncio.sleep(0.01)
+            refused = await client.post("/chat/completions", json=body)
+            (await stream).raise_for_status()
+            return refused
+
+    refused = asyncio.run(go())
+    assert refused.status_code == 503
+    error = refused.json()["error"]
+    assert error["code"] == "upstream_error" and error["type"] == "server_error"
+    assert "MARINA_UPSTREAM_MAX_CONNECTIONS=1" in error["message"]
+    assert "MARINA_UPSTREAM_POOL_TIMEOUT" in error["message"]
