@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from marina.env import ConfigError, load_env_file
+from marina.env import ConfigError, env_bool, load_env_file
 
 load_env_file(Path(__file__).resolve().parent / ".env")  # as marina/settings.py does; read here for MARINA_BIND & co.
 
@@ -23,6 +23,15 @@ worker_class = "marina.worker.MarinaWorker"  # uvicorn + uvloop + httptools (mar
 timeout = int(os.environ.get("MARINA_WORKER_TIMEOUT", "900"))
 graceful_timeout = int(os.environ.get("MARINA_GRACEFUL_TIMEOUT", "660"))
 keepalive = 75  # above typical client/LB idle timeouts, so pooled connections survive
+# MARINA_REUSE_PORT=true gives each worker its own listening socket
+# (SO_REUSEPORT): the kernel spreads new connections over the workers by hash
+# instead of letting whichever worker wakes first take them (docs/performance.md).
+# Off by default: measured, it did not spread a burst better than the shared
+# socket, and it lets a second server bind the same port without an error.
+try:
+    reuse_port = env_bool("MARINA_REUSE_PORT", False)
+except ConfigError as exc:
+    raise SystemExit(f"Marina's configuration: {exc}") from None
 accesslog = os.environ.get("MARINA_ACCESS_LOG") or None  # off by default: traces hold per-request data
 errorlog = "-"
 loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()

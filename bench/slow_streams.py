@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -162,6 +163,7 @@ class Sampler(threading.Thread):
 
     def __init__(self, server: Server, marina_port: int, upstream_port: int) -> None:
         super().__init__(daemon=True)
+        self.server = server
         self.workers = children(server.proc.pid)
         self.marina_port, self.upstream_port = marina_port, upstream_port
         self.peak = Sample()
@@ -190,7 +192,9 @@ class Run:
     plain_usual: list[float]
     plain_during: list[float | None]
     seconds: float
+    t0_wall: float
     peak: Sample | None = None
+    cpu_seconds: float = 0.0  # the server's whole process tree, during the burst
 
     def firsts(self) -> list[float]:
         return [o.first for o in self.outcomes if o.first is not None and not o.error]
@@ -205,7 +209,8 @@ async def run_target(target: str, port: int, key: str, model: str, n: int, timeo
     plain_req = _request(port, tau2_body.encoded(model, stream=False), key)
     usual = [t for t in [await plain_call(port, plain_req) for _ in range(20)] if t is not None]
     during: list[float | None] = []
-    t0 = time.monotonic()
+    cpu0 = sampler.server.cpu() if sampler else 0.0
+    t0, t0_wall = time.monotonic(), time.time()
     if sampler:
         sampler.start()
     tasks = [asyncio.create_task(one_stream(port, stream_req, t0, timeout)) for _ in range(n)]
@@ -219,7 +224,26 @@ async def run_target(target: str, port: int, key: str, model: str, n: int, timeo
     if sampler:
         sampler.stop.set()
         sampler.join()
-    return Run(target, outcomes, usual, during, seconds, sampler.peak if sampler else None)
+        return Run(target, outcomes, usual, during, seconds, t0_wall, sampler.peak, sampler.server.cpu() - cpu0)
+    return Run(target, outcomes, usual, during, seconds, t0_wall)
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def forwarding(db_path: Path, t0_wall: float) -> tuple[list[float], list[float]]:
+    """For each stream: seconds from the burst's start until Marina began the
+    request (accept and queueing for the event loop), and from then until it
+    began the upstream call (auth, body, pricing set-up, connection)."""
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute(
+            "select t.started_at, s.started_at from ledger_trace t join ledger_span s on s.trace_id = t.id "
+            "where t.stream and s.provider != ''"
+        ).fetchall()
+    begun = [_when(t) - t0_wall for t, _ in rows]
+    forwarded = [_when(s) - _when(t) for t, s in rows]
+    return begun, forwarded
 
 
 def ledger(db_path: Path) -> tuple[int, int, int, int]:
@@ -235,7 +259,8 @@ def ledger(db_path: Path) -> tuple[int, int, int, int]:
     return ok, priced, calls, queued
 
 
-def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, int, int] | None) -> None:
+def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, int, int] | None,
+           forwarded: tuple[list[float], list[float]] | None) -> None:
     upstream_end = args.first_token + args.chunks * args.gap
     print(f"\n## Slow streams ({args.streams} at once; upstream: first token after {args.first_token:g} s, "
           f"{args.chunks} chunks {args.gap:g} s apart, end at {upstream_end:g} s; {os.cpu_count()} cores, "
@@ -267,6 +292,14 @@ def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, i
               + "; ".join(f"pid {pid}: {p.rss_mb.get(pid, 0):.0f} MB resident, {p.threads.get(pid, 0)} threads, "
                           f"{p.clients.get(pid, 0)} client connections, {p.upstreams.get(pid, 0)} upstream connections"
                           for pid in sorted(p.rss_mb)))
+    if marina and marina.cpu_seconds:
+        print(f"\nMarina's CPU (all processes) during the run: {marina.cpu_seconds:.1f} s, "
+              f"{marina.cpu_seconds * 1000 / len(marina.outcomes):.2f} ms per stream.")
+    if forwarded:
+        begun, fwd = forwarded
+        print(f"Marina began each request {pct(begun, 50):.2f} / {pct(begun, 99):.2f} / {max(begun, default=0):.2f} s "
+              f"(p50 / p99 / max) after the burst's start, and its upstream call "
+              f"{pct(fwd, 50) * 1000:.1f} / {pct(fwd, 99) * 1000:.1f} / {max(fwd, default=0) * 1000:.1f} ms after that.")
     if metered:
         ok, priced, calls, queued = metered
         print(f"\nLedger: {ok} stream traces ok, {priced} priced upstream spans, spend_daily counts {calls} calls "
@@ -314,6 +347,7 @@ def main() -> None:
     servers: list[Server] = []
     runs: list[Run] = []
     metered = None
+    forwarded = None
     with tempfile.TemporaryDirectory(prefix="marina-slow-") as tmpdir:
         tmp = Path(tmpdir)
         try:
@@ -348,6 +382,7 @@ def main() -> None:
                 sampler = Sampler(marina, port, up_port)
                 runs.append(asyncio.run(run_target("marina", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler)))
                 metered = ledger(db_path)
+                forwarded = forwarding(db_path, runs[-1].t0_wall)
                 log = marina.log.read_text(errors="replace")
                 warnings = [ln for ln in log.splitlines() if "WARNING" in ln or "ERROR" in ln]
                 if warnings:
@@ -355,7 +390,7 @@ def main() -> None:
         finally:
             for server in reversed(servers):
                 server.stop()
-    report(runs, args, metered)
+    report(runs, args, metered, forwarded)
 
 
 if __name__ == "__main__":
