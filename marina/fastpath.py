@@ -29,30 +29,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
-from typing import Any
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.http.response import ResponseHeaders
 
+from marina import intake
+from marina.intake import CHAT_PATH, ASGIApp, Receive, Scope, Send, request_headers
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
-from passthru.errors import ApiError, check_request_size, declared_size, internal_error
+from passthru.errors import REQUEST_LIMIT, ApiError, internal_error
 from passthru.responses import Outbound, error_out
 
 log = logging.getLogger(__name__)
-
-# ASGI's shapes as django-stubs types Django's handler (a dict scope, mappings
-# received and sent), so that handler is an ASGIApp too.
-Scope = dict[str, Any]
-Message = Mapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-CHAT_PATH = "/v1/chat/completions"
 
 # The middleware whose effect on the chat route _middleware_headers() copies.
 # Any other list sends every request through Django.
@@ -126,18 +116,6 @@ def _encode_headers(pairs: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def request_headers(scope: Scope) -> dict[str, str]:
-    """The request headers as the Ninja operation hands them to the core."""
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in scope.get("headers", ()):
-        name = raw_name.decode("latin-1").lower()
-        if "_" in name:  # Django drops these (hyphen/underscore spoofing)
-            continue
-        value = raw_value.decode("latin-1")
-        headers[name] = f"{headers[name]},{value}" if name in headers else value
-    return headers
-
-
 def _host_allowed(host: str | None) -> bool:
     if not host:
         return False  # Django falls back to SERVER_NAME; let it
@@ -146,18 +124,6 @@ def _host_allowed(host: str | None) -> bool:
         allowed = [".localhost", "127.0.0.1", "[::1]"]
     domain, _port = split_domain_port(host)
     return bool(domain) and validate_host(domain, allowed)
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole request body, or None if the client went away first."""
-    parts: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        parts.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class _Call:
@@ -198,20 +164,23 @@ class FastPath:
 
     async def chat(self, headers: dict[str, str], receive: Receive, send: Send, *, peer: str = "") -> None:
         try:
-            check_request_size(declared_size(headers))
+            # The key and a declared size before the body; the body read to the
+            # limit and no further (marina/intake.py).
+            caller = await intake.admit(CHAT_PATH, headers)
+            body = await intake.read_body(receive, REQUEST_LIMIT)
         except ApiError as exc:
-            # Refused unread and traced, as the Ninja operation does (passthru/api.py _serve).
+            # Refused (unread or partly read) and traced, as the Ninja operation does (passthru/api.py _serve).
             unread = Inbound(method="POST", path=CHAT_PATH, headers=headers, body=b"")
             await _respond(send, await refuse(unread, exc), _Call())
             return
-        body = await _read_body(receive)
         if body is None:
             return
         call = _Call()
         watcher = asyncio.create_task(_watch_disconnect(receive, call))
         try:
             try:
-                out = await chat_completions(Inbound(method="POST", path=CHAT_PATH, headers=headers, body=body, peer=peer))
+                inbound = Inbound(method="POST", path=CHAT_PATH, headers=headers, body=body, peer=peer, caller=caller)
+                out = await chat_completions(inbound)
             except ApiError as exc:  # the Ninja route maps these in marina/api.py
                 out = error_out(exc)
             await _respond(send, out, call)

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
+from marina.intake import admitted
 from passthru import cors
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
@@ -31,17 +32,19 @@ _ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 5
 
 def inbound(request: HttpRequest) -> Inbound:
     headers = {k.lower(): v for k, v in request.headers.items()}
+    caller = admitted(request)  # marina/intake.py checked the key and the size before the body
     check_request_size(declared_size(headers))
     try:
         body = request.body
     except RequestDataTooBig:
-        raise request_too_large(None) from None
+        raise request_too_large() from None
     return Inbound(
         method=request.method or "POST",
         path=request.path,
         headers=headers,
         body=body,
         peer=request.META.get("REMOTE_ADDR") or "",
+        caller=caller,
     )
 
 

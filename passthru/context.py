@@ -2,17 +2,21 @@
 on the way. Turned into one ledger.spend.records.TraceRecord at the end."""
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.spend.records import SpanRecord, TraceRecord
 from marina.conversation import NONE as NO_IDENTITY
 from marina.conversation import Identity
+
+if TYPE_CHECKING:
+    from passthru.auth import Caller
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
 
@@ -30,6 +34,7 @@ class Inbound:
     headers: Mapping[str, str]  # lower-case names
     body: bytes
     peer: str = ""  # the client's socket address (IP), for per-IP rate limits
+    caller: Caller | None = None  # set when the edge checked the key before reading the body
 
 
 @dataclass
@@ -49,6 +54,12 @@ class RequestContext:
     body: Any = None
     conversation: Identity = NO_IDENTITY
     traced: bool = False  # its trace has gone to the ledger (one trace per request)
+    # A stream its client abandoned, still read (and metered) in the background
+    # (passthru/calls.py _drain): its trace waits for it.
+    draining: asyncio.Task[None] | None = None
+    # The daily cap's holds on this request's upstream calls (passthru/spendcap.py),
+    # released once its trace, and so its spend, is recorded.
+    holds: list[int] = field(default_factory=list)
 
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:

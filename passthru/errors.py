@@ -53,10 +53,24 @@ class UpstreamError(ApiError):
     `kind` is the short error kind that traces record: connect, reset, timeout,
     bad_json, cancelled."""
 
-    def __init__(self, provider: str, kind: str, message: str, *, status: int = 502) -> None:
-        super().__init__(status, message, code="upstream_error")
+    def __init__(self, provider: str, kind: str, message: str, *, status: int = 502, code: str = "upstream_error") -> None:
+        super().__init__(status, message, code=code)
         self.provider = provider
         self.kind = kind
+
+
+def bad_upstream_response(provider: str, status: int, content_type: str) -> UpstreamError:
+    """The 502 for a reply that cannot be passed on as OpenAI's API: a body
+    that is not JSON (a proxy's HTML error page; a 200 text/html to a stream).
+    Relayed, it reached clients as JSON or as a successful answer."""
+    media = content_type.split(";", 1)[0].strip()[:60]
+    what = media if media.isprintable() and media else "no content type"
+    return UpstreamError(
+        provider,
+        "bad_json",
+        f"Provider '{provider}' sent a reply that is not JSON (HTTP {status}, {what}).",
+        code="bad_upstream_response",
+    )
 
 
 def internal_error(request_id: str | None = None) -> ApiError:
@@ -66,21 +80,24 @@ def internal_error(request_id: str | None = None) -> ApiError:
     return ApiError(500, f"Marina failed on this request{where}.", code="internal_error", error_type="server_error")
 
 
-def check_request_size(size: int | None) -> None:
+# The two body limits: chat requests, and the larger benchmark uploads.
+REQUEST_LIMIT = "MARINA_MAX_REQUEST_BYTES"
+UPLOAD_LIMIT = "MARINA_MAX_UPLOAD_BYTES"
+
+
+def check_request_size(size: int | None, limit: str = REQUEST_LIMIT) -> None:
     """Raise the 413 if a body of `size` bytes (declared or read; None: not
-    known yet) is over MARINA_MAX_REQUEST_BYTES."""
-    if size is not None and size > settings.MARINA_MAX_REQUEST_BYTES:
-        raise request_too_large(size)
+    known yet) is over the `limit` setting."""
+    if size is not None and size > getattr(settings, limit):
+        raise request_too_large(limit)
 
 
-def request_too_large(size: int | None) -> ApiError:
-    """The 413. `size` None: Django refused to read a body over
-    DATA_UPLOAD_MAX_MEMORY_SIZE without saying how big it was."""
-    told = f"is {size} bytes" if size is not None else "is too large"
+def request_too_large(limit: str = REQUEST_LIMIT) -> ApiError:
+    """The 413, one wording whether the size was declared or found by reading.
+    It never states the size: reading stops at the limit (marina/intake.py),
+    so a chunked body's size is never known."""
     return ApiError(
-        413,
-        f"Request body {told}; the limit is MARINA_MAX_REQUEST_BYTES={settings.MARINA_MAX_REQUEST_BYTES}.",
-        code="request_too_large",
+        413, f"Request body is too large; the limit is {limit}={getattr(settings, limit)}.", code="request_too_large"
     )
 
 

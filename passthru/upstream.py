@@ -182,12 +182,16 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
             status=503,
         )
     if isinstance(exc, httpx.TimeoutException):
+        idle = settings.MARINA_UPSTREAM_TIMEOUT
         return UpstreamError(
             provider.name,
             "timeout",
-            f"Provider '{provider.name}' did not answer in time "
-            f"(MARINA_UPSTREAM_TIMEOUT={settings.MARINA_UPSTREAM_TIMEOUT:g}s).",
+            f"Provider '{provider.name}' sent nothing for {idle:g}s (MARINA_UPSTREAM_TIMEOUT={idle:g}s).",
             status=504,
+        )
+    if isinstance(exc, httpx.DecodingError):
+        return UpstreamError(
+            provider.name, "bad_encoding", f"Provider '{provider.name}' sent a compressed body that could not be decoded."
         )
     if isinstance(exc, httpx.ConnectError):
         return UpstreamError(provider.name, "connect", f"Could not connect to provider '{provider.name}'.")
@@ -197,10 +201,26 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
 
 
 async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str]) -> Reply:
-    """POST a chat completion and read the whole reply.
-
-    A connect error is retried once: the request never left, so it is safe."""
+    """POST a chat completion and read the whole reply, within
+    MARINA_UPSTREAM_DEADLINE in all: the idle timeout alone
+    (MARINA_UPSTREAM_TIMEOUT) lets a provider that trickles a byte now and
+    then hold the call for ever."""
     headers = _headers(provider, incoming)
+    deadline = settings.MARINA_UPSTREAM_DEADLINE
+    try:
+        async with asyncio.timeout(deadline):
+            return await _post(provider, body, headers)
+    except TimeoutError:
+        raise UpstreamError(
+            provider.name,
+            "timeout",
+            f"Provider '{provider.name}' did not finish its answer in {deadline:g}s (MARINA_UPSTREAM_DEADLINE={deadline:g}s).",
+            status=504,
+        ) from None
+
+
+async def _post(provider: Provider, body: bytes, headers: dict[str, str]) -> Reply:
+    """A connect error is retried once: the request never left, so it is safe."""
     for attempt in (1, 2):
         try:
             response = await _send(provider, body, headers)
@@ -218,7 +238,9 @@ async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str]
 
 
 class Stream:
-    """An open streaming response: status first, then raw chunks.
+    """An open streaming response: status first, then its body in chunks.
+    No deadline: a stream may run as long as it keeps sending; only the idle
+    timeout (MARINA_UPSTREAM_TIMEOUT) applies, before the first byte and between bytes.
 
     Use as `async with open_stream(...) as stream:`; the response is closed in
     __aexit__ whatever happens, so a cancelled client never leaks a connection."""
@@ -226,7 +248,10 @@ class Stream:
     def __init__(self, provider: Provider, body: bytes, incoming: Mapping[str, str]) -> None:
         self.provider = provider
         self._body = body
-        self._headers = _headers(provider, incoming)
+        # No compression on streams: a compressor holds events back until its
+        # block fills, and the events are relayed (and metered) as they come.
+        # A provider that compresses anyway is decoded in chunks().
+        self._headers = {**_headers(provider, incoming), "accept-encoding": "identity"}
         self._response: httpx.Response | None = None
 
     async def __aenter__(self) -> Stream:
@@ -267,7 +292,7 @@ class Stream:
         # No retry here: once a stream has started, a retry would duplicate output.
         assert self._response is not None
         try:
-            async for chunk in self._response.aiter_raw():
+            async for chunk in self._response.aiter_bytes():  # decoded: the client gets no Content-Encoding
                 yield chunk
         except httpx.HTTPError as exc:
             raise _failure(self.provider, exc) from None

@@ -7,11 +7,16 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import uvicorn
 
 from tests.upstream import ScriptedUpstream
+
+if TYPE_CHECKING:
+    from tests.otlp_receiver import OtlpReceiver
 
 MARINA_KEY = "sk-marina-test-key-0123456789"
 PROVIDER_KEY = "sk-or-test-provider-key-9876543210"
@@ -74,12 +79,8 @@ def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-unty
     providers["openai"] = {"base_url": upstream.base_url, "api_key": "", "key_env": "OPENAI_API_KEY"}
     settings.MARINA_PROVIDERS = providers
     settings.MARINA_DAILY_SPEND_CAP_USD = None
-    # Each test starts from its own empty ledger: read the spend total before
-    # every call (tests/passthru/test_spendcap.py covers the cached snapshot).
-    settings.MARINA_SPEND_CAP_REFRESH_SECONDS = 0
-    from passthru import auth, spendcap
+    from passthru import auth
 
-    spendcap.forget()
     auth.forget()  # stored keys read by an earlier test's server
     return settings
 
@@ -90,29 +91,38 @@ class _ThreadedServer(uvicorn.Server):
         pass
 
 
-@pytest.fixture(scope="session")
-def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    from marina.asgi import application
-
+@contextmanager
+def serve_in_thread(app: Any, **config: Any) -> Iterator[str]:
+    """An ASGI app served by uvicorn on a free loopback port, in a thread; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = _ThreadedServer(uvicorn.Config(application, lifespan="off", log_level="warning", proxy_headers=False))
+    server = _ThreadedServer(uvicorn.Config(app, lifespan="off", log_level="warning", **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(5)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(5)
+
+
+@pytest.fixture(scope="session")
+def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    from marina.asgi import application
+
+    with serve_in_thread(application, proxy_headers=False) as url:
+        yield url
     from ledger.spend.services import close_writer_connection
-    from passthru import ratelimit
+    from passthru import ratelimit, spendcap
 
     with django_db_blocker.unblock():
         close_writer_connection()
         ratelimit.close_connection()
+        spendcap.close_connection()
 
 
 @pytest.fixture
@@ -121,3 +131,14 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # 
     the server and the ledger writer run in other threads, so the test's data
     must really be committed."""
     return _marina_server
+
+
+# --- An OpenTelemetry collector ---------------------------------------------------
+@pytest.fixture
+def otlp_receiver() -> Iterator[OtlpReceiver]:
+    """A real OTLP/HTTP trace receiver on loopback (tests/otlp_receiver.py), stopped afterwards."""
+    from tests.otlp_receiver import OtlpReceiver  # imports OpenTelemetry's protobuf messages: only when used
+
+    receiver = OtlpReceiver().start()
+    yield receiver
+    receiver.stop()

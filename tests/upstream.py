@@ -16,6 +16,7 @@ import socket
 import struct
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,6 +80,10 @@ class Reply:
     delay: float = 0.0  # seconds before the first byte
     raw: bytes | None = None  # sent instead of json
     content_type: str = "application/json"
+    # Seconds between the body's pieces: a provider that trickles its answer,
+    # each gap shorter than an idle timeout, the whole longer than a deadline.
+    trickle: float = 0.0
+    pieces: int = 10
 
 
 @dataclass
@@ -91,6 +96,11 @@ class Sse:
     stall_seconds: float = 30.0
     reset_after: int | None = None  # reset the connection after N chunks
     done: bool = True
+    # gzip the stream: "if-asked" (the request's Accept-Encoding names gzip, as
+    # real providers do) or "always" (a provider that ignores what was asked).
+    gzip: str = ""
+    content_type: str = "text/event-stream"
+    usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
 
 
 @dataclass
@@ -229,16 +239,33 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("connection", "close")
             self.close_connection = True
         self.end_headers()
-        self.wfile.write(data)
+        if not step.trickle:
+            self.wfile.write(data)
+            return
+        step_size = max(1, -(-len(data) // step.pieces))
+        for start in range(0, len(data), step_size):
+            self.wfile.write(data[start : start + step_size])
+            self.wfile.flush()
+            time.sleep(step.trickle)
 
     def _sse(self, step: Sse, body: Any) -> str:
         time.sleep(step.delay)
+        accepted = self.headers.get("accept-encoding", "")
+        gzipped = step.gzip == "always" or (step.gzip == "if-asked" and "gzip" in accepted)
         self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-type", step.content_type)
         self.send_header("cache-control", "no-cache")
         self.send_header("connection", "close")
+        if gzipped:
+            self.send_header("content-encoding", "gzip")
         self.end_headers()
         self.close_connection = True
+        squeeze = zlib.compressobj(wbits=31) if gzipped else None
+
+        def write(data: bytes) -> None:
+            # Each event flushed through the compressor, so it still arrives as it is sent.
+            self.wfile.write(data if squeeze is None else squeeze.compress(data) + squeeze.flush(zlib.Z_SYNC_FLUSH))
+
         chunks = list(step.chunks if step.chunks is not None else sse_chunks())
         wants_usage = isinstance(body, dict) and (body.get("stream_options") or {}).get("include_usage")
         if wants_usage and step.usage is not None:
@@ -251,10 +278,14 @@ class _Handler(BaseHTTPRequestHandler):
             if step.stall_after is not None and i == step.stall_after:
                 time.sleep(step.stall_seconds)
                 return "stalled"
-            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            if step.usage_delay and i == len(chunks) - 1 and "usage" in chunk:
+                time.sleep(step.usage_delay)
+            write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
             time.sleep(step.gap)
         if step.done:
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+            write(b"data: [DONE]\n\n")
+        if squeeze is not None:
+            self.wfile.write(squeeze.flush())
+        self.wfile.flush()
         return "complete"

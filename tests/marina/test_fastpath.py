@@ -9,19 +9,16 @@ its spans."""
 from __future__ import annotations
 
 import re
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from ledger.models import Trace
 from marina import fastpath
-from marina.asgi import application, django_application
+from marina.asgi import application
 from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, Reset, Sse, completion, sse_chunks
 
@@ -34,32 +31,6 @@ SPAN_FIELDS = (
     "seq parent_seq name provider upstream_model status http_status error_kind prompt_tokens "
     "completion_tokens cached_tokens reasoning_tokens cost_nanousd cost_source detail body"
 ).split()
-
-
-class _ThreadedServer(uvicorn.Server):
-    def install_signal_handlers(self) -> None:
-        pass
-
-
-@pytest.fixture(scope="session")
-def _django_only_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = _ThreadedServer(uvicorn.Config(django_application, lifespan="off", log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(5)
-
-
-@pytest.fixture
-def urls(marina_url: str, _django_only_server: str) -> dict[str, str]:
-    return {"fast": marina_url, "django": _django_only_server}
 
 
 def _trace_view(request_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
@@ -194,7 +165,7 @@ def test_upstream_reset_and_bad_json(urls, upstream):
     response = assert_same(both(urls, upstream, lambda: upstream.script(Reset(), Reset()), content=_body()))
     assert response.status_code == 502
     response = assert_same(both(urls, upstream, lambda: upstream.script(Reply(raw=b"<html>")), content=_body()))
-    assert response.json()["error"]["code"] == "upstream_error"
+    assert response.json()["error"]["code"] == "bad_upstream_response"
 
 
 def test_stream_reset_midway(urls, upstream):
@@ -215,12 +186,13 @@ def test_declared_body_too_large_is_413_refused_unread_and_traced(urls, upstream
 
 def test_body_too_large_has_one_wording_declared_or_read_on_both_routes(urls, upstream, settings):
     """The 413 is built once (passthru.errors.request_too_large): a declared
-    Content-Length refused unread and a chunked body refused once read say the
-    same thing, on the fast path and the Ninja route alike."""
+    Content-Length refused unread and a chunked body refused once it passes the
+    limit (read no further, so its size is never known) say the same thing, on
+    the fast path and the Ninja route alike."""
     settings.MARINA_MAX_REQUEST_BYTES = 2048
     content = _body(pad="x" * 4096)
     expected = {
-        "message": f"Request body is {len(content)} bytes; the limit is MARINA_MAX_REQUEST_BYTES=2048.",
+        "message": "Request body is too large; the limit is MARINA_MAX_REQUEST_BYTES=2048.",
         "type": "invalid_request_error",
         "param": None,
         "code": "request_too_large",
@@ -316,8 +288,10 @@ def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
 
 def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
     """Django cancels the view when the client hangs up; the fast path does
-    the same, so both leave the same trace behind: cancelled, 499, the cut
-    upstream call marked cancelled."""
+    the same, so both leave the same trace behind: cancelled, 499. The
+    upstream call, which the provider bills, is let end within
+    MARINA_DRAIN_AFTER_DISCONNECT_SECONDS and metered (issue 10): its span is
+    ok and the trace carries its cost."""
     views = {}
     for name, base in urls.items():
         upstream.reset()
@@ -335,7 +309,33 @@ def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
     assert views["fast"] is not None and views["fast"] == views["django"]
     trace, spans = views["fast"]
     assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
-    assert [(s["status"], s["error_kind"], s["http_status"]) for s in spans] == [("cancelled", "client_disconnected", None)]
+    assert [(s["status"], s["error_kind"], s["http_status"]) for s in spans] == [("ok", "", 200)]
+    assert spans[0]["cost_nanousd"] and trace["cost_nanousd"] == spans[0]["cost_nanousd"]
+
+
+def test_client_gone_while_waiting_on_a_plain_call_past_the_drain(urls, upstream, settings):
+    """A reply slower than MARINA_DRAIN_AFTER_DISCONNECT_SECONDS: Marina hangs
+    up at the bound, the upstream call is marked cancelled, no cost."""
+    settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = 0.3
+    views = {}
+    for name, base in urls.items():
+        upstream.reset()
+        upstream.script(Reply(json=completion("late"), delay=2.0))
+        request_id = f"req-gone-plain-cut-{name}"
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                f"{base}/v1/chat/completions",
+                content=_body(),
+                headers={"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id},
+                timeout=httpx.Timeout(10, read=0.3),
+            )
+        views[name] = _wait_for_trace(request_id, timeout=10)
+    assert views["fast"] is not None and views["fast"] == views["django"]
+    trace, spans = views["fast"]
+    assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
+    assert [(s["status"], s["error_kind"], s["http_status"], s["cost_nanousd"]) for s in spans] == [
+        ("cancelled", "client_disconnected", None, None)
+    ]
 
 
 def test_other_routes_still_go_to_django(urls):

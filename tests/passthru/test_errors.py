@@ -4,6 +4,7 @@ error kind for each."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -200,6 +201,34 @@ def test_timeout_is_504_naming_the_variable(http, upstream, short_timeout, step)
     traced(response, "timeout")
 
 
+def test_a_plain_call_has_a_deadline_however_the_bytes_trickle(http, upstream, settings):
+    """Each gap (0.25 s) is within the idle timeout, the whole (2.5 s) is past
+    the deadline: the idle timeout alone kept such a call open for ever."""
+    settings.MARINA_UPSTREAM_TIMEOUT = 1.0
+    settings.MARINA_UPSTREAM_DEADLINE = 1.0
+    upstream.script(Reply(json=completion(), trickle=0.25, pieces=10))
+    response = post(http)
+    error = error_of(response, 504)
+    assert error["message"] == (
+        "Provider 'openrouter' did not finish its answer in 1s (MARINA_UPSTREAM_DEADLINE=1s)."
+    )
+    traced(response, "timeout")
+    # The provider's connection was closed at the deadline, not left to trickle on.
+    deadline = time.monotonic() + 10
+    while upstream.requests[0].outcome == "pending" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert upstream.requests[0].outcome == "client_gone"
+
+
+def test_a_stream_has_no_deadline_only_the_idle_timeout(http, upstream, settings):
+    settings.MARINA_UPSTREAM_TIMEOUT = 1.0
+    settings.MARINA_UPSTREAM_DEADLINE = 0.5
+    upstream.script(Sse(gap=0.25))  # seven events: past the deadline, each gap within the idle timeout
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": True})
+    assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
+    assert Trace.objects.get(request_id=response.headers["x-request-id"]).status == "ok"
+
+
 @pytest.mark.parametrize("raw", [b"<html>Bad gateway</html>", b'{"truncated": ', b"[1, 2]"])
 def test_non_json_upstream_body_is_502(http, upstream, raw):
     upstream.script(Reply(raw=raw, content_type="text/html"))
@@ -207,6 +236,31 @@ def test_non_json_upstream_body_is_502(http, upstream, raw):
     error = error_of(response, 502)
     assert "not JSON" in error["message"]
     traced(response, "bad_json")
+
+
+HTML = b"<html><body>502 Bad Gateway</body></html>"
+
+
+@pytest.mark.parametrize(
+    "stream, step",
+    [
+        (True, Reply(raw=HTML, content_type="text/html")),  # a "successful" answer to a stream
+        (True, Reply(raw=HTML, status=500, content_type="text/html; charset=utf-8")),
+        (False, Reply(raw=HTML, status=503, content_type="text/html")),  # a proxy's error page
+        (False, Reply(raw=b"", status=429, content_type="")),
+    ],
+    ids=["stream 200 html", "stream 500 html", "plain 503 html", "plain 429 empty"],
+)
+def test_a_reply_that_is_not_json_is_a_502_envelope(http, upstream, stream, step):
+    upstream.script(step)
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
+    error = error_of(response, 502)
+    assert (error["type"], error["code"]) == ("server_error", "bad_upstream_response")
+    media = step.content_type.split(";")[0] or "no content type"
+    assert error["message"] == f"Provider 'openrouter' sent a reply that is not JSON (HTTP {step.status}, {media})."
+    trace = traced(response, "bad_json")
+    span = trace.spans.get()
+    assert (span.status, span.error_kind, span.http_status) == ("error", "bad_json", step.status)
 
 
 # --- Bad requests --------------------------------------------------------------------------
@@ -279,7 +333,8 @@ def test_wrong_method_is_405_with_allow(http, method, path, allowed):
 def test_daily_cap_is_429_naming_the_reset_time_and_the_variable(http, upstream, settings, stream):
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("0.001")
     upstream.script(Reply(json=completion(cost=0.002)))
-    assert post(http).status_code == 200  # under the cap when it started: it may finish past it
+    # Its estimate (one completion token) fits under the cap; it costs more: the overshoot is the estimate's error.
+    assert post(http, {"model": MODEL, "messages": HELLO, "max_tokens": 1}).status_code == 200
     response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
     error = error_of(response, 429)
     assert error["code"] == "spend_cap_reached"
