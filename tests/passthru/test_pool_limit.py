@@ -34,66 +34,56 @@ def _ctx() -> RequestContext:
     return RequestContext.for_request(Inbound("POST", "/v1/chat/completions", {}, b""))
 
 
-async def _hold_stream(started: asyncio.Event, release: asyncio.Event) -> RequestContext:
-    """A stream that keeps the one connection until `release` is set."""
-    ctx = _ctx()
+async def _stream_to_end(ctx: RequestContext) -> None:
     reply = await call_stream(ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO, "stream": True})
     assert reply.events is not None
     async for _event in reply.events:
-        started.set()
-        await release.wait()
-    return ctx
+        pass
+
+
+async def _while_one_stream_runs(upstream, call):  # type: ignore[no-untyped-def]
+    """Start a stream that holds the one connection (~1 s: 0.15 s between
+    events), make `call` once the provider has it, then let the stream end."""
+    first_ctx = _ctx()
+    first = asyncio.create_task(_stream_to_end(first_ctx))
+    while not upstream.requests:  # the stream has the connection
+        await asyncio.sleep(0.005)
+    try:
+        return first_ctx, await call()
+    finally:
+        await first
 
 
 def test_a_call_past_the_limit_waits_and_its_span_says_how_long(one_connection, upstream):
-    upstream.script(Sse(gap=0.01))  # then the default completion
+    upstream.script(Sse(gap=0.15))  # then the default completion
+    second_ctx = _ctx()
 
-    async def go() -> tuple[RequestContext, RequestContext, float]:
-        started, release = asyncio.Event(), asyncio.Event()
-        first = asyncio.create_task(_hold_stream(started, release))
-        await started.wait()
-        second_ctx = _ctx()
-        second = asyncio.create_task(call_json(second_ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO}))
-        # Wait on the condition (the call is queued), then hold it there a while.
-        while upstream_module._lean[asyncio.get_running_loop()].queued == 0:
-            await asyncio.sleep(0.005)
-        loop = asyncio.get_running_loop()
-        held_from = loop.time()
-        await asyncio.sleep(0.2)
-        release.set()
-        completion = await second
-        held = loop.time() - held_from
-        assert completion.status == 200
-        return await first, second_ctx, held
+    async def second():  # type: ignore[no-untyped-def]
+        return await call_json(second_ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO})
 
-    first_ctx, second_ctx, held = asyncio.run(go())
+    first_ctx, completion = asyncio.run(_while_one_stream_runs(upstream, second))
+    assert completion.status == 200 and len(upstream.requests) == 2
     assert "queued_ms" not in first_ctx.spans[0].detail  # a free connection: no wait recorded
-    queued_ms = second_ctx.spans[0].detail["queued_ms"]
-    assert 200 <= queued_ms <= held * 1000 + 50
-    assert second_ctx.spans[0].status == "ok"
+    span = second_ctx.spans[0]
+    # It waited for the stream's remaining events (6 gaps of 0.15 s at least), and the wait is part of its duration.
+    assert 600 <= span.detail["queued_ms"] <= span.duration_ms
+    assert span.status == "ok"
 
 
 def test_no_free_connection_within_the_pool_timeout_is_a_503_naming_the_settings(one_connection, upstream, caplog):
     one_connection.MARINA_UPSTREAM_POOL_TIMEOUT = 0.2
-    upstream.script(Sse(gap=0.01))
+    upstream.script(Sse(gap=0.15))
+    ctx = _ctx()
 
-    async def go() -> tuple[RequestContext, UpstreamError]:
-        started, release = asyncio.Event(), asyncio.Event()
-        first = asyncio.create_task(_hold_stream(started, release))
-        await started.wait()
-        ctx = _ctx()
+    async def second() -> UpstreamError:
         try:
             await call_stream(ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO, "stream": True})
         except UpstreamError as exc:
-            failure = exc
-        else:
-            raise AssertionError("the second call got a connection past the limit")
-        release.set()
-        await first
-        return ctx, failure
+            return exc
+        raise AssertionError("the second call got a connection past the limit")
 
     with caplog.at_level(logging.WARNING, logger="passthru.wire"):
-        ctx, failure = asyncio.run(go())
+        _first_ctx, failure = asyncio.run(_while_one_stream_runs(upstream, second))
     assert (failure.status, failure.kind, failure.code) == (503, "pool_timeout", "upstream_error")
     assert "MARINA_UPSTREAM_POOL_TIMEOUT=0.2s" in failure.message
     assert "MARINA_UPSTREAM_MAX_CONNECTIONS=1" in failure.message
