@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -52,6 +53,7 @@ from common import (  # noqa: E402
     free_port,
     marina_env,
     migrate,
+    scratch_postgres,
     start,
     tcp_ready,
 )
@@ -69,7 +71,7 @@ MARINA_IDS = {
     "marina-unprefixed": MODEL,
     "marina-ratelimit": f"openai/{MODEL}",
 }
-PG_URL = os.environ.get("MARINA_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/marina_perf_overhead")
+PG_ADMIN_URL = os.environ.get("MARINA_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
 @dataclass
@@ -208,13 +210,6 @@ def ledger_counts(db_url: str) -> tuple[int, dict[str, int], int]:
         with psycopg.connect(db_url) as db:
             rows = [db.execute(q).fetchall() for q in queries]  # type: ignore[arg-type]
     return rows[0][0][0], dict(rows[1]), int(rows[2][0][0])
-
-
-def _pg_admin(url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
 
 
 # --- Time to first byte of streams: a lean asyncio client (wrk cannot tell) ---
@@ -362,10 +357,12 @@ def main() -> None:
                         help="Marina targets (default marina,marina-unpriced; also marina-unprefixed)")
     parser.add_argument("--ratelimit", action="store_true", help="also a Marina with the rate limiter on (marina-ratelimit)")
     parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
-                        help=f"Marina's ledger: a temporary SQLite file, or a throwaway PostgreSQL database ({PG_URL})")
+                        help=f"Marina's ledger: a temporary SQLite file, or a throwaway PostgreSQL database on {PG_ADMIN_URL}")
     parser.add_argument("--runs", type=int, default=1, help="repeat the measured matrix, interleaved (median added p50 at c=1)")
     parser.add_argument("--ttfb", default="1,32", help="concurrency levels for streams' time to first byte ('' : none)")
     parser.add_argument("--gap-ms", type=float, default=1.0, help="fake upstream's pause between SSE events")
+    parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for Marina's servers (repeatable), e.g. MARINA_DAILY_SPEND_CAP_USD=off")
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -379,7 +376,7 @@ def main() -> None:
 
     servers: list[Server] = []
     dbs: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="marina-bench-") as tmpdir:
+    with tempfile.TemporaryDirectory(prefix="marina-bench-") as tmpdir, contextlib.ExitStack() as scratch:
         tmp = Path(tmpdir)
         try:
             bodies = write_bodies(tmp)
@@ -398,21 +395,19 @@ def main() -> None:
             def database(name: str) -> str:
                 if args.database == "sqlite":
                     url = f"sqlite:///{tmp / (name + '.sqlite3')}"
-                else:
-                    url = f"{PG_URL}_{name.replace('-', '_')}"
-                    dbname = url.rsplit("/", 1)[1]
-                    _pg_admin(url, f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-                    _pg_admin(url, f'CREATE DATABASE "{dbname}"')
+                else:  # dropped when the bench ends
+                    url = scratch.enter_context(scratch_postgres(PG_ADMIN_URL, f"marina_overhead_{name.replace('-', '_')}"))
                 dbs.append(url)
                 return url
 
-            marina = start_marina(tmp, up_port, database("marina"))
+            settings = dict(item.split("=", 1) for item in args.marina_env)
+            marina = start_marina(tmp, up_port, database("marina"), extra=settings)
             servers.append(marina)
             by_id: dict[str, Server] = {i: marina for i in ids if i != "marina-ratelimit"}
             if args.ratelimit:
                 by_id["marina-ratelimit"] = start_marina(
                     tmp, up_port, database("marina-ratelimit"), "marina-ratelimit",
-                    {"MARINA_RATE_LIMIT_RPS": "1000000", "MARINA_RATE_LIMIT_BURST": "100000000"})
+                    {**settings, "MARINA_RATE_LIMIT_RPS": "1000000", "MARINA_RATE_LIMIT_BURST": "100000000"})
                 servers.append(by_id["marina-ratelimit"])
             litellm = None if args.skip_litellm else start_litellm(tmp, up_port)
             if litellm:
@@ -454,9 +449,6 @@ def main() -> None:
         finally:
             for server in reversed(servers):
                 server.stop()
-            for url in dbs:
-                if not url.startswith("sqlite"):
-                    _pg_admin(url, f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
     litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
     print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
