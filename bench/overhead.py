@@ -55,7 +55,7 @@ from common import (  # noqa: E402
     migrate,
     scratch_postgres,
     start,
-    tcp_ready,
+    start_fake_upstream,
 )
 
 BENCH = Path(__file__).resolve().parent
@@ -380,17 +380,8 @@ def main() -> None:
         tmp = Path(tmpdir)
         try:
             bodies = write_bodies(tmp)
-            up_port = free_port()
-            upstream = start(
-                "upstream",
-                [sys.executable, str(BENCH / "fake_upstream.py"), "--port", str(up_port), "--gap-ms", str(args.gap_ms)],
-                env={**os.environ, **LOOPBACK_ONLY_ENV},
-                base_url=f"http://127.0.0.1:{up_port}",
-                ready_path="/v1/models",
-                log_dir=tmp,
-            )
+            upstream, up_port = start_fake_upstream(tmp, "--gap-ms", str(args.gap_ms))
             servers.append(upstream)
-            tcp_ready(up_port)
 
             def database(name: str) -> str:
                 if args.database == "sqlite":

@@ -37,9 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tau2_body  # noqa: E402
-from common import LOOPBACK_ONLY_ENV, ROOT, Server, children, free_port, marina_env, migrate, start, tcp_ready  # noqa: E402
+from common import ROOT, Server, children, free_port, marina_env, migrate, start, start_fake_upstream  # noqa: E402
 
-BENCH = Path(__file__).resolve().parent
 KEY = "sk-marina-bench-key-0000"
 MODEL = "gpt-4.1-mini"
 
@@ -351,18 +350,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="marina-slow-") as tmpdir:
         tmp = Path(tmpdir)
         try:
-            up_port = free_port()
-            upstream = start(
-                "upstream",
-                [sys.executable, str(BENCH / "fake_upstream.py"), "--port", str(up_port), "--gap-ms", str(args.gap * 1000),
-                 "--first-token-ms", str(args.first_token * 1000), "--chunks", str(args.chunks)],
-                env={**os.environ, **LOOPBACK_ONLY_ENV},
-                base_url=f"http://127.0.0.1:{up_port}",
-                ready_path="/v1/models",
-                log_dir=tmp,
-            )
+            upstream, up_port = start_fake_upstream(tmp, "--gap-ms", str(args.gap * 1000), "--first-token-ms",
+                                                    str(args.first_token * 1000), "--chunks", str(args.chunks))
             servers.append(upstream)
-            tcp_ready(up_port)
             targets = args.targets.split(",")
             if "direct" in targets:
                 print("direct ...", file=sys.stderr, flush=True)
