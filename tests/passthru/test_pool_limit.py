@@ -1,6 +1,7 @@
 """The per-provider connection limit (issue 20): a call past
-MARINA_UPSTREAM_MAX_CONNECTIONS waits for a free connection, its span says
-for how long, and one that cannot get a connection within
+MARINA_UPSTREAM_MAX_CONNECTIONS waits for a free connection (counted by the
+gauge marina_upstream_queued_calls meanwhile), its span says for how long,
+and one that cannot get a connection within
 MARINA_UPSTREAM_POOL_TIMEOUT fails with a 503 naming both settings. Scripted
 upstream on loopback, a limit of one connection."""
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from passthru import upstream as upstream_module
 from passthru.calls import call_json, call_stream
@@ -58,10 +60,22 @@ def test_a_call_past_the_limit_waits_and_its_span_says_how_long(one_connection, 
     upstream.script(Sse(gap=0.15))  # then the default completion
     second_ctx = _ctx()
 
+    def queued_gauge() -> float:
+        return REGISTRY.get_sample_value("marina_upstream_queued_calls") or 0.0
+
+    before = queued_gauge()
+    seen: list[float] = []
+
     async def second():  # type: ignore[no-untyped-def]
-        return await call_json(second_ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO})
+        call = asyncio.ensure_future(call_json(second_ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO}))
+        async with asyncio.timeout(5):
+            while queued_gauge() == before:  # the gauge counts the call while it waits
+                await asyncio.sleep(0.005)
+        seen.append(queued_gauge())
+        return await call
 
     first_ctx, completion = asyncio.run(_while_one_stream_runs(upstream, second))
+    assert seen == [before + 1] and queued_gauge() == before
     assert completion.status == 200 and len(upstream.requests) == 2
     assert "queued_ms" not in first_ctx.spans[0].detail  # a free connection: no wait recorded
     span = second_ctx.spans[0]
