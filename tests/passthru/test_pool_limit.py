@@ -142,3 +142,16 @@ def test_the_503_reaches_the_client_in_openais_envelope(marina_url, marina_confi
     assert error["code"] == "upstream_error" and error["type"] == "server_error"
     assert "MARINA_UPSTREAM_MAX_CONNECTIONS=1" in error["message"]
     assert "MARINA_UPSTREAM_POOL_TIMEOUT" in error["message"]
+
+
+def test_the_limit_never_exceeds_what_the_file_descriptor_limit_leaves_room_for(marina_config, caplog):
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    room = (soft - upstream_module._RESERVED_FDS) // 2
+    marina_config.MARINA_UPSTREAM_MAX_CONNECTIONS = 10
+    assert upstream_module.max_connections() == 10
+    marina_config.MARINA_UPSTREAM_MAX_CONNECTIONS = soft * 2  # two descriptors per stream: never fits
+    with caplog.at_level(logging.WARNING, logger="passthru.upstream"):
+        assert upstream_module.max_connections() == room
+    assert any("MARINA_UPSTREAM_MAX_CONNECTIONS" in r.getMessage() for r in caplog.records)
