@@ -3,13 +3,14 @@ the environment or from .env; see .env.example."""
 from __future__ import annotations
 
 import os
+import resource
 import runpy
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from marina.env import ConfigError, load_env_file
+from marina.env import ConfigError, env_bool, load_env_file
 
 load_env_file(Path(__file__).resolve().parent / ".env")  # as marina/settings.py does; read here for MARINA_BIND & co.
 
@@ -22,6 +23,15 @@ worker_class = "marina.worker.MarinaWorker"  # uvicorn + uvloop + httptools (mar
 timeout = int(os.environ.get("MARINA_WORKER_TIMEOUT", "900"))
 graceful_timeout = int(os.environ.get("MARINA_GRACEFUL_TIMEOUT", "660"))
 keepalive = 75  # above typical client/LB idle timeouts, so pooled connections survive
+# MARINA_REUSE_PORT=true gives each worker its own listening socket
+# (SO_REUSEPORT): the kernel spreads new connections over the workers by hash
+# instead of letting whichever worker wakes first take them (docs/performance.md).
+# Off by default: measured, it did not spread a burst better than the shared
+# socket, and it lets a second server bind the same port without an error.
+try:
+    reuse_port = env_bool("MARINA_REUSE_PORT", False)
+except ConfigError as exc:
+    raise SystemExit(f"Marina's configuration: {exc}") from None
 accesslog = os.environ.get("MARINA_ACCESS_LOG") or None  # off by default: traces hold per-request data
 errorlog = "-"
 loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
@@ -30,6 +40,15 @@ loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
 # from each other. Off unless MARINA_CONTROL_SOCKET names a path for this one.
 control_socket = os.environ.get("MARINA_CONTROL_SOCKET") or "gunicorn.ctl"
 control_socket_disable = not os.environ.get("MARINA_CONTROL_SOCKET")
+
+
+# Each streamed call holds two file descriptors in its worker (the client's
+# socket and the provider's) for as long as it runs, and thousands may run at
+# once (MARINA_UPSTREAM_MAX_CONNECTIONS). The soft limit is often 1024: raise it
+# to the hard limit, here in the master, so that every worker inherits it.
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if _soft != resource.RLIM_INFINITY and _hard != resource.RLIM_INFINITY and _soft < _hard:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 
 
 def on_starting(server: Any) -> None:

@@ -147,6 +147,21 @@ def start(name: str, cmd: list[str], *, env: dict[str, str], base_url: str, read
     return server
 
 
+def start_fake_upstream(log_dir: Path, *options: str) -> tuple[Server, int]:
+    """bench/fake_upstream.py on a free port, with these command-line options; (server, port)."""
+    port = free_port()
+    server = start(
+        "upstream",
+        [sys.executable, str(ROOT / "bench" / "fake_upstream.py"), "--port", str(port), *options],
+        env={**os.environ, **LOOPBACK_ONLY_ENV},
+        base_url=f"http://127.0.0.1:{port}",
+        ready_path="/v1/models",
+        log_dir=log_dir,
+    )
+    tcp_ready(port)
+    return server, port
+
+
 def tcp_ready(port: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -8,10 +8,16 @@ finish chunk, a usage chunk and `[DONE]`) sent one event per write, `gap_ms`
 apart, as a model streams tokens. `GET .../models` lists the one model.
 Anything else is 404.
 
+A slow stream, as a reasoning model sends it (bench/slow_streams.py): with
+`--first-token-ms F` nothing at all is sent for F ms (not even the status
+line), then the role chunk, then `--chunks N` content chunks `gap_ms` apart,
+the finish, usage and `[DONE]` right after the last: F + N·gap in all.
+
 Not the scripted test upstream (tests/upstream.py): that one is a threaded
 stdlib server, exact and flexible, and far too slow to load-test a gateway.
 
     .venv/bin/python bench/fake_upstream.py --port 4010 [--gap-ms 1]
+    .venv/bin/python bench/fake_upstream.py --port 4010 --first-token-ms 10000 --chunks 5 --gap-ms 2000
 """
 from __future__ import annotations
 
@@ -62,13 +68,13 @@ def completion_body(model: str = "gpt-4.1-mini") -> bytes:
     ).encode()
 
 
-def stream_events(model: str = "gpt-4.1-mini") -> list[bytes]:
+def stream_events(model: str = "gpt-4.1-mini", content_chunks: int = CONTENT_CHUNKS) -> list[bytes]:
     base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
     chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
     words = "I have found your reservation 4WQ150 from JFK to SEA on May 20 in economy, with two passengers."
-    per = max(1, len(words) // CONTENT_CHUNKS)
-    for i in range(CONTENT_CHUNKS):
-        piece = words[i * per : (i + 1) * per] if i < CONTENT_CHUNKS - 1 else words[i * per :]
+    per = max(1, len(words) // content_chunks)
+    for i in range(content_chunks):
+        piece = words[i * per : (i + 1) * per] if i < content_chunks - 1 else words[i * per :]
         chunks.append({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
     chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     chunks.append(
@@ -88,13 +94,13 @@ def _chunked(data: bytes) -> bytes:
 
 
 class Canned:
-    def __init__(self) -> None:
+    def __init__(self, content_chunks: int = CONTENT_CHUNKS) -> None:
         body = completion_body()
         self.plain = (
             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
         )
         self.stream_head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-        self.stream_events = [_chunked(e) for e in stream_events()]
+        self.stream_events = [_chunked(e) for e in stream_events(content_chunks=content_chunks)]
         self.stream_end = b"0\r\n\r\n"
         models = json.dumps({"object": "list", "data": [{"id": "gpt-4.1-mini", "object": "model", "created": 0, "owned_by": "bench"}]}).encode()
         self.models = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(models), models)
@@ -104,6 +110,7 @@ class Canned:
 class Upstream(asyncio.Protocol):
     canned: Canned
     gap: float = 0.001
+    first_token: float = 0.0  # seconds of silence before a stream's first byte (0: none)
     served = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -150,12 +157,19 @@ class Upstream(asyncio.Protocol):
 
     async def _stream(self) -> None:
         write = self.transport.write
-        write(self.canned.stream_head)
-        for event in self.canned.stream_events:
+        events = self.canned.stream_events
+        if self.first_token:
+            # A slow stream: silence, the role chunk, the content chunks gap
+            # apart, and the end (finish, usage, [DONE]) with the last one.
+            await asyncio.sleep(self.first_token)
+            events = events[:-4] + [b"".join(events[-4:])]
+        if not self.transport.is_closing():
+            write(self.canned.stream_head)
+        for i, event in enumerate(events):
             if self.transport.is_closing():
                 break
             write(event)
-            if self.gap:
+            if self.gap and (not self.first_token or i < len(events) - 1):
                 await asyncio.sleep(self.gap)
         if not self.transport.is_closing():
             write(self.canned.stream_end)
@@ -168,10 +182,11 @@ class Upstream(asyncio.Protocol):
             self.busy.cancel()
 
 
-async def serve(host: str, port: int, gap_ms: float) -> None:
-    Upstream.canned = Canned()
+async def serve(host: str, port: int, gap_ms: float, first_token_ms: float = 0.0, chunks: int = CONTENT_CHUNKS) -> None:
+    Upstream.canned = Canned(chunks)
     Upstream.gap = gap_ms / 1000
-    server = await asyncio.get_running_loop().create_server(Upstream, host, port, backlog=2048)
+    Upstream.first_token = first_token_ms / 1000
+    server = await asyncio.get_running_loop().create_server(Upstream, host, port, backlog=4096)
     async with server:
         await server.serve_forever()
 
@@ -181,6 +196,8 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=4010)
     parser.add_argument("--gap-ms", type=float, default=1.0, help="pause between SSE events (0: none)")
+    parser.add_argument("--first-token-ms", type=float, default=0.0, help="silence before a stream's first byte (0: none)")
+    parser.add_argument("--chunks", type=int, default=CONTENT_CHUNKS, help=f"content chunks per stream (default {CONTENT_CHUNKS})")
     args = parser.parse_args()
     try:
         import uvloop
@@ -188,7 +205,7 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(serve(args.host, args.port, args.gap_ms))
+    asyncio.run(serve(args.host, args.port, args.gap_ms, args.first_token_ms, args.chunks))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,16 @@ through LiteLLM's proxy, under wrk, with a τ²-sized body.
     .venv/bin/python bench/overhead.py                 # the whole matrix, a few minutes
     .venv/bin/python bench/overhead.py --skip-litellm  # Marina and direct only
     .venv/bin/python bench/overhead.py --duration 3 --concurrency 1,32
+    .venv/bin/python bench/overhead.py --skip-litellm --database postgres   # the ledger on PostgreSQL
+    .venv/bin/python bench/overhead.py --skip-litellm --modes plain --concurrency 1 --runs 5
+
+Marina targets (each its own model id, same server): `marina` a priced id
+(openai/gpt-4.1-mini), `marina-unpriced` an id no price table knows (its
+pricing miss remembered after the first call: passthru/pricing.py),
+`marina-unprefixed` an id without a provider prefix (the fallback loop of
+passthru/fallback.py, served by the first configured provider); with
+`--ratelimit`, `marina-ratelimit`: a second server with the rate limiter on
+(a bucket in the same kind of database, never exhausted). `--ids` picks them.
 
 Marina runs as in production: gunicorn with gunicorn.conf.py, 2 workers, the
 ledger and traces on (SQLite in a temporary directory, the spend cap on).
@@ -18,14 +28,19 @@ direct and to LiteLLM, all from the same run."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -38,8 +53,9 @@ from common import (  # noqa: E402
     free_port,
     marina_env,
     migrate,
+    scratch_postgres,
     start,
-    tcp_ready,
+    start_fake_upstream,
 )
 
 BENCH = Path(__file__).resolve().parent
@@ -48,6 +64,14 @@ LITELLM_VENV = Path(os.environ.get("LITELLM_VENV", Path.home() / ".cache/marina/
 MARINA_KEY = "sk-marina-bench-key-0000"
 LITELLM_KEY = "sk-litellm-bench-key-0000"
 MODEL = "gpt-4.1-mini"
+# The model id each Marina target sends (see the module's docstring).
+MARINA_IDS = {
+    "marina": f"openai/{MODEL}",
+    "marina-unpriced": "openai/marina-bench-unpriced-model",
+    "marina-unprefixed": MODEL,
+    "marina-ratelimit": f"openai/{MODEL}",
+}
+PG_ADMIN_URL = os.environ.get("MARINA_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
 @dataclass
@@ -63,6 +87,7 @@ class Result:
     errors: int
     cpu_ms_per_req: float
     upstream_cpu_ms_per_req: float
+    run: int = 1
 
 
 def ensure_litellm() -> Path:
@@ -119,7 +144,7 @@ def measure(wrk_bin: str, target: str, server: Server | None, upstream: Server, 
 
 def write_bodies(tmp: Path) -> dict[tuple[str, str], Path]:
     bodies = {}
-    for target, model in (("direct", MODEL), ("marina", f"openai/{MODEL}"), ("litellm", MODEL)):
+    for target, model in (("direct", MODEL), ("litellm", MODEL), *MARINA_IDS.items()):
         for mode in ("plain", "stream"):
             path = tmp / f"{target}-{mode}.json"
             path.write_bytes(tau2_body.encoded(model, stream=mode == "stream"))
@@ -156,12 +181,13 @@ def start_litellm(tmp: Path, upstream_port: int) -> Server:
     )
 
 
-def start_marina(tmp: Path, upstream_port: int, db_url: str) -> Server:
+def start_marina(tmp: Path, upstream_port: int, db_url: str, name: str = "marina",
+                 extra: dict[str, str] | None = None) -> Server:
     port = free_port()
-    env = marina_env(db_url=db_url, upstream_port=upstream_port, bind=f"127.0.0.1:{port}", key=MARINA_KEY)
+    env = marina_env(db_url=db_url, upstream_port=upstream_port, bind=f"127.0.0.1:{port}", key=MARINA_KEY, extra=extra)
     migrate(env)
     return start(
-        "marina",
+        name,
         [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "marina.asgi:application"],
         env=env,
         base_url=f"http://127.0.0.1:{port}",
@@ -170,46 +196,129 @@ def start_marina(tmp: Path, upstream_port: int, db_url: str) -> Server:
     )
 
 
-def ledger_counts(db_path: Path) -> tuple[int, dict[str, int], int]:
+def ledger_counts(db_url: str) -> tuple[int, dict[str, int], int]:
     """(traces, traces per status, spend_daily calls) in Marina's bench database."""
-    with sqlite3.connect(db_path) as db:
-        traces = db.execute("select count(*) from ledger_trace").fetchone()[0]
-        statuses = dict(db.execute("select status || ' ' || error_kind, count(*) from ledger_trace group by 1").fetchall())
-        calls = db.execute("select coalesce(sum(calls), 0) from spend_daily").fetchone()[0]
-    return traces, statuses, calls
+    queries = ("select count(*) from ledger_trace",
+               "select status || ' ' || error_kind, count(*) from ledger_trace group by 1",
+               "select coalesce(sum(calls), 0) from spend_daily")
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url[len("sqlite:///"):]) as db:
+            rows = [db.execute(q).fetchall() for q in queries]
+    else:
+        import psycopg
+
+        with psycopg.connect(db_url) as db:
+            rows = [db.execute(q).fetchall() for q in queries]  # type: ignore[arg-type]
+    return rows[0][0][0], dict(rows[1]), int(rows[2][0][0])
+
+
+# --- Time to first byte of streams: a lean asyncio client (wrk cannot tell) ---
+async def _one_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> tuple[float, float]:
+    """(seconds to the first SSE event, seconds to the end) of one streamed call on a kept-alive connection."""
+    started = time.perf_counter()
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200") or b"chunked" not in head.lower():
+        raise RuntimeError(f"unexpected answer: {head[:200]!r}")
+    first = 0.0
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        data = await reader.readexactly(size + 2)
+        if size == 0:
+            return first, time.perf_counter() - started
+        if not first and b"data:" in data:
+            first = time.perf_counter() - started
+
+
+async def _ttfb(port: int, request: bytes, concurrency: int, seconds: float) -> tuple[list[float], list[float]]:
+    firsts: list[float] = []
+    totals: list[float] = []
+    stop = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.perf_counter() < stop:
+                first, total = await _one_stream(reader, writer, request)
+                firsts.append(first)
+                totals.append(total)
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return firsts, totals
+
+
+def ttfb(url: str, body: Path, key: str, concurrency: int, seconds: float) -> dict[str, float]:
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    data = body.read_bytes()
+    auth = f"authorization: Bearer {key}\r\n".encode() if key else b""
+    request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\n"
+               b"%scontent-length: %d\r\n\r\n%s" % (port, auth, len(data), data))
+    firsts, totals = asyncio.run(_ttfb(port, request, concurrency, seconds))
+    q = statistics.quantiles(firsts, n=100) if len(firsts) > 1 else firsts * 99
+    return {"n": len(firsts), "ttfb_p50_ms": statistics.median(firsts) * 1000, "ttfb_p99_ms": q[98] * 1000,
+            "total_p50_ms": statistics.median(totals) * 1000}
 
 
 def fmt_table(results: list[Result]) -> str:
-    direct = {(r.mode, r.concurrency): r for r in results if r.target == "direct"}
+    direct = {(r.run, r.mode, r.concurrency): r for r in results if r.target == "direct"}
+    runs = max(r.run for r in results) > 1
     lines = [
-        "| target | mode | c | req/s | p50 ms | p99 ms | added p50 ms | errors | server CPU ms/req |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ("| run " if runs else "") + "| target | mode | c | req/s | p50 ms | p99 ms | added p50 ms | errors | server CPU ms/req |",
+        ("| --- " if runs else "") + "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
-        d = direct.get((r.mode, r.concurrency))
+        d = direct.get((r.run, r.mode, r.concurrency))
         added = f"{r.p50_ms - d.p50_ms:+.2f}" if d and r.target != "direct" else ""
         cpu = f"{r.cpu_ms_per_req:.2f}" if r.target != "direct" else f"(upstream {r.upstream_cpu_ms_per_req:.2f})"
         lines.append(
-            f"| {r.target} | {r.mode} | {r.concurrency} | {r.rps:.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {added} | {r.errors} | {cpu} |"
+            (f"| {r.run} " if runs else "")
+            + f"| {r.target} | {r.mode} | {r.concurrency} | {r.rps:.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {added} | {r.errors} | {cpu} |"
         )
+    return "\n".join(lines)
+
+
+def fmt_runs(results: list[Result]) -> list[str]:
+    """Added p50 at c=1 per run, and the median over the runs, per Marina target and mode."""
+    direct = {(r.run, r.mode): r for r in results if r.target == "direct" and r.concurrency == 1}
+    added: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        d = direct.get((r.run, r.mode))
+        if r.concurrency == 1 and r.target.startswith("marina") and d:
+            added.setdefault((r.target, r.mode), []).append(r.p50_ms - d.p50_ms)
+    return [f"{target} {mode}: added p50 at c=1 per run {', '.join(f'{v:+.2f}' for v in values)} ms; "
+            f"median {statistics.median(values):+.2f} ms"
+            for (target, mode), values in added.items()]
+
+
+def fmt_ttfb(rows: list[dict[str, Any]]) -> str:
+    direct = {r["c"]: r for r in rows if r["target"] == "direct"}
+    lines = ["| target | c | streams | TTFB p50 ms | TTFB p99 ms | added TTFB p50 ms | whole stream p50 ms |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        d = direct.get(r["c"])
+        added = f"{r['ttfb_p50_ms'] - d['ttfb_p50_ms']:+.2f}" if d and r["target"] != "direct" else ""
+        lines.append(f"| {r['target']} | {r['c']} | {r['n']} | {r['ttfb_p50_ms']:.2f} | {r['ttfb_p99_ms']:.2f} | "
+                     f"{added} | {r['total_p50_ms']:.2f} |")
     return "\n".join(lines)
 
 
 def fmt_ratios(results: list[Result]) -> str:
     by = {(r.target, r.mode, r.concurrency): r for r in results}
     lines = [
-        "| mode | c | Marina added p50 / p99 ms | Marina req/s ÷ direct | Marina req/s ÷ LiteLLM | LiteLLM CPU ÷ Marina CPU per req |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| target | mode | c | Marina added p50 / p99 ms | Marina req/s ÷ direct | Marina req/s ÷ LiteLLM | LiteLLM CPU ÷ Marina CPU per req |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for (target, mode, c), m in by.items():
-        if target != "marina":
+        if not target.startswith("marina"):
             continue
         d, lite = by.get(("direct", mode, c)), by.get(("litellm", mode, c))
         added = f"{m.p50_ms - d.p50_ms:+.2f} / {m.p99_ms - d.p99_ms:+.2f}" if d else "-"
         vs_direct = f"{m.rps / d.rps:.2f}" if d else "-"
         vs_l = f"{m.rps / lite.rps:.1f}×" if lite else "-"
         cpu = f"{lite.cpu_ms_per_req / m.cpu_ms_per_req:.1f}×" if lite and m.cpu_ms_per_req else "-"
-        lines.append(f"| {mode} | {c} | {added} | {vs_direct} | {vs_l} | {cpu} |")
+        lines.append(f"| {target} | {mode} | {c} | {added} | {vs_direct} | {vs_l} | {cpu} |")
     return "\n".join(lines)
 
 
@@ -244,42 +353,63 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,32,128", help="comma list (default 1,32,128)")
     parser.add_argument("--modes", default="plain,stream")
     parser.add_argument("--skip-litellm", action="store_true", help="measure direct and Marina only")
+    parser.add_argument("--ids", default="marina,marina-unpriced",
+                        help="Marina targets (default marina,marina-unpriced; also marina-unprefixed)")
+    parser.add_argument("--ratelimit", action="store_true", help="also a Marina with the rate limiter on (marina-ratelimit)")
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
+                        help=f"Marina's ledger: a temporary SQLite file, or a throwaway PostgreSQL database on {PG_ADMIN_URL}")
+    parser.add_argument("--runs", type=int, default=1, help="repeat the measured matrix, interleaved (median added p50 at c=1)")
+    parser.add_argument("--ttfb", default="1,32", help="concurrency levels for streams' time to first byte ('' : none)")
     parser.add_argument("--gap-ms", type=float, default=1.0, help="fake upstream's pause between SSE events")
+    parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for Marina's servers (repeatable), e.g. MARINA_DAILY_SPEND_CAP_USD=off")
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
+    ttfb_levels = [int(c) for c in args.ttfb.split(",") if c]
     modes = args.modes.split(",")
+    ids = [i for i in args.ids.split(",") if i] + (["marina-ratelimit"] if args.ratelimit else [])
+    unknown = [i for i in ids if i not in MARINA_IDS]
+    if unknown:
+        raise SystemExit(f"unknown --ids {', '.join(unknown)}: use {', '.join(MARINA_IDS)}")
     wrk_bin = ensure_wrk()
 
     servers: list[Server] = []
-    with tempfile.TemporaryDirectory(prefix="marina-bench-") as tmpdir:
+    dbs: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="marina-bench-") as tmpdir, contextlib.ExitStack() as scratch:
         tmp = Path(tmpdir)
         try:
             bodies = write_bodies(tmp)
-            up_port = free_port()
-            upstream = start(
-                "upstream",
-                [sys.executable, str(BENCH / "fake_upstream.py"), "--port", str(up_port), "--gap-ms", str(args.gap_ms)],
-                env={**os.environ, **LOOPBACK_ONLY_ENV},
-                base_url=f"http://127.0.0.1:{up_port}",
-                ready_path="/v1/models",
-                log_dir=tmp,
-            )
+            upstream, up_port = start_fake_upstream(tmp, "--gap-ms", str(args.gap_ms))
             servers.append(upstream)
-            tcp_ready(up_port)
-            db_path = tmp / "marina-bench.sqlite3"
-            marina = start_marina(tmp, up_port, f"sqlite:///{db_path}")
+
+            def database(name: str) -> str:
+                if args.database == "sqlite":
+                    url = f"sqlite:///{tmp / (name + '.sqlite3')}"
+                else:  # dropped when the bench ends
+                    url = scratch.enter_context(scratch_postgres(PG_ADMIN_URL, f"marina_overhead_{name.replace('-', '_')}"))
+                dbs.append(url)
+                return url
+
+            settings = dict(item.split("=", 1) for item in args.marina_env)
+            marina = start_marina(tmp, up_port, database("marina"), extra=settings)
             servers.append(marina)
+            by_id: dict[str, Server] = {i: marina for i in ids if i != "marina-ratelimit"}
+            if args.ratelimit:
+                by_id["marina-ratelimit"] = start_marina(
+                    tmp, up_port, database("marina-ratelimit"), "marina-ratelimit",
+                    {**settings, "MARINA_RATE_LIMIT_RPS": "1000000", "MARINA_RATE_LIMIT_BURST": "100000000"})
+                servers.append(by_id["marina-ratelimit"])
             litellm = None if args.skip_litellm else start_litellm(tmp, up_port)
             if litellm:
                 servers.append(litellm)
-            targets: list[tuple[str, Server | None, str, str]] = [
-                ("direct", None, upstream.base_url, ""),
-                ("marina", marina, marina.base_url, MARINA_KEY),
-            ]
+            targets: list[tuple[str, Server | None, str, str]] = [("direct", None, upstream.base_url, "")]
+            targets += [(i, by_id[i], by_id[i].base_url, MARINA_KEY) for i in ids]
             if litellm:
                 targets.append(("litellm", litellm, litellm.base_url, LITELLM_KEY))
-            rss_idle = {name: s.worker_rss() for name, _, s in ((t[0], None, t[1]) for t in targets) if s}
+            processes = {"marina": marina, **({"marina-ratelimit": by_id["marina-ratelimit"]} if args.ratelimit else {}),
+                         **({"litellm": litellm} if litellm else {})}
+            rss_idle = {name: s.worker_rss() for name, s in processes.items()}
             # Warm every path (imports, connection pools, price tables) before measuring.
             for name, _, url, key in targets:
                 for mode in modes:
@@ -287,18 +417,26 @@ def main() -> None:
 
             results: list[Result] = []
             # Targets interleave within each (mode, c), so that noise from the
-            # shared machine falls on all three alike.
-            for mode in modes:
-                for c in levels:
-                    for name, server, url, key in targets:
-                        r = measure(wrk_bin, name, server, upstream, f"{url}/v1/chat/completions",
-                                    bodies[(name, mode)], key, mode, c, args.duration)
-                        results.append(r)
-                        print(f"  {name:8} {mode:6} c={c:<4} {r.rps:8.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
-                              f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
-                              file=sys.stderr, flush=True)
-            rss = {name: s.worker_rss() for name, _, s in ((t[0], None, t[1]) for t in targets) if s}
-            traces, statuses, calls = ledger_counts(db_path)
+            # shared machine falls on all of them alike.
+            for run in range(1, args.runs + 1):
+                for mode in modes:
+                    for c in levels:
+                        for name, server, url, key in targets:
+                            r = measure(wrk_bin, name, server, upstream, f"{url}/v1/chat/completions",
+                                        bodies[(name, mode)], key, mode, c, args.duration)
+                            r.run = run
+                            results.append(r)
+                            print(f"  run {run} {name:18} {mode:6} c={c:<4} {r.rps:8.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
+                                  f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
+                                  file=sys.stderr, flush=True)
+            ttfb_rows: list[dict[str, Any]] = []
+            for c in ttfb_levels:
+                for name, _, url, key in targets:
+                    row = {"target": name, "c": c, **ttfb(url, bodies[(name, "stream")], key, c, args.duration)}
+                    ttfb_rows.append(row)
+                    print(f"  ttfb {name:18} c={c:<4} p50 {row['ttfb_p50_ms']:7.2f} ms", file=sys.stderr, flush=True)
+            rss = {name: s.worker_rss() for name, s in processes.items()}
+            counts = {url.rsplit("/", 1)[1]: ledger_counts(url) for url in dbs}
         finally:
             for server in reversed(servers):
                 server.stop()
@@ -306,24 +444,34 @@ def main() -> None:
     litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
     print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
           f"{args.duration:g} s per run; body {len(tau2_body.encoded('openai/' + MODEL))} bytes; "
-          f"LiteLLM {litellm_version})\n")
+          f"ledger on {args.database}; LiteLLM {litellm_version})\n")
     print(fmt_table(results))
+    if args.runs > 1:
+        print("\n### Added p50 at c=1 over the runs\n")
+        for line in fmt_runs(results):
+            print(f"- {line}")
+    if ttfb_rows:
+        print("\n### Streams: time to first byte (first SSE event), keep-alive connections\n")
+        print(fmt_ttfb(ttfb_rows))
     print("\n### Marina's ratios (same run)\n")
     print(fmt_ratios(results))
     print("\n### Memory (resident MB per worker)\n")
     for name in rss:
         print(f"- {name}: idle {', '.join(f'{v:.0f}' for v in rss_idle.get(name, []))}; "
               f"after load {', '.join(f'{v:.0f}' for v in rss[name])}")
-    print(f"\n### Ledger\n\n- Marina traced {traces} requests ({', '.join(f'{k.strip()}: {v}' for k, v in sorted(statuses.items()))}); "
-          f"spend_daily counts {calls} calls (wrk counted {sum(r.requests for r in results if r.target == 'marina')} "
-          "completed in the measured runs, plus warm-up; `cancelled client_disconnected` are the streams wrk cut off "
-          "when each run's time was up)")
+    measured = sum(r.requests for r in results if r.target.startswith("marina"))
+    print("\n### Ledger\n")
+    for name, (traces, statuses, calls) in counts.items():
+        print(f"- {name}: traced {traces} requests ({', '.join(f'{k.strip()}: {v}' for k, v in sorted(statuses.items()))}); "
+              f"spend_daily counts {calls} calls")
+    print(f"- wrk counted {measured} completed through Marina in the measured runs (plus warm-up and TTFB streams; "
+          "`cancelled client_disconnected` are the streams wrk cut off when each run's time was up)")
     print("\n### Goals\n")
     for g in goals(results, rss):
         print(f"- {g}")
     if args.json:
-        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "rss_mb": rss, "rss_idle_mb": rss_idle,
-                                         "traces": traces, "trace_statuses": statuses, "spend_calls": calls}, indent=2))
+        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "ttfb": ttfb_rows, "rss_mb": rss,
+                                         "rss_idle_mb": rss_idle, "ledger": counts}, indent=2))
 
 
 if __name__ == "__main__":

@@ -150,6 +150,14 @@ MARINA_OPEN_API_UPLOADS = env_bool("MARINA_OPEN_API_UPLOADS", False)
 MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.001)
 MARINA_UPSTREAM_DEADLINE = env_float("MARINA_UPSTREAM_DEADLINE", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
+# Connections one worker may hold open to one provider (passthru/wire.py's
+# pool), and how long a call waits for one to free before a 503. A streamed
+# call holds its connection from the request to [DONE] (minutes for a
+# reasoning model), so the default fits thousands of long streams per worker;
+# the pool never takes more than the worker's file-descriptor limit leaves room
+# for (passthru/upstream.py; gunicorn.conf.py raises that limit to its hard limit).
+MARINA_UPSTREAM_MAX_CONNECTIONS = env_int("MARINA_UPSTREAM_MAX_CONNECTIONS", 4096, minimum=1)
+MARINA_UPSTREAM_POOL_TIMEOUT = env_float("MARINA_UPSTREAM_POOL_TIMEOUT", 60.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
 # A client that leaves before the end: seconds to let its upstream call run on
 # (in the background) so that the usage the provider reports is metered; then

@@ -76,6 +76,11 @@ LEDGER_QUEUE = Gauge(
     "Traces waiting for the ledger writer, summed over live workers (as of each worker's last commit).",
     multiprocess_mode="livesum",
 )
+UPSTREAM_QUEUED = Gauge(
+    "marina_upstream_queued_calls",
+    "Calls waiting for a free connection to a provider (MARINA_UPSTREAM_MAX_CONNECTIONS reached), summed over live workers.",
+    multiprocess_mode="livesum",
+)
 LEDGER_WRITE_SECONDS = Histogram(
     "marina_ledger_write_seconds", "Time of one group commit of traces, spans and spend.", buckets=WRITE_BUCKETS
 )

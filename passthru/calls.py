@@ -98,6 +98,15 @@ def fail_span(span: SpanRecord, exc: ApiError) -> None:
     span.status = "error"
     span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
     span.http_status = exc.status
+    if span.error_kind == "pool_timeout":
+        note_queued(span, settings.MARINA_UPSTREAM_POOL_TIMEOUT)
+
+
+def note_queued(span: SpanRecord, seconds: float) -> None:
+    """Time the call waited for a free connection to its provider (issue 20:
+    past MARINA_UPSTREAM_MAX_CONNECTIONS calls queue, and the trace says so)."""
+    if seconds > 0:
+        span.detail["queued_ms"] = round(seconds * 1000, 1)
 
 
 async def call_json(
@@ -140,6 +149,7 @@ def _time_span(ctx: RequestContext, span: SpanRecord, started: float) -> None:
 def _completed(route: Route, span: SpanRecord, reply: upstream.Reply) -> Completion:
     """The reply parsed and priced, its span filled in."""
     span.http_status = reply.status
+    note_queued(span, reply.queued)
     payload: dict[str, Any] | None = None
     usage = Usage()
     if 200 <= reply.status < 300:
@@ -232,6 +242,7 @@ async def call_stream(
         fail_span(span, exc)
         raise
     span.http_status = stream.status
+    note_queued(span, stream.queued)
     if stream.status == 200 and stream.content_type.startswith(SSE):
         return StreamReply(200, SSE, b"", _metered_events(ctx, stack, stream, meter), span)
     async with stack:

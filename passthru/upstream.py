@@ -13,6 +13,8 @@ failure turned into `UpstreamError` with a short kind that traces record."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
 import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Mapping
@@ -23,9 +25,12 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from observability.metrics import UPSTREAM_QUEUED
 from passthru.errors import UpstreamError
 from passthru.providers import Provider
 from passthru.wire import LeanTransport
+
+log = logging.getLogger(__name__)
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 _lean: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LeanTransport] = weakref.WeakKeyDictionary()
@@ -48,11 +53,34 @@ def _timeout() -> httpx.Timeout:
     return httpx.Timeout(
         settings.MARINA_UPSTREAM_TIMEOUT,
         connect=min(settings.MARINA_UPSTREAM_CONNECT_TIMEOUT, settings.MARINA_UPSTREAM_TIMEOUT),
+        pool=settings.MARINA_UPSTREAM_POOL_TIMEOUT,
     )
 
 
-# Many concurrent agent conversations share a few providers.
-MAX_CONNECTIONS, MAX_KEEPALIVE = 512, 128
+# Idle connections kept per provider between bursts.
+MAX_KEEPALIVE = 128
+# File descriptors a worker keeps for everything but its calls (database,
+# listeners, logs, metrics files); a streamed call holds two (client, provider).
+_RESERVED_FDS = 256
+
+
+def max_connections() -> int:
+    """MARINA_UPSTREAM_MAX_CONNECTIONS, within what this process's
+    file-descriptor limit leaves room for: past it, accepting clients and
+    opening files would fail instead of calls waiting for a connection."""
+    wanted = settings.MARINA_UPSTREAM_MAX_CONNECTIONS
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return int(wanted)
+    room = max(16, (soft - _RESERVED_FDS) // 2)
+    if wanted > room:
+        log.warning(
+            "MARINA_UPSTREAM_MAX_CONNECTIONS=%d is more than this process's file-descriptor limit (%d) leaves room "
+            "for; using %d. Raise the limit (ulimit -n) to use more.",
+            wanted, soft, room,
+        )
+        return room
+    return int(wanted)
 
 
 def client() -> httpx.AsyncClient:
@@ -63,7 +91,7 @@ def client() -> httpx.AsyncClient:
         existing = httpx.AsyncClient(
             transport=_transport,
             timeout=_timeout(),
-            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE),
+            limits=httpx.Limits(max_connections=max_connections(), max_keepalive_connections=MAX_KEEPALIVE),
             follow_redirects=False,
         )
         _clients[loop] = existing
@@ -98,7 +126,12 @@ async def _send(provider: Provider, body: bytes, headers: dict[str, str]) -> htt
     if transport is None:
         transport = _lean.get(loop)
         if transport is None:
-            transport = _lean[loop] = LeanTransport(max_connections=MAX_CONNECTIONS, max_keepalive=MAX_KEEPALIVE)
+            transport = _lean[loop] = LeanTransport(
+                max_connections=max_connections(),
+                max_keepalive=MAX_KEEPALIVE,
+                on_queue=UPSTREAM_QUEUED.inc,
+                limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
+            )
     ours = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
     named = {name.lower() for name, _ in ours}
     merged = [pair for pair in _default_headers() if pair[0].lower() not in named] + ours
@@ -116,6 +149,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str
+    queued: float = 0.0  # seconds spent waiting for a free connection to the provider
 
     def json(self) -> Any:
         import json
@@ -133,7 +167,20 @@ def _headers(provider: Provider, incoming: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
+def _queued(response: httpx.Response) -> float:
+    return float(response.extensions.get("queued_seconds", 0.0))
+
+
 def _failure(provider: Provider, exc: Exception) -> UpstreamError:
+    if isinstance(exc, httpx.PoolTimeout):
+        return UpstreamError(
+            provider.name,
+            "pool_timeout",
+            f"No connection to provider '{provider.name}' became free within "
+            f"MARINA_UPSTREAM_POOL_TIMEOUT={settings.MARINA_UPSTREAM_POOL_TIMEOUT:g}s: this worker holds "
+            f"MARINA_UPSTREAM_MAX_CONNECTIONS={settings.MARINA_UPSTREAM_MAX_CONNECTIONS} to it, all busy.",
+            status=503,
+        )
     if isinstance(exc, httpx.TimeoutException):
         idle = settings.MARINA_UPSTREAM_TIMEOUT
         return UpstreamError(
@@ -181,7 +228,7 @@ async def _post(provider: Provider, body: bytes, headers: dict[str, str]) -> Rep
                 content = await response.aread()
             finally:
                 await response.aclose()
-            return Reply(response.status_code, content, response.headers.get("content-type", ""))
+            return Reply(response.status_code, content, response.headers.get("content-type", ""), _queued(response))
         except httpx.ConnectError as exc:
             if attempt == 2:
                 raise _failure(provider, exc) from None
@@ -227,6 +274,12 @@ class Stream:
     def content_type(self) -> str:
         assert self._response is not None
         return self._response.headers.get("content-type", "")
+
+    @property
+    def queued(self) -> float:
+        """Seconds spent waiting for a free connection to the provider."""
+        assert self._response is not None
+        return _queued(self._response)
 
     async def read(self) -> bytes:
         assert self._response is not None

@@ -13,16 +13,20 @@ What it does: keep-alive connection pools per (scheme, host, port), at most
 `max_connections` open and `max_keepalive` idle per pool, TLS with httpx's own
 SSL context, bodies framed by Content-Length, chunked encoding or the
 connection closing, the connect/read/pool timeouts of the request's
-`timeout` extension, and back-pressure on slow readers. What it does not:
+`timeout` extension, and back-pressure on slow readers. A request that had to
+wait for a connection says how long in the response's `queued_seconds`
+extension; while any wait, the transport logs a warning at most once a minute
+and reports the count to `on_queue` (a Prometheus gauge). What it does not:
 HTTP/2, proxies (passthru/upstream.py uses httpx's own transport when a proxy
 applies), `Expect: 100-continue`, upgrades. A failed request is never retried
 here: once the bytes may have left, a retry could bill a call twice."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httptools
@@ -30,6 +34,9 @@ import httpx
 
 _HIGH_WATER = 256 * 1024  # pause reading the socket when this much body waits unread
 _LOW_WATER = 64 * 1024
+_WARN_EVERY = 60.0  # seconds between two "calls wait for a connection" warnings
+
+log = logging.getLogger(__name__)
 
 
 class _Connection(asyncio.Protocol):
@@ -44,6 +51,7 @@ class _Connection(asyncio.Protocol):
         self.deadline: asyncio.TimerHandle | None = None
         self.wait_since = 0.0
         self.read_timeout = 0.0
+        self.queued = 0.0  # seconds the current request waited for this connection
         self._start_response()
 
     def _start_response(self) -> None:
@@ -204,28 +212,49 @@ class _Pool:
         self.waiting: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self, pool_timeout: float | None, connect_timeout: float | None) -> _Connection:
+        queued = 0.0
         while True:
             while self.idle:
                 conn = self.idle.pop()
                 if conn.usable():
                     self.active += 1
+                    conn.queued = queued
                     return conn
                 conn.close()
             if self.active < self.owner.max_connections:
                 break
-            waiter = asyncio.get_running_loop().create_future()
-            self.waiting.append(waiter)
-            try:
-                await asyncio.wait_for(waiter, pool_timeout)
-            except TimeoutError:
-                raise httpx.PoolTimeout("No connection to the provider became free in time.") from None
+            queued += await self._wait(pool_timeout if pool_timeout is None else pool_timeout - queued)
         self.active += 1
         try:
-            return await self._connect(connect_timeout)
+            conn = await self._connect(connect_timeout)
         except BaseException:
             self.active -= 1
             self._wake_one()
             raise
+        conn.queued = queued
+        return conn
+
+    async def _wait(self, timeout: float | None) -> float:
+        """Wait for a connection to be released; the seconds waited."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self.waiting.append(waiter)
+        started = loop.time()
+        self.owner.queue_changed(+1, self)
+        try:
+            await asyncio.wait_for(waiter, max(timeout, 0.0) if timeout is not None else None)
+        except TimeoutError:
+            raise httpx.PoolTimeout(
+                f"No connection to {self.host}:{self.port} became free in time "
+                f"({self.owner.max_connections} in use by this process)."
+            ) from None
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._wake_one()  # woken, then cancelled: pass the free connection on
+            raise
+        finally:
+            self.owner.queue_changed(-1, self)
+        return loop.time() - started
 
     async def _connect(self, timeout: float | None) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -287,11 +316,36 @@ class _Body(httpx.AsyncByteStream):
 class LeanTransport(httpx.AsyncBaseTransport):
     """An httpx transport for plain HTTP/1.1 upstreams, one per event loop."""
 
-    def __init__(self, *, max_connections: int = 512, max_keepalive: int = 128) -> None:
+    def __init__(
+        self,
+        *,
+        max_connections: int = 512,
+        max_keepalive: int = 128,
+        on_queue: Callable[[int], None] | None = None,
+        limit_name: str = "max_connections",
+    ) -> None:
         self.max_connections = max_connections
         self.max_keepalive = max_keepalive
         self.ssl_context = httpx.create_ssl_context()
         self._pools: dict[tuple[str, str, int], _Pool] = {}
+        self.on_queue = on_queue  # called with +1 / -1 as requests start and stop waiting for a connection
+        self.limit_name = limit_name  # the setting to name in the warning
+        self.queued = 0  # requests waiting for a connection now, all pools
+        self._warned_at: float | None = None
+
+    def queue_changed(self, delta: int, pool: _Pool) -> None:
+        self.queued += delta
+        if self.on_queue is not None:
+            self.on_queue(delta)
+        if not self.queued:
+            return
+        now = asyncio.get_running_loop().time()
+        if self._warned_at is None or now - self._warned_at >= _WARN_EVERY:
+            self._warned_at = now
+            log.warning(
+                "%d call(s) wait for a connection to %s:%s: this process holds %d, its limit (%s).",
+                self.queued, pool.host, pool.port, pool.active, self.limit_name,
+            )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
@@ -318,7 +372,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             conn.status,
             headers=conn.raw_headers,
             stream=_Body(conn, pool, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1"},
+            extensions={"http_version": b"HTTP/1.1", "queued_seconds": conn.queued},
         )
 
     async def aclose(self) -> None:

@@ -1,0 +1,387 @@
+"""Thousands of slow streams at once (issues 11 and 20): straight to the
+upstream, then through Marina, with the same client in the same run.
+
+    .venv/bin/python bench/slow_streams.py                       # 2,000 streams, 10 s to first token, 5 chunks 2 s apart
+    .venv/bin/python bench/slow_streams.py --first-token 30 --chunks 6 --gap 5   # 30 s + 30 s
+    .venv/bin/python bench/slow_streams.py --marina-env MARINA_UPSTREAM_MAX_CONNECTIONS=512
+
+Every stream waits `--first-token` seconds upstream before its first byte,
+then sends its chunks `--gap` seconds apart (bench/fake_upstream.py). All
+streams are opened at once, as a burst of new connections. Marina runs as the
+README starts it (gunicorn -c gunicorn.conf.py, 2 workers, SQLite ledger in a
+temporary directory). The client is one asyncio process with raw sockets (one
+connection per stream), so that it is not the bottleneck.
+
+Reported per target: time to first token (the first SSE event) and end time
+(`[DONE]`) at p50/p99/max, from the moment the burst began; streams completed;
+for Marina the streams metered (traces, priced spans and spend_daily calls in
+the ledger database), the largest resident memory and thread count of each
+worker, the client and upstream connections each worker held at its peak, and
+a plain call made every half second meanwhile against the same call's usual
+latency (measured just before the burst)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tau2_body  # noqa: E402
+from common import ROOT, Server, children, free_port, marina_env, migrate, start, start_fake_upstream  # noqa: E402
+
+KEY = "sk-marina-bench-key-0000"
+MODEL = "gpt-4.1-mini"
+
+
+@dataclass
+class Outcome:
+    first: float | None = None  # seconds from the burst's start to the first SSE event
+    end: float | None = None  # ... to [DONE]
+    error: str = ""
+
+
+def _request(port: int, body: bytes, key: str) -> bytes:
+    auth = f"authorization: Bearer {key}\r\n".encode() if key else b""
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\n"
+        b"%scontent-length: %d\r\nconnection: close\r\n\r\n%s" % (port, auth, len(body), body)
+    )
+
+
+async def one_stream(port: int, request: bytes, t0: float, timeout: float) -> Outcome:
+    out = Outcome()
+    writer = None
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                out.error = head.split(b"\r\n", 1)[0].decode(errors="replace")
+                return out
+            tail = b""
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    out.error = "closed before [DONE]"
+                    return out
+                now = time.monotonic() - t0
+                if out.first is None and b"data:" in data:
+                    out.first = now
+                if b'"error"' in data:
+                    out.error = "error event"
+                    return out
+                tail = (tail + data)[-64:]
+                if b"data: [DONE]" in tail:
+                    out.end = now
+                    return out
+    except TimeoutError:
+        out.error = "client timeout"
+    except OSError as exc:
+        out.error = type(exc).__name__
+    finally:
+        if writer is not None:
+            writer.close()
+    return out
+
+
+async def plain_call(port: int, request: bytes) -> float | None:
+    """Seconds for one whole plain call (None: it failed)."""
+    started = time.monotonic()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.lower().split(b"\r\n")
+                      if line.startswith(b"content-length:"))
+        await reader.readexactly(length)
+        writer.close()
+    except (OSError, StopIteration, asyncio.IncompleteReadError):
+        return None
+    return time.monotonic() - started if head.startswith(b"HTTP/1.1 200") else None
+
+
+@dataclass
+class Sample:
+    rss_mb: dict[int, float] = field(default_factory=dict)
+    threads: dict[int, int] = field(default_factory=dict)
+    clients: dict[int, int] = field(default_factory=dict)  # connections from clients, per worker
+    upstreams: dict[int, int] = field(default_factory=dict)  # connections to the upstream, per worker
+
+
+def _socket_ports() -> dict[int, tuple[int, int]]:
+    """socket inode -> (local port, remote port), IPv4 TCP."""
+    found = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        parts = line.split()
+        local, remote, inode = parts[1], parts[2], int(parts[9])
+        found[inode] = (int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16))
+    return found
+
+
+def sample(workers: list[int], marina_port: int, upstream_port: int) -> Sample:
+    s = Sample()
+    ports = _socket_ports()
+    for pid in workers:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                s.rss_mb[pid] = int(line.split()[1]) / 1024
+            elif line.startswith("Threads:"):
+                s.threads[pid] = int(line.split()[1])
+        clients = upstreams = 0
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                local, remote = ports.get(int(target[8:-1]), (0, 0))
+                clients += local == marina_port and remote != 0
+                upstreams += remote == upstream_port
+        s.clients[pid], s.upstreams[pid] = clients, upstreams
+    return s
+
+
+class Sampler(threading.Thread):
+    """Samples the workers once a second while the streams run, keeping each one's peak."""
+
+    def __init__(self, server: Server, marina_port: int, upstream_port: int) -> None:
+        super().__init__(daemon=True)
+        self.server = server
+        self.workers = children(server.proc.pid)
+        self.marina_port, self.upstream_port = marina_port, upstream_port
+        self.peak = Sample()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            s = sample(self.workers, self.marina_port, self.upstream_port)
+            for name in ("rss_mb", "threads", "clients", "upstreams"):
+                peak, now = getattr(self.peak, name), getattr(s, name)
+                for pid, value in now.items():
+                    peak[pid] = max(peak.get(pid, 0), value)
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+@dataclass
+class Run:
+    target: str
+    outcomes: list[Outcome]
+    plain_usual: list[float]
+    plain_during: list[float | None]
+    seconds: float
+    t0_wall: float
+    peak: Sample | None = None
+    cpu_seconds: float = 0.0  # the server's whole process tree, during the burst
+
+    def firsts(self) -> list[float]:
+        return [o.first for o in self.outcomes if o.first is not None and not o.error]
+
+    def ends(self) -> list[float]:
+        return [o.end for o in self.outcomes if o.end is not None and not o.error]
+
+
+async def run_target(target: str, port: int, key: str, model: str, n: int, timeout: float,
+                     sampler: Sampler | None) -> Run:
+    stream_req = _request(port, tau2_body.encoded(model, stream=True), key)
+    plain_req = _request(port, tau2_body.encoded(model, stream=False), key)
+    usual = [t for t in [await plain_call(port, plain_req) for _ in range(20)] if t is not None]
+    during: list[float | None] = []
+    cpu0 = sampler.server.cpu() if sampler else 0.0
+    t0, t0_wall = time.monotonic(), time.time()
+    if sampler:
+        sampler.start()
+    tasks = [asyncio.create_task(one_stream(port, stream_req, t0, timeout)) for _ in range(n)]
+    pending = set(tasks)
+    await asyncio.sleep(1.0)
+    while pending:
+        during.append(await plain_call(port, plain_req))
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+    outcomes = [t.result() for t in tasks]
+    seconds = time.monotonic() - t0
+    if sampler:
+        sampler.stop.set()
+        sampler.join()
+        return Run(target, outcomes, usual, during, seconds, t0_wall, sampler.peak, sampler.server.cpu() - cpu0)
+    return Run(target, outcomes, usual, during, seconds, t0_wall)
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def forwarding(db_path: Path, t0_wall: float) -> tuple[list[float], list[float]]:
+    """For each stream: seconds from the burst's start until Marina began the
+    request (accept and queueing for the event loop), and from then until it
+    began the upstream call (auth, body, pricing set-up, connection)."""
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute(
+            "select t.started_at, s.started_at from ledger_trace t join ledger_span s on s.trace_id = t.id "
+            "where t.stream and s.provider != ''"
+        ).fetchall()
+    begun = [_when(t) - t0_wall for t, _ in rows]
+    forwarded = [_when(s) - _when(t) for t, s in rows]
+    return begun, forwarded
+
+
+def ledger(db_path: Path) -> tuple[int, int, int, int]:
+    """(stream traces ok, priced upstream spans of stream traces, spend_daily calls, spans that queued)."""
+    with sqlite3.connect(db_path) as db:
+        ok = db.execute("select count(*) from ledger_trace where stream and status = 'ok'").fetchone()[0]
+        priced = db.execute(
+            "select count(*) from ledger_span s join ledger_trace t on s.trace_id = t.id "
+            "where t.stream and s.provider != '' and s.cost_nanousd is not null"
+        ).fetchone()[0]
+        calls = db.execute("select coalesce(sum(calls), 0) from spend_daily").fetchone()[0]
+        queued = db.execute("select count(*) from ledger_span where detail like '%queued_ms%'").fetchone()[0]
+    return ok, priced, calls, queued
+
+
+def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, int, int] | None,
+           forwarded: tuple[list[float], list[float]] | None) -> None:
+    upstream_end = args.first_token + args.chunks * args.gap
+    print(f"\n## Slow streams ({args.streams} at once; upstream: first token after {args.first_token:g} s, "
+          f"{args.chunks} chunks {args.gap:g} s apart, end at {upstream_end:g} s; {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.2f} at the end)\n")
+    print("| target | completed | first token p50 / p99 / max s | end p50 / p99 / max s | plain call usual p50 ms | "
+          "plain call meanwhile p50 / max ms (failed) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in runs:
+        f, e = r.firsts(), r.ends()
+        during = [t for t in r.plain_during if t is not None]
+        failed = sum(t is None for t in r.plain_during)
+        print(f"| {r.target} | {len(e)} / {len(r.outcomes)} | {pct(f, 50):.2f} / {pct(f, 99):.2f} / {max(f, default=0):.2f} | "
+              f"{pct(e, 50):.2f} / {pct(e, 99):.2f} / {max(e, default=0):.2f} | "
+              f"{statistics.median(r.plain_usual) * 1000 if r.plain_usual else float('nan'):.1f} | "
+              f"{statistics.median(during) * 1000 if during else float('nan'):.1f} / "
+              f"{max(during, default=0) * 1000:.1f} ({failed} of {len(r.plain_during)}) |")
+    errors: dict[str, int] = {}
+    for r in runs:
+        for o in r.outcomes:
+            if o.error:
+                errors[f"{r.target}: {o.error}"] = errors.get(f"{r.target}: {o.error}", 0) + 1
+    if errors:
+        print("\nFailed streams: " + ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items())))
+    by = {r.target: r for r in runs}
+    marina = by.get("marina")
+    if marina and marina.peak:
+        p = marina.peak
+        print("\nMarina's workers at their peak (sampled once a second): "
+              + "; ".join(f"pid {pid}: {p.rss_mb.get(pid, 0):.0f} MB resident, {p.threads.get(pid, 0)} threads, "
+                          f"{p.clients.get(pid, 0)} client connections, {p.upstreams.get(pid, 0)} upstream connections"
+                          for pid in sorted(p.rss_mb)))
+    if marina and marina.cpu_seconds:
+        print(f"\nMarina's CPU (all processes) during the run: {marina.cpu_seconds:.1f} s, "
+              f"{marina.cpu_seconds * 1000 / len(marina.outcomes):.2f} ms per stream.")
+    if forwarded:
+        begun, fwd = forwarded
+        print(f"Marina began each request {pct(begun, 50):.2f} / {pct(begun, 99):.2f} / {max(begun, default=0):.2f} s "
+              f"(p50 / p99 / max) after the burst's start, and its upstream call "
+              f"{pct(fwd, 50) * 1000:.1f} / {pct(fwd, 99) * 1000:.1f} / {max(fwd, default=0) * 1000:.1f} ms after that.")
+    if metered:
+        ok, priced, calls, queued = metered
+        print(f"\nLedger: {ok} stream traces ok, {priced} priced upstream spans, spend_daily counts {calls} calls "
+              f"(plain calls included), {queued} spans record time queued for a connection.")
+    direct = by.get("direct")
+    if direct and marina:
+        df, mf = pct(direct.firsts(), 99), pct(marina.firsts(), 99)
+        de, me = pct(direct.ends(), 99), pct(marina.ends(), 99)
+        print("\nGoals (issue 20):")
+        print(f"- [{'PASS' if mf - df <= 2 else 'MISS'}] p99 first token within +2 s of direct: {mf - df:+.2f} s")
+        print(f"- [{'PASS' if me - de <= 3 else 'MISS'}] p99 end within +3 s of direct: {me - de:+.2f} s")
+        done = len(marina.ends())
+        print(f"- [{'PASS' if done == args.streams else 'MISS'}] every stream completes: {done} / {args.streams}")
+        if metered:
+            print(f"- [{'PASS' if metered[0] == metered[1] == args.streams else 'MISS'}] every stream metered: "
+                  f"{metered[0]} traces, {metered[1]} priced")
+        if marina.peak:
+            rss = max(marina.peak.rss_mb.values(), default=0)
+            print(f"- [{'PASS' if rss <= 300 else 'MISS'}] resident memory ≤ 300 MB per worker: {rss:.0f} MB")
+        during = [t for t in marina.plain_during if t is not None]
+        if during and marina.plain_usual:
+            added = (statistics.median(during) - statistics.median(marina.plain_usual)) * 1000
+            print(f"- [{'PASS' if added <= 5 and len(during) == len(marina.plain_during) else 'MISS'}] a plain call "
+                  f"meanwhile within +5 ms of its usual (p50): {added:+.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=2000)
+    parser.add_argument("--first-token", type=float, default=10.0, help="seconds before each stream's first token")
+    parser.add_argument("--chunks", type=int, default=5, help="content chunks per stream")
+    parser.add_argument("--gap", type=float, default=2.0, help="seconds between chunks")
+    parser.add_argument("--targets", default="direct,marina")
+    parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for Marina's server (repeatable)")
+    args = parser.parse_args()
+    timeout = (args.first_token + args.chunks * args.gap) * 4 + 60
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+
+    servers: list[Server] = []
+    runs: list[Run] = []
+    metered = None
+    forwarded = None
+    with tempfile.TemporaryDirectory(prefix="marina-slow-") as tmpdir:
+        tmp = Path(tmpdir)
+        try:
+            upstream, up_port = start_fake_upstream(tmp, "--gap-ms", str(args.gap * 1000), "--first-token-ms",
+                                                    str(args.first_token * 1000), "--chunks", str(args.chunks))
+            servers.append(upstream)
+            targets = args.targets.split(",")
+            if "direct" in targets:
+                print("direct ...", file=sys.stderr, flush=True)
+                runs.append(asyncio.run(run_target("direct", up_port, "", MODEL, args.streams, timeout, None)))
+            if "marina" in targets:
+                db_path = tmp / "marina-slow.sqlite3"
+                port = free_port()
+                extra = dict(item.split("=", 1) for item in args.marina_env)
+                env = marina_env(db_url=f"sqlite:///{db_path}", upstream_port=up_port, bind=f"127.0.0.1:{port}",
+                                 key=KEY, extra=extra)
+                migrate(env)
+                marina = start("marina", [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),
+                                          "marina.asgi:application"],
+                               env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/v1/health", log_dir=tmp)
+                servers.append(marina)
+                print("marina ...", file=sys.stderr, flush=True)
+                sampler = Sampler(marina, port, up_port)
+                runs.append(asyncio.run(run_target("marina", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler)))
+                metered = ledger(db_path)
+                forwarded = forwarding(db_path, runs[-1].t0_wall)
+                log = marina.log.read_text(errors="replace")
+                warnings = [ln for ln in log.splitlines() if "WARNING" in ln or "ERROR" in ln]
+                if warnings:
+                    print("\nMarina's log (warnings and errors, first 5):\n" + "\n".join(warnings[:5]))
+        finally:
+            for server in reversed(servers):
+                server.stop()
+    report(runs, args, metered, forwarded)
+
+
+if __name__ == "__main__":
+    main()
