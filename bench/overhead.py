@@ -156,18 +156,27 @@ def start_litellm(tmp: Path, upstream_port: int) -> Server:
     )
 
 
-def start_marina(tmp: Path, upstream_port: int, db_url: str) -> Server:
+def start_marina(tmp: Path, upstream_port: int, db_url: str, *, name: str = "marina", root: Path = ROOT,
+                 extra: dict[str, str] | None = None) -> Server:
     port = free_port()
-    env = marina_env(db_url=db_url, upstream_port=upstream_port, bind=f"127.0.0.1:{port}", key=MARINA_KEY)
+    env = marina_env(db_url=db_url, upstream_port=upstream_port, bind=f"127.0.0.1:{port}", key=MARINA_KEY, extra=extra)
     migrate(env)
     return start(
-        "marina",
-        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "marina.asgi:application"],
+        name,
+        [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"), "marina.asgi:application"],
         env=env,
         base_url=f"http://127.0.0.1:{port}",
         ready_path="/v1/health",
         log_dir=tmp,
+        cwd=root,
     )
+
+
+def variant(spec: str) -> tuple[str, Path, dict[str, str]]:
+    """`NAME[=DIR][,ENV=VALUE...]`: another Marina (from checkout DIR, with settings) measured alongside."""
+    head, *pairs = spec.split(",")
+    name, _, root = head.partition("=")
+    return name, Path(root).resolve() if root else ROOT, dict(p.split("=", 1) for p in pairs)
 
 
 def ledger_counts(db_path: Path) -> tuple[int, dict[str, int], int]:
@@ -246,6 +255,8 @@ def main() -> None:
     parser.add_argument("--skip-litellm", action="store_true", help="measure direct and Marina only")
     parser.add_argument("--gap-ms", type=float, default=1.0, help="fake upstream's pause between SSE events")
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
+    parser.add_argument("--marina-variant", type=variant, action="append", default=[], metavar="NAME[=DIR][,ENV=V...]",
+                        help="also measure another Marina (another checkout, other settings), interleaved; repeatable")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     modes = args.modes.split(",")
@@ -279,6 +290,11 @@ def main() -> None:
             ]
             if litellm:
                 targets.append(("litellm", litellm, litellm.base_url, LITELLM_KEY))
+            for name, root, extra in args.marina_variant:
+                other = start_marina(tmp, up_port, f"sqlite:///{tmp / name}.sqlite3", name=name, root=root, extra=extra)
+                servers.append(other)
+                targets.append((name, other, other.base_url, MARINA_KEY))
+                bodies.update({(name, m): bodies[("marina", m)] for m in ("plain", "stream")})
             rss_idle = {name: s.worker_rss() for name, _, s in ((t[0], None, t[1]) for t in targets) if s}
             # Warm every path (imports, connection pools, price tables) before measuring.
             for name, _, url, key in targets:
