@@ -17,14 +17,20 @@ token, user or message, so its handler has none of those middleware:
   order. Those hooks only read the request and set headers, so they need no
   thread. The answers are the whole site's, header for header
   (tests/marina/test_one_door.py).
-- It sends request_started/finished and closes the response on the event
-  loop's thread. Django's receivers act on the calling thread's database
-  connections and caches; the loop's thread never opens a connection (Django
-  refuses sync queries there), and the ledger writes on its own thread, so
-  sending them inline does what sending them from a fresh thread did.
+- It sends no request_started/finished signal and does not call
+  `response.close()` (whose only work for /v1's responses is sending
+  request_finished). Django's receivers (close_old_connections,
+  reset_queries, close_caches) act on the connections and caches of the thread
+  they run in, and Django sends them from a fresh thread per request: one
+  that never served a query. /v1's queries run on threads of their own (the
+  ledger writer, the key and rate-limit lookups), which manage their
+  connections themselves. A receiver connected to those signals does not hear
+  /v1 requests; the rest of the site is unchanged.
 
 `Doors` sends /v1/ to that handler and everything else (admin, reports, the
-OpenAPI schema and docs, static files) to Django's usual one."""
+OpenAPI schema and docs, static files) to Django's usual one. Benchmark
+uploads (/v1/benchmarks/) stay with the site's handler: their import runs in a
+request thread (`sync_to_async`), whose connection request_finished closes."""
 from __future__ import annotations
 
 import asyncio
@@ -33,7 +39,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
@@ -44,6 +49,7 @@ from django.utils.module_loading import import_string
 from marina.intake import ASGIApp, Receive, Scope, Send
 
 API_PREFIX = "/v1/"
+SITE_UNDER_API = "/v1/benchmarks/"  # the NinjaAPI's upload routes, served with the site
 
 # Middleware whose hooks only look at the request and set headers: run inline
 # for /v1, when the site lists them (so the settings that drive them, and
@@ -109,7 +115,7 @@ async def _error_response(request: HttpRequest, exc: Exception) -> HttpResponseB
 
 class ApiHandler(ASGIHandler):
     """Django's ASGI handler for /v1: InlineMiddleware as its only middleware,
-    signals and close() on the event loop."""
+    no request signals."""
 
     def load_middleware(self, is_async: bool = False) -> None:
         # Where Django's loader would build the chain from settings.MIDDLEWARE.
@@ -125,13 +131,11 @@ class ApiHandler(ASGIHandler):
         except RequestAborted:
             return
         set_script_prefix(get_script_prefix(scope))
-        signals.request_started.send(sender=self.__class__, scope=scope)
         request, error_response = self.create_request(scope, body_file)
         if request is None:
             assert error_response is not None
             body_file.close()
             await self.send_response(error_response, send)
-            error_response.close()
             return
         # As Django's handler does: a client that disconnects cancels the view
         # (a stream is then traced `cancelled`).
@@ -139,21 +143,14 @@ class ApiHandler(ASGIHandler):
         gone = asyncio.Event()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task, gone))
         try:
-            response = await self.run_get_response(request)
-            try:
-                await self.send_response(response, send)
-            finally:
-                watcher.cancel()
+            await self.send_response(await self.run_get_response(request), send)
         except asyncio.CancelledError:
             if not gone.is_set() or task is None:
                 raise
             task.uncancel()
-            signals.request_finished.send(sender=self.__class__)
-            return
         finally:
             watcher.cancel()
             body_file.close()
-        response.close()
 
 
 async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None, gone: asyncio.Event) -> None:
@@ -171,7 +168,8 @@ class Doors:
         self.api, self.site = api, site
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].removeprefix(scope.get("root_path", "")).startswith(API_PREFIX):
+        path = scope["path"].removeprefix(scope.get("root_path", "")) if scope["type"] == "http" else ""
+        if path.startswith(API_PREFIX) and not path.startswith(SITE_UNDER_API):
             await self.api(scope, receive, send)
         else:
             await self.site(scope, receive, send)
