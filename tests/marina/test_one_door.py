@@ -10,6 +10,7 @@ headers, body, and the trace with its spans: dropping the middleware /v1 does
 not use changed nothing a client or the ledger sees."""
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable
@@ -116,6 +117,38 @@ def _body(**extra: Any) -> bytes:
     return json.dumps({"model": "openrouter/openai/gpt-5.2", "messages": [{"role": "user", "content": "ping"}], **extra}).encode()
 
 
+async def _get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str]]:
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"testserver"), *headers], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    await app(scope, receive, send)
+    return sent[0]["status"], {k.decode().lower(): v.decode() for k, v in sent[0]["headers"]}
+
+
+def test_security_settings_apply_to_v1(settings):
+    """HSTS (on a secure request), a changed Referrer-Policy and the SSL
+    redirect reach /v1 as they reach the site: Django's own middleware set them."""
+    settings.ALLOWED_HOSTS = ["testserver"]
+    settings.SECURE_HSTS_SECONDS = 60
+    settings.SECURE_REFERRER_POLICY = "no-referrer"
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    handler = mounts.ApiHandler()  # the middleware read the settings when loaded
+    status, headers = asyncio.run(_get(handler, "/v1/health", [(b"x-forwarded-proto", b"https")]))
+    assert status == 200 and headers["strict-transport-security"] == "max-age=60"
+    assert headers["referrer-policy"] == "no-referrer"
+    settings.SECURE_SSL_REDIRECT = True
+    status, headers = asyncio.run(_get(mounts.ApiHandler(), "/v1/health", []))
+    assert status == 301 and headers["location"] == "https://testserver/v1/health"
+
+
 def test_v1_has_its_own_handler_with_the_header_middleware_only(settings):
     doors = application.app
     assert isinstance(doors, mounts.Doors) and isinstance(doors.api, mounts.ApiHandler)
@@ -134,6 +167,13 @@ def test_plain_completion(urls, upstream):
     response = assert_same(seen)
     assert response.status_code == 200 and response.headers["x-marina-cost-usd"] == "0.00123000"
     assert seen["door"][1][0]["status"] == "ok" and seen["door"][1][1][0]["cost_nanousd"] == 1_230_000
+    # The API's headers (docs/performance.md), from Django's header middleware; no cookie of any kind.
+    assert response.headers["x-frame-options"] == "DENY"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "same-origin"
+    assert response.headers["cross-origin-opener-policy"] == "same-origin"
+    assert response.headers["content-length"] == str(len(response.content))
+    assert "set-cookie" not in response.headers and "vary" not in response.headers
 
 
 def test_stream_with_and_without_usage(urls, upstream):
