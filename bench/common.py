@@ -2,16 +2,22 @@
 reading a process tree's CPU time and memory from /proc."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -192,3 +198,42 @@ def marina_env(*, db_url: str, upstream_port: int, bind: str, key: str, extra: d
 
 def migrate(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+
+
+@contextlib.contextmanager
+def scratch_postgres(admin_url: str, prefix: str) -> Iterator[str]:
+    """The URL of a new PostgreSQL database on the server at admin_url, dropped afterwards."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(f"{admin_url}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{admin_url}/{name}"
+    finally:
+        with psycopg.connect(f"{admin_url}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_child(script: str, database_url: str, *args: str) -> Any:
+    """Run `script *args` in a process of its own on `database_url` (no .env);
+    the JSON its last line of output holds."""
+    env = {**os.environ, "DATABASE_URL": database_url, "MARINA_ENV_FILE": os.devnull}
+    out = subprocess.run(
+        [sys.executable, script, *args], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def per_backend(backends: str, pg_admin_url: str, prefix: str, measure: Callable[[str], Any]) -> dict[str, Any]:
+    """`measure(database_url)` on a fresh temporary SQLite file and/or a fresh
+    PostgreSQL database (created, then dropped), as `backends` says
+    ("sqlite,postgres"); their results by backend."""
+    report: dict[str, Any] = {}
+    if "sqlite" in backends:
+        with tempfile.TemporaryDirectory() as tmp:
+            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}")
+    if "postgres" in backends:
+        with scratch_postgres(pg_admin_url, prefix) as url:
+            report["postgres"] = measure(url)
+    return report

@@ -23,15 +23,14 @@ import asyncio
 import json
 import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import per_backend, run_child  # noqa: E402
 
 
 def _cpu() -> float:
@@ -101,15 +100,6 @@ def child(checks: int) -> dict[str, Any]:
     return results
 
 
-def measure(database_url: str, checks: int) -> dict[str, Any]:
-    env = {**os.environ, "DATABASE_URL": database_url, "MARINA_ENV_FILE": os.devnull}
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", "--checks", str(checks)],
-        env=env, cwd=ROOT, capture_output=True, text=True, check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checks", type=int, default=3000)
@@ -120,21 +110,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.checks)))
         return
-    report: dict[str, Any] = {}
-    if "sqlite" in args.backends:
-        with tempfile.TemporaryDirectory() as tmp:
-            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.checks)
-    if "postgres" in args.backends:
-        import psycopg
-
-        name = f"marina_ratelimit_bench_{uuid.uuid4().hex[:6]}"
-        with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            report["postgres"] = measure(f"{args.pg_admin_url}/{name}", args.checks)
-        finally:
-            with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    report = per_backend(args.backends, args.pg_admin_url, "marina_ratelimit_bench", lambda url: run_child(__file__, url, "--child", "--checks", str(args.checks)))
     for backend, rows in report.items():
         print(f"{backend}:")
         for label, row in rows.items():

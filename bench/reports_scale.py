@@ -163,12 +163,14 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
     start = now - timedelta(days=DAYS)
     counts: dict[str, int] = {}
 
+    keys = KEYS[: max(1, round(len(KEYS) * scale))]
+
     def spend_rows() -> Iterator[tuple[Any, ...]]:
         pk = 0
         for day in range(DAYS):
             d = (start + timedelta(days=day + 1)).date()
             for model in MODELS:
-                for key in KEYS:
+                for key in keys:
                     pk += 1
                     calls = rng.randint(1, 400)
                     yield (pk, d, key, model, "openrouter", model.split("/", 1)[1], calls, calls // 50,

@@ -12,7 +12,19 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ledger.models import ApiKey, BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
+from ledger.admin_scale import CappedCountPaginator, CostSourceFilter, StatusFilter
+from ledger.lessons import services as lessons
+from ledger.models import (
+    ApiKey,
+    BenchmarkItem,
+    BenchmarkRun,
+    Experiment,
+    ExperimentRun,
+    Lesson,
+    Span,
+    SpendDaily,
+    Trace,
+)
 from ledger.reports.selectors import cost_source_label
 from ledger.spend import keys as stored_keys
 from ledger.spend.selectors import spend_sums
@@ -98,10 +110,13 @@ class BenchmarkItemAdmin(ReadOnlyAdmin):
     # binary floats such as 597.0618970000032.
     exclude = ["reward", "duration_s", "agent_cost_usd", "user_cost_usd"]
     readonly_fields = ["reward_shown", "duration", "agent_cost", "user_cost"]
-    list_filter = ["correct", "infra_error", "termination_reason", "run__benchmark"]
-    search_fields = ["item_id", "task_id", "run__target", "run__group"]
+    # Booleans only: a filter on a plain field scans every item for its values (admin_scale).
+    list_filter = ["correct", "infra_error", "skipped"]
+    search_fields = ["=item_id", "=task_id", "=run__group"]  # exact: a substring search reads every item
     list_select_related = ["run"]
     raw_id_fields = ["run"]
+    paginator = CappedCountPaginator
+    show_full_result_count = False
 
     @admin.display(description="reward", ordering="reward")
     def reward_shown(self, item: BenchmarkItem) -> str:
@@ -153,9 +168,12 @@ class TraceAdmin(ReadOnlyAdmin):
         "started_at", "request_id", "key_name", "requested_model", "route", "formation_label", "status",
         "http_status", "duration_ms", "prompt_tokens", "completion_tokens", "cost", "report",
     ]  # fmt: skip
-    list_filter = ["status", "route", "stream", "key_name", "http_status"]
-    search_fields = ["request_id", "session", "requested_model", "formation_label"]
-    date_hierarchy = "started_at"
+    # Fixed choices and booleans only, and no date hierarchy: each would scan
+    # every trace for its values on each page (ledger/admin_scale.py).
+    list_filter = [StatusFilter, "stream"]
+    # Exact matches: a substring search reads every trace (the report's trace page filters too).
+    search_fields = ["=request_id", "=session", "=requested_model", "=key_name"]
+    paginator = CappedCountPaginator
     # Bodies stay out of the admin: the report page shows them, redacted again.
     exclude = ["body", "cost_nanousd"]
     readonly_fields = ["cost", "report"]
@@ -177,10 +195,11 @@ class SpanAdmin(ReadOnlyAdmin):
         "trace", "seq", "parent_seq", "name", "provider", "upstream_model", "status", "duration_ms",
         "prompt_tokens", "completion_tokens", "cost", "cost_source",
     ]  # fmt: skip
-    list_filter = ["name", "status", "provider", "cost_source"]
-    search_fields = ["trace__request_id", "upstream_model"]
+    list_filter = [StatusFilter, CostSourceFilter]
+    search_fields = ["=trace__request_id"]  # exact: a substring search reads every span
     list_select_related = ["trace"]
     raw_id_fields = ["trace"]
+    paginator = CappedCountPaginator
     exclude = ["body", "cost_nanousd"]
     readonly_fields = ["cost"]
     show_full_result_count = False
@@ -238,3 +257,60 @@ class ApiKeyAdmin(ReadOnlyAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and bool(request.user.is_superuser)  # the revoke action, not an edit form
+
+
+_EXPERIMENT_RUN_FIELDS = ("arm", "replicate", "agent_model", "group", "outcome", "detail", "simulations", "run")
+
+
+class ExperimentRunInline(admin.TabularInline):
+    model = ExperimentRun
+    fields = _EXPERIMENT_RUN_FIELDS
+    readonly_fields = _EXPERIMENT_RUN_FIELDS
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(ReadOnlyAdmin):
+    """`manage.py repro_tau2`'s experiments, with their runs; written by the kit only.
+    The report page /reports/experiments/<id>/ shows the arms side by side."""
+
+    list_display = ["name", "status", "arms", "spent", "started_at", "ended_at"]
+    list_filter = ["status", "domain"]
+    search_fields = ["name", "key_name"]
+    inlines = [ExperimentRunInline]
+
+    @admin.display(description="spent")
+    def spent(self, experiment: Experiment) -> str:
+        return dollars(experiment.spent_nanousd)
+
+
+@admin.register(Lesson)
+class LessonAdmin(admin.ModelAdmin):
+    """Lessons as learned (`manage.py learn_lessons`): listed, searched, promoted
+    to trusted (recalled first) and retired (never recalled again). The rule
+    and its provenance are as the leak guard let them in: not edited here."""
+
+    list_display = ["id", "rule", "domain", "trust", "retired", "support", "benchmark", "run", "created_at"]
+    list_filter = ["trust", "retired", "domain", "benchmark", "created_at"]
+    search_fields = ["rule", "benchmark", "source_name", "judge_model"]
+    date_hierarchy = "created_at"
+    actions = ["promote", "retire"]
+    readonly_fields = [
+        "rule", "domain", "trust", "benchmark", "run", "item_ids", "source_name", "judge_model", "support",
+        "retired", "created_at", "updated_at", "promoted_at", "retired_at",
+    ]  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # lessons come from learning, through the leak guard
+
+    @admin.action(description="Promote the selected lessons to trusted", permissions=["change"])
+    def promote(self, request: HttpRequest, queryset: QuerySet[Lesson]) -> None:
+        self.message_user(request, f"Promoted {lessons.promote(queryset)} lesson(s) to trusted.")
+
+    @admin.action(description="Retire the selected lessons (never recalled again)", permissions=["change"])
+    def retire(self, request: HttpRequest, queryset: QuerySet[Lesson]) -> None:
+        self.message_user(request, f"Retired {lessons.retire(queryset)} lesson(s).")

@@ -223,6 +223,8 @@ class BenchmarkItem(models.Model):
     trace_completion_tokens = models.BigIntegerField(default=0)
     trace_cost_nanousd = models.BigIntegerField(null=True, blank=True)  # sum of the priced linked traces
     decisions = models.JSONField(default=dict, blank=True)  # {"verify": {"approved": 3, "revised": 1}}
+    # {"obligations": {"nudges": 1, "open": 0, ...}, "argcheck": {"writes": 2, ...}} (ledger/benchmarks/decisions.py)
+    formation_counters = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["run", "task_id", "trial"]
@@ -290,3 +292,86 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Experiment(models.Model):
+    """One `manage.py repro_tau2` experiment: every arm × replicate of τ² run
+    under one Marina key made for it (its name only; the secret is never kept).
+    The first arm is the baseline the others are compared with."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        COMPLETE = "complete"  # every run imported
+        PARTIAL = "partial"  # some runs refused (infrastructure errors) or failed
+        STOPPED = "stopped"  # the budget was spent: the rest did not run
+        FAILED = "failed"  # nothing imported
+
+    name = models.CharField(max_length=120, unique=True)
+    benchmark = models.CharField(max_length=64)  # tau2-<domain>
+    domain = models.CharField(max_length=64)
+    arms = models.JSONField(default=list)  # arm names in order; the first is the baseline
+    settings = models.JSONField(default=dict)  # what was asked and run, without credentials
+    key_name = models.CharField(max_length=64, blank=True)
+    budget_nanousd = models.BigIntegerField(null=True, blank=True)
+    estimate_nanousd = models.BigIntegerField(null=True, blank=True)
+    spent_nanousd = models.BigIntegerField(default=0)  # the key's spend, as last seen
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    note = models.CharField(max_length=500, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def spent_usd(self) -> Decimal | None:
+        return to_usd(self.spent_nanousd)
+
+    @property
+    def budget_usd(self) -> Decimal | None:
+        return to_usd(self.budget_nanousd)
+
+    @property
+    def estimate_usd(self) -> Decimal | None:
+        return to_usd(self.estimate_nanousd)
+
+
+class ExperimentRun(models.Model):
+    """One planned τ² run of an experiment (an arm's replicate) and what came of it."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        IMPORTED = "imported"
+        REFUSED = "refused"  # infrastructure errors: not imported (--require-clean)
+        FAILED = "failed"  # τ² did not finish for another reason
+        STOPPED = "stopped"  # the budget ran out during or before it
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
+    arm = models.CharField(max_length=120)
+    replicate = models.PositiveIntegerField()  # 1-based
+    agent_model = models.CharField(max_length=200)  # the id τ²'s agent was given, as served
+    group = models.CharField(max_length=120)  # tau2-<domain>-<arm>
+    run = models.ForeignKey(
+        BenchmarkRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="experiment_runs"
+    )
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    detail = models.CharField(max_length=500, blank=True)
+    simulations = models.PositiveIntegerField(default=0)  # finished, as τ²'s results file showed them
+    spent_nanousd = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["experiment", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "arm", "replicate"], name="experiment_run_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id} {self.arm} r{self.replicate}"
+
+    @property
+    def spent_usd(self) -> Decimal | None:
+        return to_usd(self.spent_nanousd)
+from ledger.lessons.models import Lesson  # noqa: E402,F401  (one app, its models in a subpackage)

@@ -8,6 +8,7 @@ from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
 
 from marina.benchmark_upload import router as benchmarks_router
+from marina.read_api import router as read_router
 from passthru.api import router as v1_router
 from passthru.errors import ApiError, error_envelope, internal_error
 from passthru.responses import error_out
@@ -17,12 +18,13 @@ log = logging.getLogger(__name__)
 api = NinjaAPI(
     title="Marina",
     version="1",
-    description="OpenAI-compatible gateway: passthru, spend ledger, traces and formations.",
+    description="OpenAI-compatible gateway: passthru, spend ledger, traces and formations; /api reads the ledger.",
     urls_namespace="marina-api",
     docs_url="/docs",
 )
 api.add_router("/v1/benchmarks", benchmarks_router)
 api.add_router("/v1", v1_router)
+api.add_router("/api", read_router)
 
 
 @api.exception_handler(ApiError)

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "passthru",
     "ledger",
     "observability",
+    "repro",
 ]
 
 MIDDLEWARE = [
@@ -150,9 +151,14 @@ MARINA_UPSTREAM_TIMEOUT = env_float("MARINA_UPSTREAM_TIMEOUT", 600.0, minimum=0.
 MARINA_UPSTREAM_DEADLINE = env_float("MARINA_UPSTREAM_DEADLINE", 600.0, minimum=0.001)
 MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001)
 MARINA_DAILY_SPEND_CAP_USD = env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
-# Seconds a process may go on its last read of today's total spend (plus its
-# own calls since) before reading it again; 0 reads it before every call.
-MARINA_SPEND_CAP_REFRESH_SECONDS = env_float("MARINA_SPEND_CAP_REFRESH_SECONDS", 1.0, minimum=0.0)
+# A client that leaves before the end: seconds to let its upstream call run on
+# (in the background) so that the usage the provider reports is metered; then
+# Marina hangs up. 0 hangs up at once (the call is then not priced).
+MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = env_float("MARINA_DRAIN_AFTER_DISCONNECT_SECONDS", 5.0, minimum=0.0)
+# The completion a call is assumed to produce when it sets no max_tokens /
+# max_completion_tokens, for the estimate the daily cap holds while it runs
+# (passthru/spendcap.py).
+MARINA_SPEND_CAP_COMPLETION_TOKENS = env_int("MARINA_SPEND_CAP_COMPLETION_TOKENS", 1024, minimum=1)
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
 # Days of traces (and their spans) to keep; `keep` (the default) keeps them all.
 # Older ones are deleted by `manage.py prune_traces` and, once an hour, by each
@@ -248,9 +254,23 @@ if MARINA_VERIFY_CHECKER_EFFORT and not MARINA_VERIFY_CHECKER_EFFORT.isalpha():
 # GET /metrics: loopback clients only, unless this token is set (then any
 # client sending `Authorization: Bearer <token>`).
 MARINA_METRICS_TOKEN = env_secret("MARINA_METRICS_TOKEN")
-# OpenTelemetry export is configured by the SDK's own variables
-# (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, ...);
-# see observability/otel.py.
+# OpenTelemetry export of every trace (observability/otel.py) is configured by
+# the SDK's own variables: it is on when OTEL_EXPORTER_OTLP_ENDPOINT or
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (and neither OTEL_SDK_DISABLED=true
+# nor OTEL_TRACES_EXPORTER=none); otherwise nothing of OpenTelemetry is loaded.
+# The SDK reads the rest (headers, timeout, OTEL_BSP_*) itself.
+_otel_endpoints = {name: env_str(name) for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")}
+for _name, _url in _otel_endpoints.items():
+    if _url and not _url.startswith(("http://", "https://")):
+        raise ConfigError(f"{_name} must be an http:// or https:// URL, not {_url!r}")
+for _name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+    if env_str(_name) not in ("", "http/protobuf"):
+        raise ConfigError(f"{_name}: Marina exports OTLP over HTTP (http/protobuf) only, not {env_str(_name)!r}")
+MARINA_OTEL_EXPORT = (
+    any(_otel_endpoints.values())
+    and not env_bool("OTEL_SDK_DISABLED", False)
+    and env_str("OTEL_TRACES_EXPORTER", "otlp").lower() != "none"
+)
 
 # --- The obligations ledger and the argument check (marina/obligations:, marina/argcheck:) ---
 # Model for the ledger's own calls (extraction, judgement); empty = the agent model.
@@ -265,3 +285,14 @@ if MARINA_ARGCHECK_TRIGGER not in ("flagged", "all-writes"):
     raise ConfigError(f"MARINA_ARGCHECK_TRIGGER must be flagged or all-writes, not {MARINA_ARGCHECK_TRIGGER!r}")
 # Seconds a conversation's formation state lives after its last turn (default 6 h).
 MARINA_STATE_TTL = env_int("MARINA_STATE_TTL", 6 * 3600, minimum=1)
+
+# --- The τ² reproduction kit (manage.py repro_tau2, docs/repro.md) --------------------------
+# The tau2 console script to run; empty = `tau2` on PATH.
+TAU2_BIN = env_str("TAU2_BIN")
+
+# --- Lessons (docs/lessons.md) -------------------------------------------------
+# on: recall and inject; observe: recall and report (x-marina-lessons: observe:<ids>), inject
+# nothing; off: neither (the lessons-free ablation arm).
+MARINA_LESSONS = env_str("MARINA_LESSONS", "on").lower()
+if MARINA_LESSONS not in ("on", "observe", "off"):
+    raise ConfigError(f"MARINA_LESSONS must be on, observe or off, not {MARINA_LESSONS!r}")

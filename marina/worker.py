@@ -1,12 +1,30 @@
 """The gunicorn worker class (gunicorn.conf.py): uvicorn's, with its fast
 parts named rather than picked by "auto", so that a missing uvloop or
 httptools fails at start instead of quietly costing several times the CPU
-(the pure-Python asyncio loop and h11 parser)."""
+(the pure-Python asyncio loop and h11 parser); and a shutdown that lets the
+work left after the last request end before the process does."""
 from __future__ import annotations
 
+import socket
+import sys
 from typing import Any
 
+from gunicorn.arbiter import Arbiter
+from uvicorn import Server
 from uvicorn_worker import UvicornWorker
+
+
+class MarinaServer(Server):
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets=sockets)
+        # Once serve() returns, uvicorn raises the SIGTERM it caught again, with
+        # its default action (uvicorn_worker resets it): the process ends at
+        # once, without atexit. So what the last requests left behind is
+        # finished here: streams still read after their clients left, their
+        # traces, and the daily cap's releases (passthru/afterwards.py).
+        from passthru.afterwards import finish
+
+        await finish()
 
 
 class MarinaWorker(UvicornWorker):
@@ -21,3 +39,12 @@ class MarinaWorker(UvicornWorker):
         # socket objects, uvloop detaches them instead: nothing is closed twice.
         self.sockets = [getattr(listener, "sock", listener) for listener in self.sockets]
         super().run()
+
+    async def _serve(self) -> None:
+        # uvicorn_worker's, with MarinaServer for uvicorn's Server.
+        self.config.app = self.wsgi
+        server = MarinaServer(config=self.config)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)

@@ -12,7 +12,14 @@ class ObservabilityConfig(AppConfig):
     verbose_name = "Metrics and trace export"
 
     def ready(self) -> None:
+        from django.conf import settings
+
         from ledger.spend import services
         from observability import metrics
 
         services.add_observer(metrics.OBSERVER)
+        if settings.MARINA_OTEL_EXPORT:
+            # Only now is OpenTelemetry imported: unset, it costs nothing.
+            from observability import otel
+
+            services.add_observer(otel.start())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +26,7 @@ from passthru.errors import ApiError, UpstreamError, bad_upstream_response
 from passthru.pricing import Usage, price, usage_from
 from passthru.providers import Route
 from passthru.responses import SSE
-from passthru.streaming import Meter, relay_or_error, wants_usage, with_usage_requested
+from passthru.streaming import Meter, Pump, relay_or_error, wants_usage, with_usage_requested
 
 
 @dataclass
@@ -60,6 +60,14 @@ def encode(body: dict[str, Any]) -> bytes:
         # A lone surrogate ("\ud800") is a valid JSON escape but not UTF-8:
         # send it escaped, the way the client wrote it.
         return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def _hold(ctx: RequestContext, route: Route, body: dict[str, Any], data: bytes) -> None:
+    """The daily cap, with this call's estimated cost held against it until the
+    request's trace (and so its spend) is recorded (chat.py releases it)."""
+    hold = await spendcap.hold(route.provider.name, route.upstream_model, body, len(data))
+    if hold is not None:
+        ctx.holds.append(hold)
 
 
 def meter(span: SpanRecord, route: Route, usage: Usage) -> None:
@@ -100,21 +108,37 @@ async def call_json(
     Upstream 4xx/5xx replies are returned (status and body as they came), not
     raised: the passthru relays them. Transport failures and a 2xx body that
     is not JSON raise UpstreamError."""
-    await spendcap.check()
     body = prepare(route, body)  # the upstream id, and only the changes this provider needs
+    data = encode(body)
+    await _hold(ctx, route, body, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}
     started = time.perf_counter()
+    # The call runs in a task of its own: a client that leaves cancels the
+    # request's task, not this one, so the call can end and be metered (`_drain_reply`).
+    call = asyncio.ensure_future(upstream.post_chat(route.provider, data, ctx.upstream_headers()))
     try:
-        reply = await upstream.post_chat(route.provider, encode(body), ctx.upstream_headers())
+        reply = await asyncio.shield(call)
     except UpstreamError as exc:
+        _time_span(ctx, span, started)
         fail_span(span, exc)
         raise
-    finally:
-        elapsed = time.perf_counter() - started
-        ctx.upstream_seconds += elapsed
-        span.duration_ms = elapsed * 1000
+    except asyncio.CancelledError:
+        ctx.draining = _drain_later(_drain_reply(ctx, call, route, span, started))
+        raise
+    _time_span(ctx, span, started)
+    return _completed(route, span, reply)
+
+
+def _time_span(ctx: RequestContext, span: SpanRecord, started: float) -> None:
+    elapsed = time.perf_counter() - started
+    ctx.upstream_seconds += elapsed
+    span.duration_ms = elapsed * 1000
+
+
+def _completed(route: Route, span: SpanRecord, reply: upstream.Reply) -> Completion:
+    """The reply parsed and priced, its span filled in."""
     span.http_status = reply.status
     payload: dict[str, Any] | None = None
     usage = Usage()
@@ -136,6 +160,33 @@ async def call_json(
         span.status = "error"
         span.error_kind = f"http_{reply.status}"
     return Completion(reply.status, reply.body, payload, usage, span)
+
+
+async def _drain_reply(
+    ctx: RequestContext, call: asyncio.Future[upstream.Reply], route: Route, span: SpanRecord, started: float
+) -> None:
+    """A plain call whose client left: let it end, for at most
+    MARINA_DRAIN_AFTER_DISCONNECT_SECONDS, and meter its reply (the provider
+    bills it); past the bound, hang up (span `cancelled`)."""
+    try:
+        seconds = settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS
+        if seconds > 0 and not call.done():
+            await asyncio.wait([call], timeout=seconds)
+    finally:
+        if not call.done():
+            call.cancel()  # closes the upstream connection
+            await asyncio.wait([call])
+        failure = None if call.cancelled() else call.exception()
+        if call.cancelled():
+            span.status, span.error_kind = "cancelled", "client_disconnected"
+        elif isinstance(failure, UpstreamError):
+            fail_span(span, failure)
+        elif failure is None:
+            try:
+                _completed(route, span, call.result())
+            except UpstreamError:
+                pass  # the span says bad_json
+        _time_span(ctx, span, started)
 
 
 @dataclass
@@ -162,18 +213,20 @@ async def call_stream(
     usage-only chunk is kept from the caller unless the client asked for it.
     The span is closed (duration, tokens, cost) when `events` ends, fails
     upstream (status "error", the error event yielded before UpstreamError is
-    re-raised) or is closed or cancelled early (status "cancelled"; the
-    upstream response is closed at once)."""
-    await spendcap.check()
+    re-raised) or is closed or cancelled early: then the upstream is read on
+    in the background, metered, for MARINA_DRAIN_AFTER_DISCONNECT_SECONDS at
+    most (`_drain`), and `ctx.draining` is the task to wait on before tracing."""
     client_wants_usage = wants_usage(body)
     sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
+    data = encode(sent)
+    await _hold(ctx, route, sent, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}
     meter = Meter(route, span, hide_usage_chunk=not client_wants_usage)
     stack = AsyncExitStack()
     try:
-        stream = await stack.enter_async_context(upstream.open_stream(route.provider, encode(sent), ctx.upstream_headers()))
+        stream = await stack.enter_async_context(upstream.open_stream(route.provider, data, ctx.upstream_headers()))
     except UpstreamError as exc:
         _stop_clock(ctx, meter)
         fail_span(span, exc)
@@ -194,19 +247,71 @@ async def call_stream(
 async def _metered_events(
     ctx: RequestContext, stack: AsyncExitStack, stream: upstream.Stream, meter: Meter
 ) -> AsyncGenerator[bytes, None]:
+    pump = Pump(relay_or_error(stream.chunks(), meter))
+    handed_over = False
     try:
-        async with stack:  # the upstream response is closed however this ends
-            try:
-                async for event in relay_or_error(stream.chunks(), meter):
-                    yield event
-            except UpstreamError as exc:
-                meter.span.status, meter.span.error_kind = "error", exc.kind
-                raise
-            except (asyncio.CancelledError, GeneratorExit):
-                meter.span.status, meter.span.error_kind = "cancelled", "client_disconnected"
-                raise
+        try:
+            while (event := await pump.next()) is not None:
+                yield event
+        except UpstreamError as exc:
+            meter.span.status, meter.span.error_kind = "error", exc.kind
+            raise
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client went away: the upstream is read on (and metered) for
+            # a bounded time in the background, which then closes it and the span.
+            pump.discard()
+            ctx.draining = _drain_later(_drain(ctx, stack, pump, meter))
+            handed_over = True
+            raise
     finally:
-        _close_span(ctx, meter)
+        if not handed_over:
+            pump.task.cancel()  # nothing if it has ended
+            await stack.aclose()  # the upstream response is closed however this ends
+            _close_span(ctx, meter)
+
+
+# Drains in progress: the event loop keeps only weak references to tasks.
+_draining: set[asyncio.Task[None]] = set()
+
+
+async def drains_finished() -> None:
+    """Wait for the drains in progress to end (each within its bound) and
+    their traces to be queued: a worker that stops calls it last."""
+    while _draining:
+        await asyncio.wait(list(_draining))
+
+
+def _drain_later(drain: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    task = asyncio.get_running_loop().create_task(drain)
+    _draining.add(task)
+    task.add_done_callback(_draining.discard)
+    return task
+
+
+async def _drain(ctx: RequestContext, stack: AsyncExitStack, pump: Pump, meter: Meter) -> None:
+    """Read a stream its client abandoned to its end, for at most
+    MARINA_DRAIN_AFTER_DISCONNECT_SECONDS, so that the usage the provider
+    reports last (and bills) is metered; past the bound, hang up.
+
+    The span then says what became of the upstream call: `ok` (read to its
+    end, priced), `error` (it failed meanwhile) or `cancelled`
+    `client_disconnected` (cut at the bound, or a drain of 0)."""
+    span = meter.span
+    try:
+        seconds = settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS
+        if seconds > 0 and not pump.task.done():
+            await asyncio.wait([pump.task], timeout=seconds)
+    finally:
+        if not pump.task.done():
+            pump.task.cancel()
+            span.status, span.error_kind = "cancelled", "client_disconnected"
+        elif isinstance(pump.error, UpstreamError):
+            span.status, span.error_kind = "error", pump.error.kind
+        try:
+            await asyncio.wait([pump.task])  # its cancellation closes the upstream connection
+        finally:
+            await stack.aclose()
+            _close_span(ctx, meter)
 
 
 def _stop_clock(ctx: RequestContext, meter: Meter) -> None:

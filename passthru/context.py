@@ -2,6 +2,7 @@
 on the way. Turned into one ledger.spend.records.TraceRecord at the end."""
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -53,6 +54,12 @@ class RequestContext:
     body: Any = None
     conversation: Identity = NO_IDENTITY
     traced: bool = False  # its trace has gone to the ledger (one trace per request)
+    # A stream its client abandoned, still read (and metered) in the background
+    # (passthru/calls.py _drain): its trace waits for it.
+    draining: asyncio.Task[None] | None = None
+    # The daily cap's holds on this request's upstream calls (passthru/spendcap.py),
+    # released once its trace, and so its spend, is recorded.
+    holds: list[int] = field(default_factory=list)
 
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:

@@ -85,3 +85,21 @@ class RateBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.client}: {self.tokens:.2f}"
+
+
+class SpendHold(models.Model):
+    """A call in flight, counted against the daily cap at its estimated cost
+    until its spend is recorded (passthru/spendcap.py). Rows live only as long
+    as their calls: a process killed mid-call leaves rows that stop counting
+    after spendcap.HOLD_TTL_SECONDS and are then deleted."""
+
+    id = models.BigIntegerField(primary_key=True)  # random, chosen by the process that holds it
+    day = models.DateField()  # the UTC day whose cap it counts against
+    nanousd = models.BigIntegerField()  # the estimate
+    created_at = models.FloatField()  # seconds since the epoch
+
+    class Meta:
+        db_table = "passthru_spendhold"
+
+    def __str__(self) -> str:
+        return f"{self.day}: {self.nanousd} nano-dollars"

@@ -3,7 +3,7 @@
 Listed before their first use: the configured aliases, each formation's
 listed ids and its templates (the formation's prefix on every alias, and on
 `default` when MARINA_DEFAULT_MODEL is set), and whatever other parts add
-through EXTRA_SOURCES (crews). Then the ids served in the last week. An id
+through EXTRA_SOURCES (every enabled crew, `marina:<name>`). Then the ids served in the last week. An id
 whose provider is gone (no longer configured) is left out: an alias or
 template that would not route, a recent id none of whose serving providers
 is still configured."""
@@ -17,12 +17,12 @@ from typing import Any
 from django.conf import settings
 
 from ledger.spend import selectors, services
-from passthru import auth, formations, providers
+from passthru import auth, crews, formations, providers
 from passthru.errors import ApiError
 
-# Other parts list their own ids here (crews): async functions returning ids
-# owned by Marina. Each id is listed as given, after the formation templates.
-EXTRA_SOURCES: list[Callable[[], Awaitable[Iterable[str]]]] = []
+# Other parts list their own ids here: async functions returning ids owned by
+# Marina. Each id is listed as given, after the formation templates.
+EXTRA_SOURCES: list[Callable[[], Awaitable[Iterable[str]]]] = [crews.listed_ids]
 
 
 def _routes(model_id: str) -> bool:
@@ -57,7 +57,8 @@ async def list_models(authorization: str | None) -> dict[str, Any]:
         for model_id in await source():
             ids.setdefault(model_id, "marina")
     for model_id, served_by in recent.items():
-        if _configured(served_by):
+        # A crew is listed while it is enabled (above), not because it served lately.
+        if _configured(served_by) and not crews.is_crew_id(model_id):
             ids.setdefault(model_id, "marina" if formations.find(model_id) else model_id.partition("/")[0] or "marina")
     return {
         "object": "list",

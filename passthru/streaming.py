@@ -5,8 +5,10 @@ Marina itself asked for it (the client did not set
 stream_options.include_usage), the usage-only chunk is kept from the client."""
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -90,3 +92,75 @@ async def relay_or_error(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIte
     except UpstreamError as exc:
         yield error_event(exc.message, exc.kind)
         raise
+
+
+class Pump:
+    """Reads an event source in a task of its own; the request's task only
+    takes the events (`next`).
+
+    A client that leaves cancels the request's task (Django's handlers do,
+    marina/mounts.py's too). Were that task reading the upstream, the cancellation
+    would cut the read and the connection with it: a stream whose usage chunk
+    was still to come would go unmetered. Read here, the upstream can be read
+    on to its end after the client left (`discard`, then wait on `task`), and
+    cut only when the caller cancels `task`. Costs one task per stream and one
+    extra task step per event."""
+
+    ROOM = 64  # events held for a slow client before the pump waits for it
+
+    def __init__(self, source: AsyncIterator[bytes]) -> None:
+        self._source = source
+        self._events: deque[bytes] = deque()
+        self._waiter: asyncio.Future[None] | None = None  # the reader's, while it waits
+        self._room: asyncio.Future[None] | None = None  # the pump's, while the reader catches up
+        self._discarding = False
+        self.ended = False
+        self.error: BaseException | None = None  # what ended the source, for the reader to raise
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            async for event in self._source:
+                if self._discarding:
+                    continue  # metered on the way (the source is the Meter's relay); nobody to send it to
+                self._events.append(event)
+                self._wake()
+                if len(self._events) >= self.ROOM:
+                    self._room = asyncio.get_running_loop().create_future()
+                    await self._room
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.ended = True
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def next(self) -> bytes | None:
+        """The next event; None at the end; the source's error re-raised."""
+        while True:
+            if self._events:
+                event = self._events.popleft()
+                if self._room is not None and not self._room.done():
+                    self._room.set_result(None)
+                return event
+            if self.ended:
+                if self.error is not None:
+                    raise self.error
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    def discard(self) -> None:
+        """The reader is gone: read on, keeping nothing."""
+        self._discarding = True
+        self._events.clear()
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)

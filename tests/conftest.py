@@ -8,12 +8,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import uvicorn
 
 from tests.upstream import ScriptedUpstream
+
+if TYPE_CHECKING:
+    from tests.otlp_receiver import OtlpReceiver
 
 MARINA_KEY = "sk-marina-test-key-0123456789"
 PROVIDER_KEY = "sk-or-test-provider-key-9876543210"
@@ -76,12 +79,8 @@ def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-unty
     providers["openai"] = {"base_url": upstream.base_url, "api_key": "", "key_env": "OPENAI_API_KEY"}
     settings.MARINA_PROVIDERS = providers
     settings.MARINA_DAILY_SPEND_CAP_USD = None
-    # Each test starts from its own empty ledger: read the spend total before
-    # every call (tests/passthru/test_spendcap.py covers the cached snapshot).
-    settings.MARINA_SPEND_CAP_REFRESH_SECONDS = 0
-    from passthru import auth, spendcap
+    from passthru import auth
 
-    spendcap.forget()
     auth.forget()  # stored keys read by an earlier test's server
     return settings
 
@@ -118,11 +117,12 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type
     with serve_in_thread(application, proxy_headers=False) as url:
         yield url
     from ledger.spend.services import close_writer_connection
-    from passthru import ratelimit
+    from passthru import ratelimit, spendcap
 
     with django_db_blocker.unblock():
         close_writer_connection()
         ratelimit.close_connection()
+        spendcap.close_connection()
 
 
 @pytest.fixture
@@ -131,3 +131,14 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # 
     the server and the ledger writer run in other threads, so the test's data
     must really be committed."""
     return _marina_server
+
+
+# --- An OpenTelemetry collector ---------------------------------------------------
+@pytest.fixture
+def otlp_receiver() -> Iterator[OtlpReceiver]:
+    """A real OTLP/HTTP trace receiver on loopback (tests/otlp_receiver.py), stopped afterwards."""
+    from tests.otlp_receiver import OtlpReceiver  # imports OpenTelemetry's protobuf messages: only when used
+
+    receiver = OtlpReceiver().start()
+    yield receiver
+    receiver.stop()

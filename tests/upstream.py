@@ -100,6 +100,7 @@ class Sse:
     # real providers do) or "always" (a provider that ignores what was asked).
     gzip: str = ""
     content_type: str = "text/event-stream"
+    usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
 
 
 @dataclass
@@ -277,6 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
             if step.stall_after is not None and i == step.stall_after:
                 time.sleep(step.stall_seconds)
                 return "stalled"
+            if step.usage_delay and i == len(chunks) - 1 and "usage" in chunk:
+                time.sleep(step.usage_delay)
             write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
             time.sleep(step.gap)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from ledger.benchmarks import stats
+from ledger.benchmarks.decisions import patterns as decision_patterns
 from ledger.benchmarks.metrics import is_successful, summarize
 from ledger.models import BenchmarkItem, BenchmarkRun
 from marina import money
@@ -73,11 +74,13 @@ class Replicates:
 
 @dataclass
 class DecisionRow:
-    """One side's shared items whose linked calls got one formation decision
-    pattern (e.g. `verify: revised`), and how they scored."""
+    """One side's shared items on whose linked calls one formation decided the
+    same (e.g. `verify: revised`), and how they scored."""
 
     side: str  # A or B
-    decision: str  # `<route>: <label>[+<label>]`, or `none` (no formation decision / no linked trace)
+    # `<formation>: <label>[+<label>]` (ledger.benchmarks.decisions.pattern), `<formation>: none`
+    # (no decision of that formation, or no linked trace), or `none` on a side without formations
+    decision: str
     items: int
     successes: int
     other_successes: int | None  # two runs: the other side's successes on the same items
@@ -132,7 +135,7 @@ class _RunData:
     run: BenchmarkRun
     evaluated: dict[str, _Outcome]  # by item id; infrastructure errors left out
     infra_errors: int
-    decisions: dict[str, str] = field(default_factory=dict)  # item id -> decision pattern (items with one)
+    decisions: dict[str, dict[str, str]] = field(default_factory=dict)  # item id -> formation -> pattern
 
 
 # -- public entry points -------------------------------------------------------
@@ -162,21 +165,32 @@ def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> C
     """Compare group B against group A (`BenchmarkRun.group`), pooling each
     group's runs on the item ids every run of both groups evaluated; the
     interval is a two-stage bootstrap (runs within each side, then tasks)."""
-    runs_a, runs_b = _group_runs(a), _group_runs(b)
+    return compare_run_sets(_group_runs(a), _group_runs(b), label_a=a, label_b=b, seed=seed, resamples=resamples)
+
+
+def compare_run_sets(
+    runs_a: Sequence[BenchmarkRun], runs_b: Sequence[BenchmarkRun], *, label_a: str, label_b: str,
+    seed: int = 0, resamples: int = 2000,
+) -> Comparison:  # fmt: skip
+    """compare_groups on given runs (e.g. one experiment's replicates of two
+    arms, whose groups also hold other experiments' runs). Invalid runs are left
+    out with a note."""
     left_out = [
         f"run #{r.pk} of group {name!r} left out: marked invalid ({r.invalid_reason})"
-        for name, runs in ((a, runs_a), (b, runs_b))
+        for name, runs in ((label_a, runs_a), (label_b, runs_b))
         for r in runs
         if r.is_invalid
     ]
-    for name, runs in ((a, runs_a), (b, runs_b)):
+    for name, runs in ((label_a, runs_a), (label_b, runs_b)):
+        if not runs:
+            raise CompareError(f"no runs in group {name!r}")
         if all(r.is_invalid for r in runs):
             raise CompareError(f"no valid run in group {name!r}: " + "; ".join(left_out))
     return _compare(
         [_load(r) for r in runs_a if not r.is_invalid],
         [_load(r) for r in runs_b if not r.is_invalid],
-        label_a=a,
-        label_b=b,
+        label_a=label_a,
+        label_b=label_b,
         grouped=True,
         seed=seed,
         resamples=resamples,
@@ -206,41 +220,41 @@ def _group_runs(name: str) -> list[BenchmarkRun]:
 def _load(run: BenchmarkRun) -> _RunData:
     evaluated: dict[str, _Outcome] = {}
     infra = 0
-    decisions: dict[str, str] = {}
+    decided_on: dict[str, dict[str, str]] = {}
     rows = BenchmarkItem.objects.filter(run=run).values_list("item_id", "task_id", "reward", "infra_error", "decisions")
     for item_id, task_id, reward, infra_error, decided in rows.iterator():
         if decided:
-            decisions[item_id] = decision_pattern(decided)
+            decided_on[item_id] = decision_patterns(decided)
         if infra_error:
             infra += 1  # not evaluated: never a score, on either side
             continue
         # A missing reward on an evaluated item counts as 0, as τ² does.
         evaluated[item_id] = _Outcome(item_id, task_id, reward if reward is not None else 0.0)
-    return _RunData(run=run, evaluated=evaluated, infra_errors=infra, decisions=decisions)
-
-
-def decision_pattern(decisions: dict[str, dict[str, int]]) -> str:
-    """`verify: approved+revised`: which decisions a formation took on an item's calls."""
-    return "; ".join(f"{route}: " + "+".join(sorted(labels)) for route, labels in sorted(decisions.items()))
+    return _RunData(run=run, evaluated=evaluated, infra_errors=infra, decisions=decided_on)
 
 
 def _decision_rows(side_a: list[_RunData], side_b: list[_RunData], shared: set[str], grouped: bool) -> list[DecisionRow]:
-    """Shared items by formation decision, per side; paired with the other side for two runs."""
+    """Shared items by what each formation decided on them, per side (a side's
+    items once per formation it ran, `none` where that formation decided
+    nothing); paired with the other side for two runs."""
     if not any(d.decisions for d in side_a + side_b):
         return []
     rows: list[DecisionRow] = []
     for name, side, other in (("A", side_a, side_b), ("B", side_b, side_a)):
-        cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-        for data in side:
-            for item_id in shared:
-                cell = cells[data.decisions.get(item_id, "none")]
-                cell[0] += 1
-                cell[1] += data.evaluated[item_id].success
-                if not grouped:
-                    cell[2] += other[0].evaluated[item_id].success
-        for decision in sorted(cells, key=lambda d: (d == "none", d)):
-            n, ok, other_ok = cells[decision]
-            rows.append(DecisionRow(name, decision, n, ok, None if grouped else other_ok))
+        formations = sorted({f for data in side for item_id in shared for f in data.decisions.get(item_id, {})})
+        for formation in formations or [""]:
+            cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+            for data in side:
+                for item_id in shared:
+                    default = f"{formation}: none" if formation else "none"
+                    cell = cells[data.decisions.get(item_id, {}).get(formation, default)]
+                    cell[0] += 1
+                    cell[1] += data.evaluated[item_id].success
+                    if not grouped:
+                        cell[2] += other[0].evaluated[item_id].success
+            for decision in sorted(cells, key=lambda d: (d.endswith("none"), d)):
+                n, ok, other_ok = cells[decision]
+                rows.append(DecisionRow(name, decision, n, ok, None if grouped else other_ok))
     return rows
 
 

@@ -3,12 +3,12 @@
 
 Every import is all-or-nothing (the file is parsed and checked completely
 before one transaction writes the run and its items) and idempotent (keyed by
-the SHA-256 of the τ² results file: importing it again, directly or through
-its ledger file, returns the existing run)."""
+the SHA-256 of the τ² results file's JSON content, ledger.benchmarks.contentkey:
+importing it again, directly, through its ledger file or uploaded, returns the
+existing run)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -21,7 +21,7 @@ import ijson
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from ledger.benchmarks import checks, metrics
+from ledger.benchmarks import checks, contentkey, metrics
 from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
@@ -105,12 +105,6 @@ def load_tau2(results_path: str | Path, *, require_clean: bool = False, progress
     return to_ledger(results)
 
 
-def read_any_ledger(source: str | Path | dict[str, Any]) -> Ledger:
-    """A ledger file in Marina's format or the original Marina's, told apart by its shape."""
-    name, data = load_json(source)
-    return from_original(name, data) if is_original(data) else from_data(name, data)
-
-
 def default_ledger_path(results_path: str | Path) -> Path:
     path = Path(results_path)
     name = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
@@ -154,21 +148,30 @@ def import_ledger(
     """Import a ledger file (or its parsed data), in Marina's format or the
     original's (ledger.benchmarks.original), as one BenchmarkRun with its items."""
     group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
-    ledger = read_any_ledger(path_or_data)
-    name = "<ledger data>" if isinstance(path_or_data, dict) else str(path_or_data)
-    sha = ledger.source.get("sha256")
-    if not (isinstance(sha, str) and _SHA256.match(sha)):
-        # A ledger that does not name its source is keyed by its own content.
-        if isinstance(path_or_data, dict):
-            sha = hashlib.sha256(json.dumps(path_or_data, sort_keys=True).encode()).hexdigest()
-        else:
-            sha = hashlib.sha256(Path(path_or_data).read_bytes()).hexdigest()
+    name, data = load_json(path_or_data)
+    # Marina's format or the original Marina's, told apart by its shape
+    ledger = from_original(name, data) if is_original(data) else from_data(name, data)
+    sha, legacy = _keys(ledger, data, path_or_data)
     source_name = ledger.source["name"] if isinstance(ledger.source.get("name"), str) else Path(name).name
     return _import(
-        ledger, sha=sha, source=name, source_name=source_name, target_kind=target_kind, target=target,
-        group=group, label=label, cost_usd=cost_usd, cost_from_spend=cost_from_spend, dry_run=dry_run,
-        judge=judge, replicate_of=replicate_of,
+        ledger, sha=sha, legacy_keys=legacy, source=name, source_name=source_name, target_kind=target_kind,
+        target=target, group=group, label=label, cost_usd=cost_usd, cost_from_spend=cost_from_spend,
+        dry_run=dry_run, judge=judge, replicate_of=replicate_of,
     )  # fmt: skip
+
+
+def _keys(ledger: Ledger, data: Any, given: str | Path | dict[str, Any]) -> tuple[str, list[str]]:
+    """A ledger file's import key and the keys an earlier Marina may have
+    recorded the same run under. The key is the one its source names (the τ²
+    results' content key), else the ledger's own content key: a file and the
+    same data uploaded are one run."""
+    legacy = [v for v in (ledger.source.get("file_sha256"),) if isinstance(v, str) and _SHA256.match(v)]
+    sha = ledger.source.get("sha256")
+    if isinstance(sha, str) and _SHA256.match(sha):
+        return sha, legacy
+    if not isinstance(given, dict):  # keyed by the file's bytes before the content key
+        legacy.append(hashlib.sha256(Path(given).read_bytes()).hexdigest())
+    return contentkey.of_value(data), legacy
 
 
 def import_ledgers(paths: Sequence[str | Path], **options: Any) -> list[ImportResult]:
@@ -200,7 +203,8 @@ def import_tau2(
     group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
     ledger = load_tau2(results_path, require_clean=require_clean, progress=progress)
     return _import(
-        ledger, sha=ledger.source["sha256"], source=str(results_path), source_name=Path(results_path).name,
+        ledger, sha=ledger.source["sha256"], legacy_keys=[ledger.source["file_sha256"]], source=str(results_path),
+        source_name=Path(results_path).name,
         target_kind=target_kind, target=target, group=group, label=label, cost_usd=cost_usd,
         cost_from_spend=cost_from_spend, dry_run=dry_run, judge=judge, replicate_of=replicate_of,
     )  # fmt: skip
@@ -250,14 +254,14 @@ def _fit(source: str, what: str, value: str, limit: int) -> str:
 
 
 def _import(
-    ledger: Ledger, *, sha: str, source: str, source_name: str, target_kind: str, target: str,
+    ledger: Ledger, *, sha: str, legacy_keys: Sequence[str] = (), source: str, source_name: str, target_kind: str, target: str,
     group: str | None, label: str | None, cost_usd: float | Decimal | None, cost_from_spend: bool, dry_run: bool,
     judge: str | None = None, replicate_of: int | None = None,
 ) -> ImportResult:  # fmt: skip
     summary = ledger.summary()
     verdict = assess(ledger.run, ledger.items)
     warnings = list(ledger.warnings)
-    existing = BenchmarkRun.objects.filter(source_sha256=sha).first()
+    existing = BenchmarkRun.objects.filter(source_sha256__in=[sha, *legacy_keys]).order_by("pk").first()
     if existing is not None:
         warnings.append(f"{source}: already imported as run #{existing.pk} ({existing.target}); nothing written")
         return ImportResult(existing, False, dry_run, source, len(ledger.items), summary, verdict, "", warnings)
@@ -326,6 +330,7 @@ def _import(
             trace_completion_tokens=links.items[i.id].completion_tokens,
             trace_cost_nanousd=links.items[i.id].cost_nanousd,
             decisions=links.items[i.id].decisions,
+            formation_counters=links.items[i.id].counters,
         )
         for i in ledger.items
     ]

@@ -22,15 +22,18 @@ how many. Nothing here writes: `plan_links` returns what the import writes in
 its own transaction."""
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
+
+from ledger.benchmarks.decisions import ARGCHECK, OBLIGATIONS, VERIFY, ItemDecisions, of_trace
 from ledger.benchmarks.items import LedgerItem
 from ledger.benchmarks.tau2.results import parse_time
-from ledger.models import Trace
+from ledger.models import Span, Trace
 
 # Marina stamps a trace when the request arrives, τ² stamps a simulation just
 # before its first call and just after its last: the same clock, so a little
@@ -50,7 +53,15 @@ class ItemLinks:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_nanousd: int | None = None
-    decisions: dict[str, dict[str, int]] = field(default_factory=dict)
+    decided: ItemDecisions = field(default_factory=ItemDecisions)
+
+    @property
+    def decisions(self) -> dict[str, dict[str, int]]:
+        return self.decided.decisions
+
+    @property
+    def counters(self) -> dict[str, dict[str, int]]:
+        return self.decided.counters
 
 
 @dataclass
@@ -161,10 +172,11 @@ def plan_links(
         if owners_:
             assign(row, [(item_id, "user") for item_id in sorted(owners_)])
 
-    for row in rows:
+    spans = _decision_spans([row["id"] for row in rows if row["id"] in linked and row["route"] not in ("", "passthru")])
+    for row in rows:  # in time order: the last call's obligations ledger stands for the item
         if row["id"] in linked:
             item_id, role = linked[row["id"]]
-            _add(plan.items[item_id], row, role)
+            _add(plan.items[item_id], row, role, spans.get(row["id"], []))
     for item_id in ambiguous:
         if not plan.items[item_id].traces:
             plan.items[item_id].status = AMBIGUOUS
@@ -172,7 +184,20 @@ def plan_links(
     return plan
 
 
-def _add(links: ItemLinks, row: dict[str, Any], role: str) -> None:
+def _decision_spans(trace_ids: list[int]) -> dict[int, list[tuple[str, dict[str, Any]]]]:
+    """trace id -> (name, detail) of its spans that record formation decisions, in order."""
+    out: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    holds = Q(name=VERIFY) | Q(detail__has_key=OBLIGATIONS) | Q(detail__has_key=ARGCHECK)
+    for start in range(0, len(trace_ids), 500):  # SQLite limits the parameters of one query
+        chunk = trace_ids[start : start + 500]
+        for trace_id, name, detail in (
+            Span.objects.filter(holds, trace_id__in=chunk).order_by("trace_id", "seq").values_list("trace_id", "name", "detail")
+        ):
+            out[trace_id].append((name, detail if isinstance(detail, dict) else {}))
+    return out
+
+
+def _add(links: ItemLinks, row: dict[str, Any], role: str, spans: list[tuple[str, dict[str, Any]]]) -> None:
     links.status = LINKED
     links.traces.append((row["id"], role))
     links.calls += 1
@@ -183,14 +208,4 @@ def _add(links: ItemLinks, row: dict[str, Any], role: str) -> None:
         links.unpriced += 1
     else:
         links.cost_nanousd = (links.cost_nanousd or 0) + row["cost_nanousd"]
-    if row["formation_label"] and row["route"] not in ("", "passthru"):
-        counts = links.decisions.setdefault(row["route"], {})
-        counts[row["formation_label"]] = counts.get(row["formation_label"], 0) + 1
-
-
-def decision_summary(decisions: dict[str, dict[str, int]]) -> str:
-    """`verify: 3 approved, 1 revised` for people; blank without decisions."""
-    return "; ".join(
-        f"{route}: " + ", ".join(f"{n} {label}" for label, n in Counter(labels).most_common())
-        for route, labels in sorted(decisions.items())
-    )
+    links.decided.add(of_trace(row["route"], row["formation_label"], spans))

@@ -20,6 +20,3 @@ def safe_cell(value: Any) -> Any:
         return "'" + value
     return value
 
-
-def safe_row(values: list[Any]) -> list[Any]:
-    return [safe_cell(v) for v in values]

@@ -12,6 +12,7 @@ from django.db.models import Count, FloatField, Q, QuerySet
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
+from ledger.benchmarks.decisions import summary as decisions_summary
 from ledger.benchmarks.metrics import Summary, summarize
 from ledger.benchmarks.stats import pass_hat_k_intervals
 from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
@@ -44,7 +45,8 @@ def run_choices() -> RunChoices:
     """The distinct values the runs filter offers."""
 
     def distinct(field: str) -> list[str]:
-        values = BenchmarkRun.objects.exclude(**{field: ""}).values_list(field, flat=True).distinct()
+        # order_by(): with the model's ordering (created_at) DISTINCT would keep one row per run.
+        values = BenchmarkRun.objects.exclude(**{field: ""}).order_by().values_list(field, flat=True).distinct()
         return sorted(values)
 
     return RunChoices(groups=distinct("group"), benchmarks=distinct("benchmark"), targets=distinct("target"))
@@ -92,6 +94,7 @@ class Cell:
     link_status: str = ""  # linked | unfound | ambiguous | "" (see ledger/benchmarks/links.py)
     trace_calls: int = 0
     trace_cost_nanousd: int | None = None
+    decided: str = ""  # what formations decided on its calls, for people (ledger.benchmarks.decisions.summary)
 
     @property
     def outcome(self) -> str:
@@ -164,6 +167,7 @@ def run_report(run: BenchmarkRun, *, resamples: int = 1000, seed: int = 0) -> Ru
                 link_status=i.link_status,
                 trace_calls=i.trace_calls,
                 trace_cost_nanousd=i.trace_cost_nanousd,
+                decided=decisions_summary(i.decisions, i.formation_counters) if i.decisions else "",
             )
         grid.append(row)
     grid.sort(key=lambda r: r["task_key"])

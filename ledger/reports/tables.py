@@ -60,8 +60,9 @@ class OutcomeColumn(tables.Column):
             # The cell opens the traces Marina linked to this item on import.
             url = reverse("reports:traces") + f"?item={value.item_pk}"
             cost = money.dollars(value.trace_cost_nanousd, unknown="unpriced")
+            decided = f"; {value.decided}" if value.decided else ""
             return format_html(
-                '<a href="{}" title="{} linked call(s), {}">{}</a>', url, value.trace_calls, cost, cell
+                '<a href="{}" title="{} linked call(s), {}{}">{}</a>', url, value.trace_calls, cost, decided, cell
             )
         if value.link_status in ("unfound", "ambiguous"):
             return format_html('{}<sup class="unlinked" title="no trace linked: {}">?</sup>', cell, value.link_status)

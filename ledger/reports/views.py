@@ -4,6 +4,7 @@ ledger.reports.charts. Every page needs a logged-in user (the admin's login)."""
 from __future__ import annotations
 
 import csv
+import io
 from datetime import timedelta
 from typing import Any
 
@@ -15,12 +16,13 @@ from django.utils.safestring import mark_safe
 from django_tables2 import RequestConfig
 from django_tables2.paginators import LazyPaginator
 
+from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
-from ledger.models import BenchmarkRun, Trace
+from ledger.models import BenchmarkRun, Experiment, Trace
 from ledger.reports import overview, selectors
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
-from ledger.reports.csvcells import safe_row
+from ledger.reports.csvcells import safe_cell
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.tables import (
     DisagreementTable,
@@ -148,6 +150,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "terminations": TerminationTable(report.terminations),
         "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.reports.charts)
         "cost_source": selectors.cost_source_label(run.cost_source),
+        "experiment_runs": run.experiment_runs.select_related("experiment"),
         # Import strips credentials; redact again so a page never shows one.
         "agent_args": redact(run.agent_args),
         "user_args": redact(run.user_args),
@@ -199,12 +202,19 @@ def spend_csv(request: HttpRequest) -> HttpResponse:
     since, until = form.range()
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="marina-spend-{since}-{until}.csv"'
-    writer = csv.writer(response)
+    # 90 days of a busy team is ~100,000 buckets: rows are read as tuples and
+    # written in one go (model instances and a write per row cost 20x more).
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
     writer.writerow([*SPEND_CSV_COLUMNS, "cost_usd"])
-    for row in spend_selectors.spend_totals(since=since, until=until).rows:
-        # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
-        # Text cells are callers' choice (model ids, key names): no formula survives (csvcells).
-        writer.writerow(safe_row([*(getattr(row, c) for c in SPEND_CSV_COLUMNS), money.exact(row.cost_nanousd)]))
+    rows = spend_selectors.spend_rows(since=since, until=until, columns=[*SPEND_CSV_COLUMNS, "cost_nanousd"])
+    # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
+    # Text cells are callers' choice (model ids, key names): no formula survives (csvcells).
+    writer.writerows(
+        (day, safe_cell(key), safe_cell(model), safe_cell(provider), safe_cell(upstream), *counts, money.exact(cost))
+        for day, key, model, provider, upstream, *counts, cost in rows
+    )
+    response.write(buffer.getvalue())
     return response
 
 
@@ -278,3 +288,25 @@ def compare(request: HttpRequest) -> HttpResponse:
             "disagreements": DisagreementTable(view.disagreements),
         }
     return render(request, "ledger/compare.html", context)
+
+
+@login_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    """The experiments `manage.py repro_tau2` ran, newest first."""
+    return render(request, "ledger/experiment_list.html", {"experiments": experiments.recent(200)})
+
+
+@login_required
+def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One experiment as one unit: its arms side by side (the baseline first), every run of each,
+    and each arm against the baseline on this experiment's runs."""
+    experiment = get_object_or_404(Experiment, pk=pk)
+    table = experiments.arm_table(experiment)
+    context = {
+        "experiment": experiment,
+        "arms": table,
+        "replicates": sorted({r.replicate for row in table for r in row.runs}),
+        "comparisons": experiments.arm_comparisons(experiment),
+    }
+    return render(request, "ledger/experiment_detail.html", context)
+

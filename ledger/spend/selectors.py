@@ -2,6 +2,7 @@
 recent ids and the spend report."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
@@ -17,6 +18,11 @@ def utc_today() -> date:
 
 def spent_nanousd(day: date) -> int:
     return SpendDaily.objects.filter(day=day).aggregate(total=Sum("cost_nanousd"))["total"] or 0
+
+
+def spent_by_key(key_name: str) -> int:
+    """Everything one key's calls have cost, in nano-dollars (all days)."""
+    return SpendDaily.objects.filter(key_name=key_name).aggregate(total=Sum("cost_nanousd"))["total"] or 0
 
 
 @dataclass
@@ -55,6 +61,14 @@ def spend_totals(*, since: date | None = None, until: date | None = None) -> Spe
         cost_nanousd=sum(r.cost_nanousd for r in listed),
         rows=listed,
     )
+
+
+def spend_rows(*, since: date, until: date, columns: list[str]) -> Iterator[tuple[Any, ...]]:
+    """The buckets between two UTC days, inclusive, as tuples of `columns`
+    (for exports: no model instances), in a stable order."""
+    rows = SpendDaily.objects.filter(day__gte=since, day__lte=until)
+    ordered = rows.order_by("day", "key_name", "requested_model", "provider", "upstream_model")
+    return ordered.values_list(*columns).iterator(chunk_size=10_000)
 
 
 def recent_models(limit: int = 50) -> list[str]:

@@ -9,15 +9,14 @@ import logging
 import os
 import threading
 import time
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from datetime import date
 from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from ledger.models import Trace
-from ledger.spend.records import SpanRecord, TraceRecord
+from ledger.spend.records import TraceRecord
 from ledger.spend.trace_writer import insert_traces
 
 log = logging.getLogger(__name__)
@@ -38,13 +37,6 @@ def record_requests(traces: Sequence[TraceRecord], *, notify: bool = True) -> li
     the observers hear of the traces once they are committed."""
     with _sqlite_write_turn(), transaction.atomic():
         ids = insert_traces(traces)
-        upstream = [s for t in traces for s in t.spans if s.is_upstream_call]
-        if upstream:
-            # Counted once the transaction commits. On the writer thread,
-            # where both this and spend_snapshot() run, the two never
-            # interleave, so a snapshot counts each call exactly once
-            # (elsewhere a call may be counted twice: too high, never too low).
-            transaction.on_commit(lambda: _count_recorded(upstream))
         if notify and _observers:
             transaction.on_commit(lambda: notify_committed(traces))
     return ids
@@ -119,36 +111,6 @@ def _sqlite_write_turn() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-# This process's recorded spend per UTC day, in nano-dollars: lets the spend
-# cap add this process's own calls to a periodically read total
-# (passthru/spendcap.py) instead of querying spend_daily before every call.
-_recorded: defaultdict[date, int] = defaultdict(int)
-_recorded_lock = threading.Lock()
-
-
-def _count_recorded(spans: list[SpanRecord]) -> None:
-    with _recorded_lock:
-        for span in spans:
-            _recorded[span.started_at.date()] += span.cost_nanousd or 0
-        for day in [d for d in _recorded if len(_recorded) > 3 and d < max(_recorded)]:
-            del _recorded[day]  # keep only the latest days
-
-
-def recorded_nanousd(day: date) -> int:
-    """What this process has recorded for `day` so far (committed calls only)."""
-    return _recorded.get(day, 0)
-
-
-def spend_snapshot(day: date) -> tuple[int, int]:
-    """(spend_daily total for `day`, recorded_nanousd(day)) read together, so
-    that the total already includes exactly the counted calls. Run it on the
-    writer thread (`submit`)."""
-    from ledger.spend.selectors import spent_nanousd
-
-    with _recorded_lock:
-        return spent_nanousd(day), _recorded.get(day, 0)
 
 
 # One writer thread per process, holding one persistent connection: Django's

@@ -36,13 +36,15 @@ def find(model_id: str) -> Formation | None:
     return None
 
 
-def choose(model_id: str, headers: Mapping[str, str]) -> tuple[Formation | None, str]:
-    """(the formation that answers, the model id it or the passthru is given).
+def choose(model_id: str, headers: Mapping[str, str]) -> tuple[Formation | None, str, bool]:
+    """(the formation that answers, the model id it or the passthru is given,
+    whether the id asked for lessons with marina/lessons:).
 
     Opt-in prefixes and headers make a stack; `off` headers strip their prefix
-    and leave what it wrapped (a plain id goes to the passthru)."""
+    and leave what it wrapped (a plain id goes to the passthru, which then
+    recalls lessons itself when asked: passthru/formations/lessons.py)."""
     planned = plan(model_id, headers)
     if planned.active:
         stack = StackFormation(planned)
-        return stack, model_id
-    return find(planned.inner), planned.inner
+        return stack, model_id, planned.lessons
+    return find(planned.inner), planned.inner, planned.lessons

@@ -179,17 +179,30 @@ def _string(text: str, path: str, found: list[Value]) -> None:
 # --- Evidence -------------------------------------------------------------------
 @dataclass
 class Channels:
-    """The conversation's text by who wrote it."""
+    """The conversation's text by who wrote it. A channel's numbers and dates
+    are read the first time a value is looked up there: most values are found
+    in the user's or a tool's text, so the long system text is seldom scanned
+    (bench/formations.py)."""
 
     user: str = ""
     tool: str = ""
     assistant: str = ""
     system: str = ""
-    numbers: dict[str, set[str]] = field(default_factory=dict)
-    dates: dict[str, set[str]] = field(default_factory=dict)
+    _numbers: dict[str, set[str]] = field(default_factory=dict)
+    _dates: dict[str, set[str]] = field(default_factory=dict)
 
     def texts(self) -> dict[str, str]:
         return {"user": self.user, "tool": self.tool, "assistant": self.assistant, "system": self.system}
+
+    def numbers(self, channel: str) -> set[str]:
+        if channel not in self._numbers:
+            self._numbers[channel] = numbers_in(self.texts()[channel])
+        return self._numbers[channel]
+
+    def dates(self, channel: str) -> set[str]:
+        if channel not in self._dates:
+            self._dates[channel] = dates_in(self.texts()[channel])
+        return self._dates[channel]
 
 
 def channels_of(messages: Sequence[Any]) -> Channels:
@@ -202,11 +215,7 @@ def channels_of(messages: Sequence[Any]) -> Channels:
         if channel in parts:
             parts[str(channel)].append(text_of(m.get("content")))
     joined = {k: "\n".join(v).lower() for k, v in parts.items()}
-    out = Channels(user=joined["user"], tool=joined["tool"], assistant=joined["assistant"], system=joined["system"])
-    for name, text in out.texts().items():
-        out.numbers[name] = numbers_in(text)
-        out.dates[name] = dates_in(text)
-    return out
+    return Channels(user=joined["user"], tool=joined["tool"], assistant=joined["assistant"], system=joined["system"])
 
 
 def _whole_token(needle: str, haystack: str) -> bool:
@@ -219,9 +228,9 @@ def _whole_token(needle: str, haystack: str) -> bool:
 def found_in(value: Value, channel: str, channels: Channels) -> bool:
     text = channels.texts()[channel]
     if value.kind == "number":
-        return value.text in channels.numbers[channel]
+        return value.text in channels.numbers(channel)
     if value.kind == "date":
-        return value.text in channels.dates[channel] or _whole_token(value.text, text)
+        return value.text in channels.dates(channel) or _whole_token(value.text, text)
     if _whole_token(value.text, text):
         return True
     if value.kind == "option":

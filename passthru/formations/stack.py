@@ -26,10 +26,11 @@ from marina import money
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.formations import argcheck as argcheck_module
+from passthru.formations import lessons, state
 from passthru.formations import obligations as obligations_module
-from passthru.formations import state
 from passthru.formations.argcheck import ArgCheck
 from passthru.formations.obligations import ObligationsCheck
+from passthru.formations.optin import header_mode
 from passthru.formations.turn import Answer, Turn
 from passthru.formations.verify import PREFIX as VERIFY_PREFIX
 from passthru.formations.verify import split_id
@@ -40,7 +41,6 @@ from passthru.responses import Outbound, json_out
 OBLIGATIONS_PREFIX = "marina/obligations:"
 ARGCHECK_PREFIX = "marina/argcheck:"
 CREW_PREFIX = "marina:"
-_HEADER_VALUES = {"on": "on", "true": "on", "1": "on", "observe": "observe", "off": "off", "false": "off", "0": "off"}
 
 
 @dataclass(frozen=True)
@@ -48,47 +48,42 @@ class Plan:
     obligations: str  # on | observe | '' (not running)
     argcheck: str
     inner: str  # the id the checks wrap: a plain id or a marina/verify: id
+    lessons: bool = False  # marina/lessons: was among the prefixes
 
     @property
     def active(self) -> bool:
         return bool(self.obligations or self.argcheck)
 
 
-def _header_mode(headers: Any, name: str) -> str | None:
-    raw = headers.get(name)
-    if raw is None:
-        return None
-    mode = _HEADER_VALUES.get(raw.strip().lower())
-    if mode is None:
-        raise ApiError(400, f"The header {name} must be on, observe or off, not {raw[:40]!r}.", code="invalid_header")
-    return mode
-
-
 def plan(model_id: str, headers: Any) -> Plan:
     """Which checks run, and what they wrap."""
     modes = {"obligations": "", "argcheck": ""}
     inner = model_id
+    with_lessons = False
     while True:
-        if inner.startswith(OBLIGATIONS_PREFIX):
+        if inner.startswith(lessons.PREFIX):
+            with_lessons, inner = True, inner[len(lessons.PREFIX) :]
+        elif inner.startswith(OBLIGATIONS_PREFIX):
             modes["obligations"], inner = "on", inner[len(OBLIGATIONS_PREFIX) :]
         elif inner.startswith(ARGCHECK_PREFIX):
             modes["argcheck"], inner = "on", inner[len(ARGCHECK_PREFIX) :]
         else:
             break
     for feature in modes:
-        told = _header_mode(headers, f"x-marina-{feature}")
+        told = header_mode(headers, f"x-marina-{feature}")
         if told is not None:
             modes[feature] = "" if told == "off" else told
-    return Plan(modes["obligations"], modes["argcheck"], inner)
+    return Plan(modes["obligations"], modes["argcheck"], inner, with_lessons)
 
 
 def _route(model_id: str, what: str) -> Route:
     if not model_id:
         raise ApiError(400, f"The {what} of this model id is empty.", code="model_not_found", param="model")
-    if model_id.startswith((OBLIGATIONS_PREFIX, ARGCHECK_PREFIX)):
+    if model_id.startswith((OBLIGATIONS_PREFIX, ARGCHECK_PREFIX, lessons.PREFIX)):
         raise ApiError(
             400,
-            f"'{model_id}' cannot be the {what}: put marina/obligations: and marina/argcheck: before marina/verify:.",
+            f"'{model_id}' cannot be the {what}: put marina/obligations:, marina/argcheck: and marina/lessons: "
+            "before marina/verify:.",
             code="model_not_found",
             param="model",
         )
@@ -107,7 +102,7 @@ class StackFormation:
 
     name = "stack"
     prefix = OBLIGATIONS_PREFIX  # find() uses plan(); listed_ids are the templates
-    listed_ids: tuple[str, ...] = ("marina/obligations:<model>", "marina/argcheck:<model>")
+    listed_ids: tuple[str, ...] = ("marina/obligations:<model>", "marina/argcheck:<model>", "marina/lessons:<model>")
 
     def __init__(self, planned: Plan) -> None:
         self.plan = planned
@@ -128,8 +123,6 @@ class StackFormation:
                 code="model_not_found",
                 param="model",
             )
-        if body.get("stream") is True:
-            raise _unsupported("stream", "marina/obligations: and marina/argcheck: answer only non-streaming requests.")
         if isinstance(body.get("n"), int) and body["n"] > 1:
             raise _unsupported("n", "marina/obligations: and marina/argcheck: check exactly one choice.")
         verify = planned.inner.startswith(VERIFY_PREFIX)
@@ -164,6 +157,15 @@ class StackFormation:
         if planned.argcheck:
             ac = ArgCheck.start(planned.argcheck, loaded.state.get("argcheck"), _judge(argcheck_module.judge_route(agent_id_of(agent))))
 
+        recalled = lessons.OFF
+        lessons_wanted = planned.lessons or lessons.requested(ctx.inbound.headers) is not None
+        if lessons_wanted and not verify:  # verify recalls on its own (passthru/formations/verify.py)
+            lessons_mode = lessons.mode(ctx.inbound.headers, default="on" if planned.lessons else "off")
+            recalled = await lessons.recall(
+                ctx, lessons.opening_request(turn.messages), lessons_mode, query="opening", parent_seq=span.seq
+            )
+            turn.lessons_note = recalled.block()
+
         note = await ob.prepare(turn) if ob else ""
         answer = await turn.main(note, "draft")
         if not answer.ok:
@@ -177,7 +179,10 @@ class StackFormation:
         if ac:
             answer = await ac.finish(turn, answer, ob.reminder if ob else "")
         await self._commit(keys, ob, ac, span)
-        return self._respond(ctx, span, agent, answer, ob, ac)
+        out = self._respond(ctx, span, agent, answer, ob, ac)
+        if lessons_wanted and not verify:
+            out.headers[lessons.HEADER] = recalled.header()
+        return out
 
     async def _commit(self, keys: list[str], ob: ObligationsCheck | None, ac: ArgCheck | None, span: Any) -> None:
         def change(stored: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +228,7 @@ class StackFormation:
             labels.append(f"argcheck={ac.check}")
         if answer.label:
             headers["x-marina-verify"] = answer.label
-            headers["x-marina-lessons"] = "0"
+            headers[lessons.HEADER] = answer.lessons or "0"
             labels.append(f"verify={answer.label}")
         if unpriced:
             headers["x-marina-cost-unpriced-calls"] = str(unpriced)

@@ -13,7 +13,7 @@ from ledger.spend.records import SpanRecord
 from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
-from passthru.formations.conversation import text_of, with_trailing_note
+from passthru.formations.conversation import join_notes, text_of, with_trailing_note
 from passthru.providers import Route
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ class Answer:
     completion: Completion
     label: str = ""  # x-marina-verify's label when verify produced it
     seqs: range = range(0)
+    lessons: str = ""  # verify's x-marina-lessons when verify produced it
 
     @property
     def ok(self) -> bool:
@@ -56,6 +57,7 @@ class Turn:
     agent: Route  # the agent model (verify's proposer when verify is wrapped)
     verify: bool = False
     decisions: dict[str, Any] = field(default_factory=dict)
+    lessons_note: str = ""  # recalled lessons, riding first in every trailing note of this turn
 
     @property
     def messages(self) -> list[Any]:
@@ -65,13 +67,14 @@ class Turn:
     async def main(self, note: str, name: str) -> Answer:
         """The agent's reply to the caller's body with `note` trailing. Raises
         ApiError as the passthru would (the caller decides whether to fail open)."""
+        note = join_notes([self.lessons_note, note])
         body = {**self.body, "messages": with_trailing_note(self.messages, note)} if note else self.body
         first = len(self.ctx.spans)
         if self.verify:
             from passthru.formations.verify import VERIFY
 
             result = await VERIFY.produce(self.ctx, body, parent_seq=self.span.seq)
-            answer = Answer(result.final, result.label, range(first, len(self.ctx.spans)))
+            answer = Answer(result.final, result.label, range(first, len(self.ctx.spans)), result.lessons)
         else:
             done = await call_json(self.ctx, self.agent, body, name=name, parent_seq=self.span.seq)
             answer = Answer(done, "", range(first, len(self.ctx.spans)))

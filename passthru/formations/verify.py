@@ -27,6 +27,7 @@ from marina import money
 from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
+from passthru.formations import lessons
 from passthru.formations.tooleffect import Effect
 from passthru.formations.tooleffect import effects as tool_effects
 from passthru.formations.verify_guard import GuardDecision, content_text, guard_revision, tool_calls
@@ -129,6 +130,7 @@ class _Run:
     span: SpanRecord
     calls: list[Completion] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    recalled: lessons.Recalled = lessons.OFF
 
     async def call(self, route: Route, body: dict[str, Any], name: str) -> Completion:
         done = await call_json(self.ctx, route, body, name=name, parent_seq=self.span.seq)
@@ -152,6 +154,11 @@ class VerifyResult:
     label: str
     run: _Run
 
+    @property
+    def lessons(self) -> str:
+        """x-marina-lessons for this run."""
+        return self.run.recalled.header()
+
 
 class VerifyFormation:
     name = "verify"
@@ -169,8 +176,6 @@ class VerifyFormation:
     async def produce(self, ctx: RequestContext, body: dict[str, Any], *, parent_seq: int | None = None) -> VerifyResult:
         """The verified message for `body` (what run() answers, before the response
         is built); the stacked formations call this to check verify's output."""
-        if body.get("stream") is True:
-            raise _unsupported("stream", "marina/verify: answers only non-streaming requests.")
         if isinstance(body.get("n"), int) and body["n"] > 1:
             raise _unsupported("n", "marina/verify: drafts and reviews exactly one choice.")
         proposer_id, checker_id = split_id(body["model"])
@@ -182,9 +187,20 @@ class VerifyFormation:
         rounds = min(settings.MARINA_VERIFY_ROUNDS, MAX_ROUNDS)
         span = ctx.open_span("verify", parent_seq=parent_seq)
         span.detail = {"proposer": proposer.served_id, "checker": checker.served_id, "max_rounds": rounds}
-        run = _Run(ctx, body, proposer, checker, span)
         started = time.perf_counter()
         try:
+            recalled = await lessons.recall(
+                ctx,
+                lessons.last_user_text(body["messages"]),
+                lessons.mode(ctx.inbound.headers, default="on"),
+                query="last-user-turn",
+                parent_seq=span.seq,
+            )
+            if recalled.injected:
+                # One system message after the caller's: the proposer drafts and
+                # revises with it, and the checker reads it among the rules.
+                body = {**body, "messages": lessons.with_system_block(body["messages"], recalled.block())}
+            run = _Run(ctx, body, proposer, checker, span, recalled=recalled)
             final, label = await self._steps(run, rounds)
             return VerifyResult(final, label, run)
         except ApiError as exc:
@@ -334,7 +350,7 @@ class VerifyFormation:
             # Sum of the priced calls; x-marina-cost-unpriced-calls says how many were not.
             "x-marina-cost-usd": money.plain(usage.cost_nanousd or 0),
             "x-marina-upstream-model": run.proposer.served_id,
-            "x-marina-lessons": "0",
+            lessons.HEADER: run.recalled.header(),
         }
         if unpriced:
             headers["x-marina-cost-unpriced-calls"] = str(unpriced)

@@ -166,6 +166,7 @@ async def run_load(
     timeout: float = 60,
     on_outcome: Callable[[Outcome], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    model: str = MODEL,
 ) -> list[Outcome]:
     """`concurrency` workers send requests until `requests` were sent or
     `seconds` passed (whichever is given) or `stop()` says so, spread
@@ -194,7 +195,7 @@ async def run_load(
                 return
             n = len(base_urls)
             client = clients[i % n][w % shards]
-            out = await one_request(client, base_urls[i % n], i, kinds[(i // n) % len(kinds)])
+            out = await one_request(client, base_urls[i % n], i, kinds[(i // n) % len(kinds)], model=model)
             outcomes.append(out)
             if on_outcome is not None:
                 on_outcome(out)

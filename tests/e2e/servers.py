@@ -39,7 +39,7 @@ POSTGRES_ADMIN_URL = (
 )
 
 # Variables of the calling environment that must not reach a test server.
-_SCRUBBED_PREFIXES = ("MARINA_", "DJANGO_")
+_SCRUBBED_PREFIXES = ("MARINA_", "DJANGO_", "OTEL_")  # OTEL_: no test server exports unless told to
 _SCRUBBED_SUFFIXES = ("_API_KEY", "_API_KEY_FILE", "_BASE_URL")
 _SCRUBBED = {"DATABASE_URL", "MODEL_API_KEYS", "WEB_CONCURRENCY", "GEMINI_API_KEY", "GUNICORN_CMD_ARGS"}
 
@@ -148,6 +148,15 @@ class Ledger:
     def integrity(self) -> str:
         assert self.sqlite_path is not None
         return str(self.one("PRAGMA integrity_check"))
+
+
+def wait_until_no_holds(ledger: Ledger, seconds: float = 10) -> None:
+    """Wait until no call holds anything against the daily cap
+    (passthru_spendhold: released once each call's spend is recorded)."""
+    deadline = time.monotonic() + seconds
+    while ledger.one("SELECT COUNT(*) FROM passthru_spendhold") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ledger.one("SELECT COUNT(*) FROM passthru_spendhold") == 0, ledger.rows("SELECT * FROM passthru_spendhold")
 
 
 class SqliteTemplate:

@@ -5,7 +5,10 @@ each is traced with its error kind, no worker dies and no file descriptor or
 connection is left behind.
 
 Faults are chosen per request by a marker in the message (`fault:<name>`),
-so several rounds run concurrently without depending on arrival order."""
+so several rounds run concurrently without depending on arrival order.
+
+A client that leaves once it has the whole answer, before the usage chunk,
+is still charged: Marina reads the upstream on (bounded) and meters it."""
 from __future__ import annotations
 
 import asyncio
@@ -25,6 +28,7 @@ pytestmark = pytest.mark.e2e
 TIMEOUT = 1.0  # MARINA_UPSTREAM_TIMEOUT for this server: the slow faults wait past it
 ROUNDS = 3
 FD_SLACK = 3  # a lazily opened file or an accept in progress
+DRAIN = 1.0  # MARINA_DRAIN_AFTER_DISCONNECT_SECONDS for the faults server
 
 
 EXPLODED = {"error": {"message": "upstream exploded", "type": "server_error", "param": None, "code": None}}
@@ -204,6 +208,8 @@ def test_upstream_faults_get_clean_answers_are_traced_and_leak_nothing(servers, 
     server = servers.start(
         MARINA_UPSTREAM_TIMEOUT=str(TIMEOUT),
         MARINA_EXTRA_PROVIDERS=f"dead=http://127.0.0.1:{dead_port}/v1",
+        # The abandoned stream runs ~4 s more: read on for 1 s, then hang up.
+        MARINA_DRAIN_AFTER_DISCONNECT_SECONDS=str(DRAIN),
     )
     # Warm up with the very same batch: each worker opens its database
     # connection, lazy imports, and grows its upstream pool to this batch's
@@ -217,7 +223,8 @@ def test_upstream_faults_get_clean_answers_are_traced_and_leak_nothing(servers, 
         check_round(r, server.ledger)
 
     received = wait_until_upstream_idle(upstream)
-    # Marina hung up on every stream its client abandoned: the upstream's next write failed.
+    # Marina hung up on every stream its client abandoned, once it had read
+    # on for MARINA_DRAIN_AFTER_DISCONNECT_SECONDS: the upstream's next write failed.
     gone = [r for r in received if "fault:disconnect" in json.dumps(r.body)]
     assert len(gone) == 2 * ROUNDS and all(r.outcome == "client_gone" for r in gone), [r.outcome for r in gone]
 
@@ -244,3 +251,76 @@ def test_upstream_faults_get_clean_answers_are_traced_and_leak_nothing(servers, 
 
 async def _rounds(base_url: str, *, first: int) -> list[dict[str, Any]]:
     return list(await asyncio.gather(*(one_round(base_url, n, "dead/some-model") for n in range(first, first + ROUNDS))))
+
+
+USAGE_COST = 0.0123  # dollars, as the provider reports them in the usage chunk
+USAGE = {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49, "cost": USAGE_COST}
+
+
+async def leave_at_finish(client: httpx.AsyncClient, n: int) -> tuple[str, str]:
+    """Read up to the chunk carrying finish_reason (the whole answer), then
+    hang up before the usage chunk; returns (request id, the text received)."""
+    request = {**body("leave", n, stream=True), "stream_options": {"include_usage": True}}
+    text = ""
+    async with client.stream("POST", "/v1/chat/completions", json=request) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            choices = json.loads(line[len("data: ") :])["choices"]
+            assert choices, "the usage chunk came before the client left"
+            text += choices[0]["delta"].get("content") or ""
+            if choices[0].get("finish_reason"):
+                break
+        return response.headers["x-request-id"], text  # leaving the block closes the connection
+
+
+def test_a_client_that_leaves_before_the_usage_chunk_is_still_charged(servers, upstream):
+    """Issue 10 item 3. The answer is complete when the client leaves; the
+    provider bills the call in the usage chunk that follows. The trace says
+    the client left (cancelled, client_disconnected) and carries the cost;
+    the span says the upstream call finished (ok); spend_daily counts it."""
+    upstream.handler = lambda body: Sse(chunks=sse_chunks("the whole answer"), usage=USAGE, usage_delay=0.5)
+    server = servers.start()  # the default MARINA_DRAIN_AFTER_DISCONNECT_SECONDS
+
+    async def go() -> list[tuple[str, str]]:
+        headers = {"authorization": f"Bearer {MARINA_KEY}"}
+        async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=30) as client:
+            return list(await asyncio.gather(*(leave_at_finish(client, n) for n in range(4))))
+
+    left = asyncio.run(go())
+    cost = int(USAGE_COST * 10**9)
+    for request_id, text in left:
+        assert text == "the whole answer"
+        trace = wait_for_trace(server.ledger, request_id)
+        assert (trace["status"], trace["error_kind"], trace["cost_nanousd"]) == ("cancelled", "client_disconnected", cost), trace
+        spans = server.ledger.spans_of(request_id)
+        assert [(s["status"], s["cost_nanousd"]) for s in spans] == [("ok", cost)], spans
+    assert [r.outcome for r in wait_until_upstream_idle(upstream)] == ["complete"] * len(left)
+    totals = server.ledger.totals()
+    assert totals["spend_cost"] == totals["trace_cost"] == cost * len(left)
+    assert (totals["spend_calls"], totals["spend_errors"]) == (len(left), 0)
+
+
+def test_a_shutdown_lets_a_drain_end_and_keeps_its_trace(servers, upstream):
+    """SIGTERM while a stream its client left is still being read on: the
+    worker finishes that read (bounded by MARINA_DRAIN_AFTER_DISCONNECT_SECONDS)
+    before it stops, and the request is in the ledger with its cost."""
+    upstream.handler = lambda body: Sse(chunks=sse_chunks("a long answer " * 40, pieces=40), gap=0.08)  # ~3 s
+    server = servers.start(MARINA_DRAIN_AFTER_DISCONNECT_SECONDS="30")
+
+    async def go() -> str:
+        headers = {"authorization": f"Bearer {MARINA_KEY}"}
+        async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=30) as client:
+            return await disconnect(client, 1)
+
+    request_id = asyncio.run(go())
+    # The client has left; the upstream is still answering and the trace waits for the drain.
+    assert [r.outcome for r in upstream.requests] == ["pending"] and server.ledger.trace(request_id) is None
+    assert server.terminate() == 0
+    trace = server.ledger.trace(request_id)
+    assert trace is not None, server.log()[-4000:]
+    assert trace is not None and (trace["status"], trace["error_kind"]) == ("cancelled", "client_disconnected"), trace
+    spans = server.ledger.spans_of(request_id)
+    assert [s["status"] for s in spans] == ["ok"] and spans[0]["cost_nanousd"], spans
+    assert [r.outcome for r in upstream.requests] == ["complete"]

@@ -7,6 +7,8 @@ run made directly against the same upstream."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -41,6 +43,27 @@ def _tau2(save_dir: Path, name: str, agent_args: dict, user_args: dict) -> Path:
         save_dir=save_dir,
         name=name,
     )
+
+
+# A harness on another machine: its own process, the standard library only, the results
+# file re-serialised into the upload's body (other spacing and escapes than τ²'s file).
+HARNESS = """
+import json, sys, urllib.request
+url, key, path, target, group = sys.argv[1:6]
+body = {"result": json.load(open(path)), "targetKind": "model", "target": target, "replicateGroup": group}
+request = urllib.request.Request(url + "/v1/benchmarks/runs", data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+with urllib.request.urlopen(request, timeout=120) as reply:
+    print(json.dumps({"status": reply.status, "body": json.loads(reply.read())}))
+"""
+
+
+def _upload(base_url: str, results: Path, target: str, group: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", HARNESS, base_url, MARINA_KEY, str(results), target, group],
+        capture_output=True, text=True, timeout=180, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)
 
 
 def test_tau2_runs_through_marina_and_imports_cleanly(servers, tmp_path):
@@ -120,8 +143,20 @@ def test_tau2_runs_through_marina_and_imports_cleanly(servers, tmp_path):
     for item_id, cost, calls, summed, count in per_item:
         assert (int(cost), calls) == (int(summed), count) and cost > 0, item_id
     assert run["cost_source"] == "traces" and Decimal(run["cost_usd"]) * 10**9 == totals["spend_cost"]
-    manage("import_tau2", str(direct), "--target", "oracle-direct", "--group", "direct", "--require-clean",
-           database_url=ledger.url)
+
+    # The same file uploaded by a harness in another process is the same run (one import key
+    # for the file's content, whatever its spacing); the direct run is filed by upload first,
+    # and the command line then recognises it.
+    again = _upload(server.base_url, via_marina, "openrouter/oracle-agent", "via-marina")
+    assert (again["status"], again["body"]["run_id"], again["body"]["already_imported"]) == (200, run["run_id"], True)
+    filed = _upload(server.base_url, direct, "oracle-direct", "direct")
+    assert filed["status"] == 201 and filed["body"]["created"] and filed["body"]["links"]["linked"] == 0
+    recognised = json.loads(manage(
+        "import_tau2", str(direct), "--target", "oracle-direct", "--group", "direct", "--require-clean", "--json",
+        database_url=ledger.url,
+    ).stdout)  # fmt: skip
+    assert (recognised["run_id"], recognised["already_imported"]) == (filed["body"]["run_id"], True)
+    assert recognised["sha256"] == filed["body"]["sha256"]
     assert ledger.one("SELECT COUNT(*) FROM ledger_benchmarkitem") == 2 * len(TASK_IDS) * NUM_TRIALS
     assert ledger.one("SELECT SUM(infra_errors) FROM ledger_benchmarkrun") == 0
     run_ids = [r[0] for r in ledger.rows("SELECT id FROM ledger_benchmarkrun ORDER BY id")]

@@ -86,3 +86,19 @@ def test_an_open_api_files_nothing_unless_allowed(marina_url, settings, tmp_path
     assert not BenchmarkRun.objects.exists()
     settings.MARINA_OPEN_API_UPLOADS = True
     assert httpx.post(f"{marina_url}/v1/benchmarks/runs", json=body, timeout=60).status_code == 201
+
+
+def test_an_upload_and_the_command_line_share_the_import_key(marina_url):
+    """The same results file, imported from disk and uploaded (re-serialised by the
+    harness, so other bytes), is one run whichever comes first."""
+    from ledger.benchmarks.importers import import_tau2
+
+    first = import_tau2(results("airline-oracle"), target="openrouter/oracle-agent").run
+    body = {"result": json.loads(results("airline-oracle").read_text()), "targetKind": "model", "target": "x"}
+    reply = _post(marina_url, body)
+    assert (reply.status_code, reply.json()["run_id"], reply.json()["sha256"]) == (200, first.pk, first.source_sha256)
+    filed = _post(marina_url, {**body, "result": json.loads(results("retail-oracle").read_text())})
+    assert filed.status_code == 201
+    again = import_tau2(results("retail-oracle"), target="y")
+    assert (again.created, again.run.pk) == (False, filed.json()["run_id"])
+    assert BenchmarkRun.objects.count() == 2

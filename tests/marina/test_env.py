@@ -114,3 +114,13 @@ def test_junk_stops_gunicorn_before_any_worker_with_one_line(tmp_path: Path):
     assert done.returncode == 1
     assert "Error: Marina's configuration: MARINA_DAILY_SPEND_CAP_USD must be a dollar amount" in done.stderr
     assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr
+
+
+def test_marina_lessons_takes_on_observe_or_off_and_nothing_else():
+    done = run(["-c", "import django; django.setup(); from django.conf import settings as s; print(s.MARINA_LESSONS)"], {"MARINA_LESSONS": " Observe "})
+    assert done.returncode == 0 and done.stdout.strip() == "observe", done.stderr
+    done = run(["manage.py", "check"], {"MARINA_LESSONS": "sometimes"})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "Marina's configuration: MARINA_LESSONS must be on, observe or off, not 'sometimes'"
+    ]

@@ -335,7 +335,9 @@ def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
 
 def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
     """Both handlers cancel the view when the client hangs up, so both leave
-    the same trace behind: cancelled, 499, the cut upstream call marked cancelled."""
+    the same trace behind: cancelled, 499. The upstream call, which the
+    provider bills, is let end within MARINA_DRAIN_AFTER_DISCONNECT_SECONDS and
+    metered (issue 10): its span is ok and the trace carries its cost."""
     views = {}
     for name, base in urls.items():
         upstream.reset()
@@ -353,7 +355,33 @@ def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
     assert views["door"] is not None and views["door"] == views["site"]
     trace, spans = views["door"]
     assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
-    assert [(s["status"], s["error_kind"], s["http_status"]) for s in spans] == [("cancelled", "client_disconnected", None)]
+    assert [(s["status"], s["error_kind"], s["http_status"]) for s in spans] == [("ok", "", 200)]
+    assert spans[0]["cost_nanousd"] and trace["cost_nanousd"] == spans[0]["cost_nanousd"]
+
+
+def test_client_gone_while_waiting_on_a_plain_call_past_the_drain(urls, upstream, settings):
+    """A reply slower than MARINA_DRAIN_AFTER_DISCONNECT_SECONDS: Marina hangs
+    up at the bound, the upstream call is marked cancelled, no cost."""
+    settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = 0.3
+    views = {}
+    for name, base in urls.items():
+        upstream.reset()
+        upstream.script(Reply(json=completion("late"), delay=2.0))
+        request_id = f"req-gone-plain-cut-{name}"
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                f"{base}/v1/chat/completions",
+                content=_body(),
+                headers={"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id},
+                timeout=httpx.Timeout(10, read=0.3),
+            )
+        views[name] = _wait_for_trace(request_id, timeout=10)
+    assert views["door"] is not None and views["door"] == views["site"]
+    trace, spans = views["door"]
+    assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
+    assert [(s["status"], s["error_kind"], s["http_status"], s["cost_nanousd"]) for s in spans] == [
+        ("cancelled", "client_disconnected", None, None)
+    ]
 
 
 def test_other_v1_routes_and_unknown_paths(urls):

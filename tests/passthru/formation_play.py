@@ -4,10 +4,12 @@ verify checker, the agent's draft or its retry) and answered from a script."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from passthru.formations import argcheck_prompts, obligations_prompts
 from passthru.formations.verify_prompts import CHECKER_MARKER, REVISION_MARKER
+from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, Reset, ScriptedUpstream, completion, tool_call
 
 TOOLS = [
@@ -107,3 +109,22 @@ def extracted(*adds: dict[str, Any], cancel: list[str] | None = None) -> Reply:
 
 
 CANCEL_OBLIGATION = {"request": 1, "what": "cancel order #W1234567", "target": "#W1234567", "tools": ["cancel_pending_order"]}
+
+
+def tau2_litellm(base_url: str, model: str, messages: list[dict[str, Any]], *, stream: bool = False) -> Any:
+    """An agent turn as τ² makes it: LiteLLM with `openai/<id>`, Marina as api_base,
+    the reasoning effort in extra_body, drop_params on, no retries."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: before litellm is imported
+    import litellm
+
+    litellm.drop_params = True
+    return litellm.completion(
+        model=f"openai/{model}",
+        messages=messages,
+        tools=TOOLS,
+        api_base=f"{base_url}/v1",
+        api_key=MARINA_KEY,
+        extra_body={"reasoning_effort": "high"},
+        num_retries=0,
+        stream=stream,
+    )

@@ -29,7 +29,8 @@ def streaming(marina_config, upstream):  # type: ignore[no-untyped-def]
 
 def _run(body: dict[str, Any], take: int | None = None) -> tuple[RequestContext, StreamReply, list[bytes], Exception | None]:
     """Open the call and read its events (all of them, or the first `take`
-    and then close them, as a client that hangs up does), in one event loop."""
+    and then close them, as a client that hangs up does), in one event loop;
+    then wait for the drain of an abandoned stream, if any."""
 
     async def go() -> tuple[RequestContext, StreamReply, list[bytes], Exception | None]:
         ctx = RequestContext.for_request(Inbound("POST", "/v1/chat/completions", {}, b""))
@@ -45,6 +46,8 @@ def _run(body: dict[str, Any], take: int | None = None) -> tuple[RequestContext,
                         break
             except UpstreamError as exc:
                 failure = exc
+        if ctx.draining is not None:
+            await ctx.draining
         return ctx, reply, events, failure
 
     return asyncio.run(go())
@@ -80,7 +83,8 @@ def test_a_stream_failing_midway_ends_with_an_error_event_and_a_failed_span(stre
     assert reply.span.duration_ms is not None
 
 
-def test_a_stream_closed_early_cancels_the_span_and_the_upstream_call(streaming):
+def test_a_stream_closed_early_cancels_the_span_and_the_upstream_call(streaming, settings):
+    settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = 0  # hang up at once
     # Many small chunks apart: the upstream is still writing when the events are closed.
     streaming.script(Sse(chunks=sse_chunks("x" * 200, pieces=200), gap=0.02))
     _ctx, reply, events, failure = _run({"model": MODEL, "messages": HELLO, "stream": True}, take=1)
@@ -88,6 +92,41 @@ def test_a_stream_closed_early_cancels_the_span_and_the_upstream_call(streaming)
     assert (reply.span.status, reply.span.error_kind) == ("cancelled", "client_disconnected")
     assert reply.span.duration_ms is not None and reply.span.cost_nanousd is None
     # The upstream connection was closed, not left to run: its writes fail.
+    deadline = time.monotonic() + 10
+    while streaming.requests[0].outcome == "pending" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert streaming.requests[0].outcome == "client_gone"
+
+
+def _finished(chunk: bytes) -> bool:
+    choices = json.loads(chunk[5:])["choices"]
+    return bool(choices) and choices[0].get("finish_reason") is not None
+
+
+def test_a_client_gone_before_the_usage_chunk_is_still_charged(streaming):
+    """Issue 10 item 3: the client has the whole answer (the finish chunk) and
+    leaves before the usage chunk; the upstream is read on and the call priced."""
+    chunks = sse_chunks("Hello there, streamed.")
+    usage = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17, "cost": 0.0034}
+    streaming.script(Sse(chunks=chunks, usage=usage, usage_delay=0.3))
+    _ctx, reply, events, failure = _run({"model": MODEL, "messages": HELLO, "stream": True}, take=len(chunks))
+    assert failure is None and _finished(events[-1])  # the client saw the end of the answer
+    span = reply.span
+    assert (span.status, span.error_kind, span.cost_nanousd, span.completion_tokens) == ("ok", "", 3_400_000, 5)
+    assert streaming.requests[0].outcome == "complete"  # read to its end, not cut
+    assert span.duration_ms is not None and span.duration_ms >= 300
+
+
+def test_the_drain_after_a_client_left_is_bounded(streaming, settings):
+    """A stream that goes on past MARINA_DRAIN_AFTER_DISCONNECT_SECONDS is cut
+    there: Marina hangs up on the upstream and the span says cancelled."""
+    settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = 0.5
+    streaming.script(Sse(chunks=sse_chunks("x" * 200, pieces=200), gap=0.02))  # ~4 s
+    started = time.monotonic()
+    _ctx, reply, events, _failure = _run({"model": MODEL, "messages": HELLO, "stream": True}, take=1)
+    drained = time.monotonic() - started
+    assert (reply.span.status, reply.span.error_kind, reply.span.cost_nanousd) == ("cancelled", "client_disconnected", None)
+    assert 0.5 <= drained < 3
     deadline = time.monotonic() + 10
     while streaming.requests[0].outcome == "pending" and time.monotonic() < deadline:
         time.sleep(0.02)

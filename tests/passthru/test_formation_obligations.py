@@ -351,8 +351,8 @@ def test_stacked_around_verify(client, upstream):
     assert trace.route == "obligations+argcheck+verify"
     names = [(s.name, s.parent_seq) for s in trace.spans.order_by("seq")]
     assert names == [
-        ("obligations+argcheck+verify", None), ("extract", 0), ("verify", 0), ("draft", 2), ("review", 2),
-        ("judge", 0), ("verify", 0), ("draft", 6), ("review", 6),
+        ("obligations+argcheck+verify", None), ("extract", 0), ("verify", 0), ("lessons", 2), ("draft", 2),
+        ("review", 2), ("judge", 0), ("verify", 0), ("lessons", 7), ("draft", 7), ("review", 7),
     ]  # fmt: skip
 
 
@@ -379,10 +379,12 @@ def test_combinations_that_cannot_work_are_a_clear_400(client, upstream, model, 
     assert upstream.requests == []
 
 
-def test_stream_is_refused_with_a_400(client, upstream):
+@pytest.mark.parametrize("stream", [False, True])
+def test_n_above_one_is_refused_with_a_400(client, upstream, stream):
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model=OB, messages=OPENING, tools=TOOLS, stream=True)
-    assert (caught.value.body["code"], caught.value.body["param"]) == ("unsupported_parameter", "stream")
+        client.chat.completions.create(model=OB, messages=OPENING, tools=TOOLS, n=2, stream=stream)
+    assert (caught.value.body["code"], caught.value.body["param"]) == ("unsupported_parameter", "n")
+    assert upstream.requests == []
 
 
 def test_an_agent_error_is_relayed(client, upstream):

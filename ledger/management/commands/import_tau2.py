@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ledger.benchmarks.cli import bad_input, import_lines, print_json, refuse_unclean, warn
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import TARGET_KINDS, import_tau2
+from ledger.lessons.cli import add_learn_options, run_learning
 from ledger.management.commands.benchmark_import import add_import_options, import_options
 
 
@@ -24,8 +25,15 @@ class Command(BaseCommand):
             "--require-clean", action="store_true",
             help="with any infrastructure error print INVALID: N infrastructure error(s), import nothing, exit 3",
         )  # fmt: skip
+        parser.add_argument(
+            "--learn", action="store_true",
+            help="then learn lessons from its failed simulations with --judge-model (docs/lessons.md)",
+        )  # fmt: skip
+        add_learn_options(parser, judge_required=False)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["learn"] and not options["judge_model"]:
+            raise CommandError("--learn needs --judge-model", returncode=2)
         try:
             result = import_tau2(options["results"], require_clean=options["require_clean"], **import_options(options))
         except UncleanRunError as exc:
@@ -33,7 +41,10 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise bad_input(exc) from None
         warn(self, result.warnings)
-        if options["json"]:
-            print_json(self, result.as_dict())
-        else:
+        if not options["json"]:
             self.stdout.write("\n".join(import_lines(result)))
+        learned = None
+        if options["learn"] and not options["dry_run"]:
+            learned = run_learning(self, options["results"], options, result.run, show=not options["json"])
+        if options["json"]:
+            print_json(self, {**result.as_dict(), **({"lessons": learned.as_dict()} if learned else {})})

@@ -1,22 +1,12 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ledger.management.arguments import moment
 from ledger.spend.retention import BATCH, Pruned, prune_traces, retention_cutoff
-
-
-def _cutoff(text: str) -> datetime:
-    """YYYY-MM-DD (that day's 00:00 UTC) or an ISO date-time (UTC unless it says otherwise)."""
-    try:
-        if len(text) == 10:
-            return datetime.combine(datetime.strptime(text, "%Y-%m-%d").date(), time(0), tzinfo=UTC)
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise CommandError(f"--before: {text!r} is not a date (YYYY-MM-DD) or an ISO date-time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class Command(BaseCommand):
@@ -34,7 +24,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         now = datetime.now(UTC)
         if options["before"]:
-            before = _cutoff(options["before"])
+            before = moment("--before", options["before"])
         else:
             found = retention_cutoff(now)
             if found is None:

@@ -94,7 +94,7 @@ def test_compare_breaks_the_difference_down_by_formation_decision():
         ("A", "none"): (4, 2, 2, 0.0),
         ("B", "verify: approved"): (2, 1, 2, -0.5),
         ("B", "verify: approved+revised"): (1, 1, 0, 1.0),
-        ("B", "none"): (1, 0, 0, 0.0),
+        ("B", "verify: none"): (1, 0, 0, 0.0),
     }
     text = render_text(c)
     assert "B verify: approved+revised: 1 item(s), pass 100.0%  other side on these items 0.0%  B - A +100.0%" in text

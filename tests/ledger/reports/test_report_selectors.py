@@ -14,7 +14,8 @@ def test_intervals_are_reproducible_and_contain_the_estimate() -> None:
     tasks = [[True, True, False, True], [False, False, True, False], [True] * 4, [False] * 4, [True, False] * 2]
     first = pass_hat_k_intervals(tasks, max_k=4, resamples=500, seed=3)
     assert first == pass_hat_k_intervals(tasks, max_k=4, resamples=500, seed=3)
-    assert first != pass_hat_k_intervals(tasks, max_k=4, resamples=500, seed=4)
+    # The seed drives the draws (five tasks give few distinct means: some seeds agree).
+    assert len({tuple(pass_hat_k_intervals(tasks, max_k=4, resamples=50, seed=s)) for s in range(6)}) > 1
     estimates = [0.5, 1 / 3, 0.25, 0.2]  # pass^1..4 of these tasks, by hand
     for (lo, hi), value in zip(first, estimates):
         assert 0 <= lo <= value <= hi <= 1

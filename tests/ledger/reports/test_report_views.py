@@ -279,6 +279,7 @@ def test_grid_cells_link_to_their_traces_and_a_trace_shows_its_item(user_client)
     the trace page names the item; an invalid run says so."""
     import json as _json
 
+    from ledger.benchmarks import decisions
     from ledger.benchmarks.importers import import_tau2
     from ledger.benchmarks.validity import invalidate
     from ledger.models import BenchmarkItem, Trace
@@ -291,6 +292,9 @@ def test_grid_cells_link_to_their_traces_and_a_trace_shows_its_item(user_client)
     item = BenchmarkItem.objects.get(run=run, item_id=f"{sim['task_id']}#{sim['trial']}")
     page = user_client.get(f"/reports/runs/{run.pk}/").content.decode()
     assert f"?item={item.pk}" in page and page.count("?item=") == 1
+    # its cell's title says what verify decided on its calls (the agent's calls carry its labels)
+    assert item.decisions["verify"] and f"; {decisions.summary(item.decisions, item.formation_counters)}" in page
+    assert "verify: " in decisions.summary(item.decisions, item.formation_counters)
     assert page.count('class="unlinked"') == 39  # the other items: no trace found, and the page says so
     listed = user_client.get(f"/reports/traces/?item={item.pk}").content.decode()
     assert all(rid in listed for rid in ids)

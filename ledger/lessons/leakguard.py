@@ -1,0 +1,145 @@
+"""The leak guard: a proposed lesson must be a general rule, not a piece of
+the conversation it was learned from. Pure functions.
+
+A proposal is refused when it holds, from that conversation (every message,
+tool call and tool result, and τ²'s reward breakdown):
+
+- an **id**: a token with a digit and a letter (`FQ8APE`, `HAT056`,
+  `gift_card_8190333`, `omar_rossi_1241`) or a number of 4+ digits, that
+  occurs in the conversation (tool names such as `update_reservation_flights`
+  hold no digit and may be named);
+- an **amount**: a number with decimals, or of 3+ digits, that occurs in the
+  conversation (small whole numbers such as "24 hours" or "3 bags" are
+  policy, not data, and pass);
+- a **date**: any date (`2024-05-25`, `05/25`, `May 25`): a general rule
+  names none;
+- a **name**: a capitalised word the conversation uses as a name: values of
+  keys ending in `name` (first_name, last_name, name, …: `Omar`, `Rossi`), and
+  words written capitalised in the middle of a sentence and never in lower
+  case (`Chicago`; not `Basic` where `basic economy` appears too);
+- a **long verbatim span**: 8 or more consecutive words also found in a row
+  in the conversation (case and punctuation ignored).
+
+It is also refused when it is empty, shorter than 20 or longer than 300
+characters."""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.lessons.models import MAX_RULE_CHARS
+
+MIN_RULE_CHARS = 20
+SPAN_WORDS = 8
+
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_DATE = re.compile(
+    r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|"
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?\b",
+    re.IGNORECASE,
+)
+_CAPITALISED = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+)")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _is_id(token: str) -> bool:
+    has_digit = any(c.isdigit() for c in token)
+    has_alpha = any(c.isalpha() for c in token)
+    if has_digit and has_alpha and len(token) >= 3:
+        return True
+    return token.isdigit() and len(token) >= 4
+
+
+@dataclass
+class Evidence:
+    """What a conversation holds that a lesson must not repeat."""
+
+    ids: set[str] = field(default_factory=set)  # lower-cased
+    amounts: set[str] = field(default_factory=set)  # digits, without thousands commas
+    names: set[str] = field(default_factory=set)  # values of *name keys, as written, capitalised
+    capitalised: set[str] = field(default_factory=set)  # words written capitalised mid-sentence
+    lower_words: set[str] = field(default_factory=set)  # every word as written in lower case
+    spans: set[tuple[str, ...]] = field(default_factory=set)  # SPAN_WORDS-word runs, lower-cased
+
+    def is_name(self, word: str) -> bool:
+        """A *name value, or a word only ever written capitalised mid-sentence
+        ("Chicago"; not "Basic" when "basic" appears too)."""
+        return word in self.names or (word in self.capitalised and word.lower() not in self.lower_words)
+
+    def add_text(self, text: str) -> None:
+        for token in _TOKEN.findall(text):
+            if _is_id(token):
+                self.ids.add(token.lower())
+        for number in _NUMBER.findall(text):
+            plain = number.replace(",", "")
+            if "." in plain or len(plain) >= 3:
+                self.amounts.add(plain.rstrip("0").rstrip(".") if "." in plain else plain)
+        self.capitalised.update(_CAPITALISED.findall(text))
+        self.lower_words.update(re.findall(r"\b[a-z]+\b", text.replace("_", " ")))
+        words = _WORD.findall(text.lower())
+        for i in range(len(words) - SPAN_WORDS + 1):
+            self.spans.add(tuple(words[i : i + SPAN_WORDS]))
+
+    def add_value(self, value: Any, key: str = "") -> None:
+        """A JSON value: its strings and numbers, and names under *name keys."""
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                self.add_value(v, str(k))
+        elif isinstance(value, list):
+            for v in value:
+                self.add_value(v, key)
+        elif isinstance(value, str):
+            if key.lower().endswith("name"):
+                self.names.update(w for w in re.findall(r"[A-Z][a-z]+", value))
+            if value[:1] in "{[":
+                try:
+                    self.add_value(json.loads(value), key)
+                    return
+                except ValueError:
+                    pass
+            self.add_text(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.add_text(str(value))
+
+
+def evidence_of(messages: Iterable[Any], breakdown: Any = None) -> Evidence:
+    """The evidence of a τ² conversation (its messages as results.json stores
+    them) and of its reward breakdown."""
+    found = Evidence()
+    for message in messages:
+        found.add_value(message)
+    if breakdown is not None:
+        found.add_value(breakdown)
+    return found
+
+
+def refusal(rule: str, evidence: Evidence) -> str:
+    """Why `rule` may not be kept ('' when it may)."""
+    text = " ".join(rule.split())
+    if len(text) < MIN_RULE_CHARS:
+        return "too short"
+    if len(text) > MAX_RULE_CHARS:
+        return f"longer than {MAX_RULE_CHARS} characters"
+    if _DATE.search(text):
+        return "names a date"
+    for token in _TOKEN.findall(text):
+        if _is_id(token) and token.lower() in evidence.ids:
+            return "quotes an id from the conversation"
+    for number in _NUMBER.findall(text):
+        plain = number.replace(",", "")
+        if "." in plain:
+            plain = plain.rstrip("0").rstrip(".")
+        if ("." in number or len(plain) >= 3) and plain in evidence.amounts:
+            return "quotes an amount from the conversation"
+    for word in re.findall(r"\b[A-Z][a-z]+\b", text):
+        if evidence.is_name(word):
+            return "names a name from the conversation"
+    words = _WORD.findall(text.lower())
+    for i in range(len(words) - SPAN_WORDS + 1):
+        if tuple(words[i : i + SPAN_WORDS]) in evidence.spans:
+            return f"repeats {SPAN_WORDS}+ words of the conversation verbatim"
+    return ""

@@ -1,0 +1,167 @@
+"""The JSON read API under /api: the report pages' figures for scripts and
+dashboards. Each operation parses its parameters, calls the selector the page
+(or the command line) uses, and returns ledger.reports.jsondata's shape.
+
+Who may read: a Marina key (`Authorization: Bearer <key>`, as /v1), or a
+logged-in staff session (the admin's login). A session that is not staff gets
+403; nobody, 401. An open API (MARINA_OPEN_API, no keys) opens /v1, not the
+ledger: it still needs a staff session. Errors use OpenAI's envelope.
+
+Lives in marina/ because it needs passthru's key check and the ledger's reads
+(ledger never imports passthru)."""
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Annotated, Any
+
+from asgiref.sync import async_to_sync
+from django.http import HttpRequest
+from ninja import Path as PathParam
+from ninja import Query, Router, Schema
+from ninja.security import HttpBearer
+from pydantic import BeforeValidator, Field
+
+from ledger.benchmarks import stats
+from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs
+from ledger.models import BenchmarkRun, Trace
+from ledger.reports import jsondata, selectors
+from ledger.reports.forms import SpendRangeForm
+from ledger.spend import selectors as spend_selectors
+from passthru import auth
+from passthru.errors import ApiError
+from passthru.schemas import ErrorEnvelope
+
+ERRORS: dict[int, Any] = {400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope}
+MAX_PER_PAGE = 200
+MAX_ID = 2**63 - 1  # a larger id is no row's (and SQLite could not even compare it)
+MAX_PAGE = 1_000_000  # past it the offset would overflow the database's integers
+
+
+def _iso_day(value: Any) -> Any:
+    """YYYY-MM-DD only: pydantic alone would read `0` as 1970-01-01 (a Unix time)."""
+    if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("a UTC day as YYYY-MM-DD")
+    return value
+
+
+Day = Annotated[date, BeforeValidator(_iso_day)]
+
+
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, code="invalid_request_error", param=param)
+
+
+def _not_found(message: str) -> ApiError:
+    return ApiError(404, message, code="not_found")
+
+
+class Reader(HttpBearer):
+    """A Marina key or a staff session, else ApiError 401/403 (in the envelope:
+    Ninja hands an auth's exception to marina/api.py's handlers). Runs before
+    the parameters are read, so a stranger learns nothing from a 400."""
+
+    openapi_description = "a Marina key (create_key or MODEL_API_KEYS); a staff session cookie also works"
+
+    def __call__(self, request: HttpRequest) -> str:
+        header = request.headers.get("authorization")
+        if header:
+            caller = async_to_sync(auth.authenticate)(header)  # 401 for a wrong key
+            if caller.keyed:
+                return caller.key_name
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            if user.is_staff:
+                return f"staff:{user.get_username()}"
+            raise ApiError(403, "The read API needs a staff account or a Marina key.", code="permission_denied")
+        raise ApiError(401, "Send 'Authorization: Bearer <Marina key>', or log in as staff at /admin/.")
+
+    def authenticate(self, request: HttpRequest, token: str) -> str | None:  # __call__ does it all
+        return None
+
+
+router = Router(tags=["read"], auth=Reader())
+
+
+class RunFilters(Schema):
+    group: str = Field("", description="a replicate group, exactly")
+    benchmark: str = Field("", description="e.g. tau2-airline")
+    target: str = Field("", description="the model or crew id measured")
+    since: Day | None = Field(None, description="imported on or after this UTC day")
+    until: Day | None = Field(None, description="imported on or before this UTC day")
+    page: int = Field(1, ge=1, le=MAX_PAGE)
+    per_page: int = Field(25, ge=1, le=MAX_PER_PAGE)
+
+
+@router.get("/runs", response={200: dict, **ERRORS}, summary="Benchmark runs, newest first (the runs page's filters)")
+def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any]:
+    if filters.since and filters.until and filters.since > filters.until:
+        raise _bad("`since` is after `until`.", "since")
+    runs = selectors.runs(
+        group=filters.group, benchmark=filters.benchmark, target=filters.target, since=filters.since, until=filters.until
+    )
+    return jsondata.run_page(runs, page=filters.page, per_page=filters.per_page)
+
+
+@router.get("/runs/{run_id}", response={200: dict, **ERRORS}, summary="One run: figures, pass^k with intervals, items")
+def get_run(request: HttpRequest, run_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
+    run = BenchmarkRun.objects.filter(pk=run_id).first()
+    if run is None:
+        raise _not_found(f"No run #{run_id}.")
+    return jsondata.run_detail(selectors.run_report(run))
+
+
+class CompareQuery(Schema):
+    a: int | None = Field(None, ge=1, le=MAX_ID, description="run A's id (with b)")
+    b: int | None = Field(None, ge=1, le=MAX_ID, description="run B's id")
+    group_a: str = Field("", description="group A (with group_b), instead of two runs")
+    group_b: str = Field("", description="group B")
+    seed: int = Field(0, ge=-MAX_ID, le=MAX_ID)
+    resamples: int = Field(2000, ge=1, le=stats.MAX_RESAMPLES)
+
+
+@router.get("/compare", response={200: dict, **ERRORS}, summary="Run (or group) B against A: `manage.py compare --json`")
+def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
+    runs = query.a is not None or query.b is not None
+    groups = bool(query.group_a or query.group_b)
+    if runs == groups:
+        raise _bad("Give two runs (`a` and `b`) or two groups (`group_a` and `group_b`).", "a")
+    try:
+        if runs:
+            if query.a is None or query.b is None:
+                missing = "a" if query.a is None else "b"
+                raise _bad(f"`{missing}` is required with the other run.", missing)
+            for run_id in (query.a, query.b):
+                if not BenchmarkRun.objects.filter(pk=run_id).exists():
+                    raise _not_found(f"No run #{run_id}.")
+            comparison = compare_runs(query.a, query.b, seed=query.seed, resamples=query.resamples)
+        else:
+            for name, group in (("group_a", query.group_a), ("group_b", query.group_b)):
+                if not group:
+                    raise _bad(f"`{name}` is required with the other group.", name)
+            for group in (query.group_a, query.group_b):
+                if not BenchmarkRun.objects.filter(group=group).exists():
+                    raise _not_found(f"No runs in group {group!r}.")
+            comparison = compare_groups(query.group_a, query.group_b, seed=query.seed, resamples=query.resamples)
+    except CompareError as exc:  # invalid runs, nothing shared
+        raise _bad(str(exc)) from None
+    return as_json(comparison)
+
+
+@router.get("/spend", response={200: dict, **ERRORS}, summary="Spend per model and day (default: the last 14 UTC days)")
+def spend(request: HttpRequest, since: Day | None = None, until: Day | None = None) -> dict[str, Any]:
+    form = SpendRangeForm.from_query(request.GET)  # the spend page's defaults and limits
+    if not form.is_valid():
+        field, errors = next(iter(form.errors.items()))
+        raise _bad(f"{errors[0]}", None if field == "__all__" else field)
+    first, last = form.range()
+    totals = spend_selectors.spend_totals(since=first, until=last)
+    return jsondata.spend(totals, spend_selectors.spend_by_model(since=first, until=last))
+
+
+@router.get("/traces/{request_id}", response={200: dict, **ERRORS}, summary="One request's trace and its span tree")
+def get_trace(request: HttpRequest, request_id: str) -> dict[str, Any]:
+    trace = Trace.objects.filter(request_id=request_id).order_by("pk").first()
+    if trace is None:
+        raise _not_found(f"No trace with request id {request_id!r}.")
+    return jsondata.trace(trace, selectors.span_tree(trace))

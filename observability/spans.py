@@ -1,0 +1,291 @@
+"""A Marina trace as OpenTelemetry spans: ids, times, kinds and attributes.
+
+One mapping for the live export (observability/otel.py, from the TraceRecord
+the ledger writer just committed) and for `manage.py export_traces`
+(observability/export.py, from the stored rows), so both give every span the
+same ids and attributes. Plain Python: nothing of OpenTelemetry is imported
+here.
+
+- The request is the root span (kind SERVER); each recorded step is a child
+  of its `parent_seq` (or of the root). Upstream calls are CLIENT spans named
+  `chat <upstream model>` as the GenAI conventions name them; formation steps
+  (`verify`, `obligations+argcheck`, ...) are INTERNAL spans under their names.
+- Ids are derived, not random: the trace id is the first 16 bytes of
+  SHA-256(request id, start time in microseconds), the root's span id the
+  next 8, a step's span id a hash of those and its `seq`. The start time is
+  part of it because a request id alone repeats (a client may send its own
+  x-request-id; Marina's own have 32 random bits). The same stored trace
+  always gets the same ids, so an export repeated, or one after the live
+  export, shows up as the same trace.
+- Token usage (`gen_ai.usage.*`) sits on the upstream calls only, so tools that
+  add up generations count each token once; the root carries the request's
+  totals as `marina.*` (cost) for dashboards.
+- Message content (`gen_ai.input.messages`, `gen_ai.output.messages`) only
+  with MARINA_TRACE_BODIES=on, from the bodies as stored (credentials
+  redacted by marina/redact.py before they were stored), and only on the
+  upstream calls, where the conventions put it: on the root too it would
+  double the largest attribute of every export.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ledger.spend.records import SpanRecord, TraceRecord
+
+AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int]
+
+# OTLP's span kinds (opentelemetry/proto/trace/v1/trace.proto).
+INTERNAL, SERVER, CLIENT = 1, 2, 3
+
+# Marina's provider names -> the GenAI conventions' gen_ai.provider.name
+# values where one exists; any other provider goes by Marina's name.
+PROVIDER_NAMES = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "google": "gcp.gemini",
+    "groq": "groq",
+    "deepseek": "deepseek",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+}
+CREW_PREFIX = "marina:"  # crews are served as marina:<name> (passthru/formations/stack.py)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ItemLink:
+    """A benchmark item a trace was linked to on import (ledger/benchmarks/links.py)."""
+
+    run_id: int
+    item_id: str
+    role: str
+
+
+@dataclass(frozen=True)
+class OtelSpan:
+    trace_id: int  # 128 bits
+    span_id: int  # 64 bits
+    parent_id: int | None
+    name: str
+    kind: int  # INTERNAL, SERVER or CLIENT
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttributeValue]
+    error: str | None = None  # the status message when the span failed; None: not an error
+
+
+def unix_ns(moment: datetime) -> int:
+    """Nanoseconds since the epoch, exactly (a float timestamp loses microseconds)."""
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def trace_ids(request_id: str, started_at: datetime) -> tuple[int, int, bytes]:
+    """(trace id, root span id, seed for the steps' span ids) of one request."""
+    digest = hashlib.sha256(f"{request_id}\x00{unix_ns(started_at)}".encode()).digest()
+    return int.from_bytes(digest[:16]) or 1, int.from_bytes(digest[16:24]) or 1, digest
+
+
+def step_span_id(seed: bytes, seq: int) -> int:
+    return int.from_bytes(hashlib.blake2b(seed + seq.to_bytes(4), digest_size=8).digest()) or 1
+
+
+def to_spans(trace: TraceRecord, *, bodies: bool = False, links: Sequence[ItemLink] = ()) -> list[OtelSpan]:
+    """The root span of `trace` followed by one span per recorded step."""
+    trace_id, root_id, seed = trace_ids(trace.request_id, trace.started_at)
+    ids = {span.seq: step_span_id(seed, span.seq) for span in trace.spans}
+    start = unix_ns(trace.started_at)
+    spans = [
+        OtelSpan(
+            trace_id=trace_id,
+            span_id=root_id,
+            parent_id=None,
+            name=_root_name(trace),
+            kind=SERVER,
+            start_ns=start,
+            end_ns=start + round(trace.duration_ms * 1e6),
+            attributes=_root_attributes(trace, links),
+            error=(trace.error_message or trace.error_kind or "error") if trace.status == "error" else None,
+        )
+    ]
+    for step in trace.spans:
+        step_start = unix_ns(step.started_at)
+        spans.append(
+            OtelSpan(
+                trace_id=trace_id,
+                span_id=ids[step.seq],
+                parent_id=ids.get(step.parent_seq, root_id) if step.parent_seq is not None else root_id,
+                name=f"chat {step.upstream_model}" if step.is_upstream_call else step.name,
+                kind=CLIENT if step.is_upstream_call else INTERNAL,
+                start_ns=step_start,
+                end_ns=step_start + round(step.duration_ms * 1e6),
+                attributes=_step_attributes(step, bodies),
+                error=(step.error_kind or "error") if step.status == "error" else None,
+            )
+        )
+    return spans
+
+
+def _is_chat(trace: TraceRecord) -> bool:
+    return trace.path.endswith("/chat/completions")
+
+
+def _root_name(trace: TraceRecord) -> str:
+    if not _is_chat(trace):
+        return trace.method  # a refused request on another path: HTTP's name for a span without a route
+    return f"chat {trace.requested_model}" if trace.requested_model else "chat"
+
+
+def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str, AttributeValue]:
+    calls = [s for s in trace.spans if s.is_upstream_call]
+    attrs: dict[str, AttributeValue] = {
+        "http.request.method": trace.method,
+        "url.path": trace.path,
+        "http.response.status_code": trace.http_status,
+        "marina.request_id": trace.request_id,
+        "marina.status": trace.status,
+        "marina.calls": len(calls),
+    }
+    if _is_chat(trace):
+        attrs["gen_ai.operation.name"] = "chat"
+    if trace.requested_model:
+        attrs["gen_ai.request.model"] = trace.requested_model
+        attrs["gen_ai.request.stream"] = trace.stream
+    answered = [s for s in calls if s.status == "ok"]
+    if answered:  # the call whose answer went back (x-marina-upstream-model)
+        attrs["gen_ai.response.model"] = answered[-1].upstream_model
+        attrs["gen_ai.provider.name"] = attrs["gen_ai.system"] = _provider_name(answered[-1].provider)
+    if trace.key_name:
+        attrs["marina.key_name"] = trace.key_name  # the key's name; the key itself is never in a trace
+    if trace.route:
+        attrs["marina.route"] = trace.route
+        if trace.route != "passthru":
+            attrs["marina.formation.name"] = trace.route
+    if trace.formation_label:
+        attrs["marina.formation.decision"] = trace.formation_label
+    if trace.requested_model.startswith(CREW_PREFIX):
+        attrs["marina.crew"] = trace.requested_model[len(CREW_PREFIX):]
+    if trace.session:
+        attrs["gen_ai.conversation.id"] = attrs["marina.session"] = trace.session
+    if trace.error_kind:
+        attrs["error.type"] = trace.error_kind
+    if trace.overhead_ms is not None:
+        attrs["marina.overhead_ms"] = round(trace.overhead_ms, 3)
+    costs = [s.cost_nanousd for s in calls if s.cost_nanousd is not None]
+    if costs:
+        attrs["marina.cost_usd"] = sum(costs) / 1e9
+    attrs["marina.usage.input_tokens"] = sum(s.prompt_tokens for s in calls)
+    attrs["marina.usage.output_tokens"] = sum(s.completion_tokens for s in calls)
+    if trace.conv_seed is not None:
+        attrs["marina.conversation.seed"] = trace.conv_seed
+    if trace.conv_opening:
+        attrs["marina.conversation.opening"] = trace.conv_opening
+    if trace.conv_system:
+        attrs["marina.conversation.system"] = trace.conv_system
+    if links:
+        attrs["marina.benchmark.run_id"] = [link.run_id for link in links]
+        attrs["marina.benchmark.item_id"] = [link.item_id for link in links]
+        attrs["marina.benchmark.role"] = [link.role for link in links]
+    return attrs
+
+
+def _step_attributes(step: SpanRecord, bodies: bool) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {"marina.step": step.name, "marina.status": step.status}
+    if step.is_upstream_call:
+        provider = _provider_name(step.provider)
+        attrs.update(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.system": provider,  # the name before gen_ai.provider.name; many tools still read it
+                "gen_ai.request.model": step.upstream_model,
+                "gen_ai.usage.input_tokens": step.prompt_tokens,
+                "gen_ai.usage.output_tokens": step.completion_tokens,
+                "marina.provider": step.provider,
+                "marina.cost_source": step.cost_source,
+            }
+        )
+        if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
+            attrs["gen_ai.response.model"] = step.upstream_model
+        if step.cached_tokens:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = step.cached_tokens
+        if step.reasoning_tokens:
+            attrs["gen_ai.usage.reasoning.output_tokens"] = step.reasoning_tokens
+        if step.cost_nanousd is not None:
+            attrs["marina.cost_usd"] = step.cost_nanousd / 1e9
+        if step.ttft_ms is not None:
+            attrs["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
+    if step.http_status is not None:
+        attrs["http.response.status_code"] = step.http_status
+    if step.error_kind:
+        attrs["error.type"] = step.error_kind
+    for key, value in (step.detail or {}).items():
+        # Formation decisions (verdicts, labels, rounds); never bodies.
+        attrs[f"marina.detail.{key}"] = value if isinstance(value, (str, bool, int, float)) else _json(value)
+    if bodies and isinstance(step.body, dict):
+        if isinstance(step.body.get("request"), dict):
+            _add_input(attrs, step.body["request"])
+        if isinstance(step.body.get("response"), dict):
+            _add_output(attrs, step.body["response"])
+    return attrs
+
+
+def _provider_name(provider: str) -> str:
+    return PROVIDER_NAMES.get(provider, provider)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# --- Message content, in the GenAI conventions' shape (role + parts) ------------
+
+
+def _add_input(attrs: dict[str, AttributeValue], body: dict[str, Any]) -> None:
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        attrs["gen_ai.input.messages"] = _json([_message(m) for m in messages if isinstance(m, dict)])
+
+
+def _add_output(attrs: dict[str, AttributeValue], payload: dict[str, Any]) -> None:
+    choices = payload.get("choices")
+    if not isinstance(choices, list):
+        return
+    out = []
+    for choice in choices:
+        if isinstance(choice, dict) and isinstance(choice.get("message"), dict):
+            out.append({**_message(choice["message"]), "finish_reason": choice.get("finish_reason") or ""})
+    attrs["gen_ai.output.messages"] = _json(out)
+    if isinstance(payload.get("model"), str):
+        attrs["gen_ai.response.model"] = payload["model"]  # what the provider says answered
+    if isinstance(payload.get("id"), str):
+        attrs["gen_ai.response.id"] = payload["id"]
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    role = str(message.get("role", ""))
+    parts: list[dict[str, Any]] = []
+    content = message.get("content")
+    if role == "tool":
+        parts.append({"type": "tool_call_response", "id": message.get("tool_call_id"), "response": content})
+    elif isinstance(content, str):
+        parts.append({"type": "text", "content": content})
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append({"type": "text", "content": part.get("text", "")})
+            elif isinstance(part, dict):
+                parts.append({"type": str(part.get("type", "unknown"))})  # images and files: their kind only
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function")
+            if not isinstance(function, dict):
+                function = {}
+            parts.append(
+                {"type": "tool_call", "id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")}
+            )
+    return {"role": role, "parts": parts}

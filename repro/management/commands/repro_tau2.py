@@ -1,0 +1,107 @@
+"""manage.py repro_tau2: an arm-by-arm τ² experiment in one command (docs/repro.md)."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ledger.benchmarks import experiments
+from marina import money
+from repro import doctor, tau2cli
+from repro.arms import ArmError
+from repro.plan import Options, build, render
+from repro.runner import ReproError, Runner
+
+
+class Command(BaseCommand):
+    help = (
+        "Run τ² once per arm and replicate through a running Marina with the leaderboard's settings, import "
+        "each run (--require-clean) into group tau2-<domain>-<arm> and compare every arm with the first. "
+        "`repro_tau2 doctor` checks the prerequisites; `repro_tau2 list` shows past experiments."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("action", nargs="?", default="run", choices=("run", "doctor", "list"))
+        d = Options()
+        parser.add_argument(
+            "--arm", dest="arms", metavar="A,B,…",
+            help="arms in order, the first is the baseline (default single,verify): single, verify, obligations, "
+            "argcheck, obligations+argcheck, lessons, marina:<crew>",
+        )  # fmt: skip
+        parser.add_argument("--domain", default=d.domain)
+        parser.add_argument("--split", default=d.split, help="τ²'s task split (default base, the board's)")
+        parser.add_argument("--model", default=d.model, help=f"the answer model (default {d.model})")
+        parser.add_argument("--checker", help="verify's checker (default: the server's, else the model)")
+        parser.add_argument("--user-model", default=d.user_model, help=f"user simulator (default {d.user_model})")
+        parser.add_argument("--effort", default=d.effort, help="agent reasoning effort (default high)")
+        parser.add_argument("--user-effort", default=d.user_effort, help="user simulator effort (default low)")
+        parser.add_argument("--num-trials", type=int, default=d.num_trials, help="τ²'s trials per task (default 4)")
+        tasks = parser.add_mutually_exclusive_group()
+        tasks.add_argument("--num-tasks", type=int)
+        tasks.add_argument("--task-ids", nargs="+", default=[])
+        parser.add_argument("--seed", type=int, default=d.seed, help=f"τ²'s seed (default {d.seed})")
+        parser.add_argument("--replicates", type=int, default=d.replicates, help="τ² runs per arm (default 1)")
+        parser.add_argument("--max-concurrency", type=int, default=d.max_concurrency)
+        parser.add_argument("--budget-usd", default=d.budget_usd, help=f"dollars (default {d.budget_usd})")
+        parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+        parser.add_argument("--server-url", default=d.server_url, help=f"the Marina to run through ({d.server_url})")
+        parser.add_argument("--run-dir", default=d.run_dir, help=f"where τ²'s results go (default ./{d.run_dir})")
+        parser.add_argument("--poll-seconds", type=float, default=1.0, help="how often spend and progress are read")
+
+    def handle(self, *args: Any, **o: Any) -> None:
+        if o["action"] == "doctor":
+            return self._doctor(o["server_url"])
+        if o["action"] == "list":
+            return self._list()
+        options = Options(
+            domain=o["domain"], split=o["split"], model=o["model"], checker=o["checker"], user_model=o["user_model"],
+            effort=o["effort"], user_effort=o["user_effort"], num_trials=o["num_trials"], num_tasks=o["num_tasks"],
+            task_ids=tuple(o["task_ids"]), seed=o["seed"], replicates=o["replicates"],
+            max_concurrency=o["max_concurrency"], budget_usd=o["budget_usd"], server_url=o["server_url"],
+            run_dir=o["run_dir"], arms=o["arms"],
+        )  # fmt: skip
+        try:
+            install = tau2cli.detect()
+            plan = build(options, install)
+        except (tau2cli.Tau2NotFound, ArmError, ValueError) as exc:
+            raise CommandError(str(exc), returncode=2 if isinstance(exc, (ArmError, ValueError)) else 1) from None
+        self.stdout.write("\n".join(render(plan)))
+        if o["dry_run"]:
+            return None
+        estimate = plan.estimate_nanousd if plan.estimate_nanousd is not None else plan.known_estimate_nanousd
+        if estimate > plan.budget_nanousd:
+            raise CommandError(
+                f"estimated cost {money.dollars(estimate)} is above --budget-usd {money.dollars(plan.budget_nanousd)}: "
+                "refused, nothing ran",
+                returncode=1,
+            )
+        runner = Runner(plan, say=self.stdout.write, progress=self.stderr.write, poll_seconds=o["poll_seconds"])
+        try:
+            report = runner.run()
+        except ReproError as exc:
+            raise CommandError(str(exc), returncode=1) from None
+        for text in report.comparisons:
+            self.stdout.write(text, ending="" if text.endswith("\n") else "\n")
+        if report.exit_code:
+            raise CommandError(f"experiment {plan.name}: {report.experiment.status}", returncode=report.exit_code)
+        return None
+
+    def _doctor(self, server_url: str) -> None:
+        found = doctor.checks(server_url)
+        for check in found:
+            self.stdout.write(f"{check.status:<4} {check.name}: {check.detail}")
+        if any(c.status == doctor.FAIL for c in found):
+            raise CommandError("some prerequisites are missing (FAIL above)", returncode=1)
+
+    def _list(self) -> None:
+        listed = experiments.recent()
+        if not listed:
+            self.stdout.write("no experiments yet")
+            return
+        for row in listed:
+            e = row.experiment
+            self.stdout.write(
+                f"{e.started_at:%Y-%m-%d %H:%M} {e.name}  {e.status}  arms {','.join(e.arms)}  "
+                f"{row.imported}/{row.planned} run(s) imported  spent {money.dollars(e.spent_nanousd)} of "
+                f"{money.dollars(e.budget_nanousd)}" + (f"  ({e.note})" if e.note else "")
+            )

@@ -1,0 +1,238 @@
+"""An experiment's plan: its arms, the τ² runs (arm × replicate) with the
+leaderboard's settings, the number of simulations and the estimated cost.
+`--dry-run` prints it and stops; a real run prints it, then follows it."""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from marina import money
+from repro import tau2cli
+from repro.arms import Arm, parse_arms
+from repro.budget import ArmEstimate, estimate_arm
+
+# Tasks per domain in τ²'s `base` split (the board's), when τ²'s own split file cannot be read.
+BASE_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
+KEY_PLACEHOLDER = "<experiment key>"
+
+
+@dataclass(frozen=True)
+class Options:
+    domain: str = "airline"
+    split: str = "base"
+    model: str = "openrouter/openai/gpt-5.2"
+    checker: str | None = None
+    user_model: str = "openrouter/openai/gpt-5.2"
+    effort: str = "high"
+    user_effort: str = "low"
+    num_trials: int = 4
+    num_tasks: int | None = None
+    task_ids: tuple[str, ...] = ()
+    seed: int = 300
+    replicates: int = 1
+    max_concurrency: int = 4
+    budget_usd: str = "10"
+    server_url: str = "http://127.0.0.1:3300"
+    run_dir: str = "repro-runs"
+    arms: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    arm: Arm
+    replicate: int  # 1-based
+    name: str  # τ²'s --save-to name: experiment, arm and replicate
+    spec: tau2cli.RunSpec
+
+
+@dataclass
+class Plan:
+    name: str
+    options: Options
+    install: tau2cli.Tau2Install
+    arms: list[Arm]
+    runs: list[PlannedRun]
+    tasks: int | None  # per run; None when unknown
+    estimates: list[ArmEstimate]
+    budget_nanousd: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.options.run_dir).resolve() / self.name
+
+    @property
+    def simulations_per_run(self) -> int | None:
+        return None if self.tasks is None else self.tasks * self.options.num_trials
+
+    @property
+    def estimate_nanousd(self) -> int | None:
+        """The whole experiment's estimate; None when any arm's is unknown."""
+        per_run = self.simulations_per_run
+        if per_run is None or any(e.per_simulation_nanousd is None for e in self.estimates):
+            return None
+        return sum(e.per_simulation_nanousd or 0 for e in self.estimates) * per_run * self.options.replicates
+
+    @property
+    def known_estimate_nanousd(self) -> int:
+        """The part of the estimate that is known (the arms with a figure)."""
+        per_run = self.simulations_per_run or 0
+        return sum(e.per_simulation_nanousd or 0 for e in self.estimates) * per_run * self.options.replicates
+
+    def invocation(self, run: PlannedRun, key: str) -> tau2cli.Invocation:
+        return tau2cli.invocation(self.install, run.spec, run_dir=self.run_dir, name=run.name, key=key)
+
+    def settings(self) -> dict[str, Any]:
+        """What the ledger keeps of the plan (no key)."""
+        o = self.options
+        return {
+            "split": o.split, "model": o.model, "checker": o.checker, "user_model": o.user_model,
+            "effort": o.effort, "user_effort": o.user_effort, "num_trials": o.num_trials,
+            "num_tasks": o.num_tasks, "task_ids": list(o.task_ids), "seed": o.seed, "replicates": o.replicates,
+            "max_concurrency": o.max_concurrency, "server_url": o.server_url, "tasks": self.tasks,
+            "tau2": f"{self.install.distribution} {self.install.version}",
+            "arms": {a.name: a.agent_model for a in self.arms},
+        }  # fmt: skip
+
+
+def experiment_name(domain: str) -> str:
+    return f"tau2-{domain}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+
+
+def llm_args(options: Options) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The agent's and the user simulator's llm args, without the key.
+
+    The agent's effort goes inside extra_body (τ² sets LiteLLM's drop_params, which silently drops a
+    top-level reasoning_effort for ids LiteLLM does not know: every id through Marina); the user's
+    is stated (custom llm args replace τ²'s defaults); only the agent's calls carry x-marina-eval."""
+    base = options.server_url.rstrip("/") + "/v1"
+    agent = {
+        "api_base": base,
+        "extra_body": {"reasoning_effort": options.effort},
+        "extra_headers": {"x-marina-eval": f"benchmark=tau2-{options.domain}; mode=measure"},
+    }
+    user = {"api_base": base, "extra_body": {"reasoning_effort": options.user_effort}}
+    return agent, user
+
+
+def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = None) -> Plan:
+    """The plan for these options (ValueError for an option that cannot be used)."""
+    if options.replicates < 1 or options.num_trials < 1 or options.max_concurrency < 1:
+        raise ValueError("--replicates, --num-trials and --max-concurrency must be at least 1")
+    if options.num_tasks is not None and options.num_tasks < 1:
+        raise ValueError("--num-tasks must be at least 1")
+    if options.num_tasks is not None and options.task_ids:
+        raise ValueError("give --num-tasks or --task-ids, not both")
+    try:
+        budget = money.to_nanousd(options.budget_usd)
+    except money.MoneyError:
+        raise ValueError(f"--budget-usd must be a number of dollars, not {options.budget_usd!r}") from None
+    if budget <= 0:
+        raise ValueError("--budget-usd must be more than 0")
+    arms = parse_arms(options.arms, model=options.model, checker=options.checker)
+    name = name or experiment_name(options.domain)
+    agent_args, user_args = llm_args(options)
+    runs = [
+        PlannedRun(
+            arm, replicate, f"{name}-{arm.slug}-r{replicate}",
+            tau2cli.RunSpec(
+                domain=options.domain, split=options.split, agent_llm=f"openai/{arm.agent_model}",
+                user_llm=f"openai/{options.user_model}", agent_args=agent_args, user_args=user_args,
+                num_trials=options.num_trials, seed=options.seed, max_concurrency=options.max_concurrency,
+                num_tasks=options.num_tasks, task_ids=options.task_ids,
+            ),
+        )  # fmt: skip
+        for replicate in range(1, options.replicates + 1)
+        for arm in arms
+    ]
+    tasks = _tasks(options, install)
+    estimates = [
+        estimate_arm(a, domain=options.domain, model=options.model, checker=options.checker,
+                     user_model=options.user_model)
+        for a in arms
+    ]  # fmt: skip
+    plan = Plan(name, options, install, arms, runs, tasks, estimates, budget)
+    plan.warnings = _board_warnings(options)
+    return plan
+
+
+def _tasks(options: Options, install: tau2cli.Tau2Install) -> int | None:
+    if options.task_ids:
+        return len(options.task_ids)
+    total = tau2cli.split_size(install, options.domain, options.split)
+    if total is None and options.split == "base":
+        total = BASE_TASKS.get(options.domain)
+    if options.num_tasks is not None:
+        return options.num_tasks if total is None else min(options.num_tasks, total)
+    return total
+
+
+def _board_warnings(options: Options) -> list[str]:
+    out = []
+    if options.split != "base":
+        out.append(f"split {options.split!r}: the board uses the base split")
+    if options.num_tasks is not None or options.task_ids:
+        out.append("a subset of the split's tasks: not comparable to the board")
+    if options.num_trials < 4:
+        out.append(f"{options.num_trials} trial(s): the board wants at least 4")
+    if options.effort not in ("high", "xhigh"):
+        out.append(f"agent effort {options.effort!r}: board entries run high or xhigh")
+    if options.user_effort != "low" or options.user_model.rsplit("/", 1)[-1] != "gpt-5.2":
+        out.append("the board's user simulator is gpt-5.2 at low effort")
+    return out
+
+
+def render(plan: Plan) -> list[str]:
+    """The plan as printed (the key shown as a placeholder)."""
+    o = plan.options
+    sims = plan.simulations_per_run
+    lines = [
+        f"experiment {plan.name}",
+        f"  τ²: {plan.install.distribution} {plan.install.version} ({plan.install.path})",
+        f"  Marina: {o.server_url} (a fresh key is made for the experiment and revoked afterwards; never printed)",
+        f"  domain {o.domain}, split {o.split}, "
+        f"{'tasks ' + ' '.join(o.task_ids) if o.task_ids else (str(plan.tasks) if plan.tasks is not None else 'unknown') + ' task(s)'}"
+        f", {o.num_trials} trial(s), seed {o.seed}, {o.replicates} replicate(s), max concurrency {o.max_concurrency}",
+        f"  agent effort {o.effort} (in extra_body), user simulator {o.user_model} at effort {o.user_effort}",
+        f"  results under {plan.run_dir}",
+        "  arms (the first is the baseline):",
+    ]
+    for arm, est in zip(plan.arms, plan.estimates):
+        per_sim = money.dollars(est.per_simulation_nanousd, unknown="unknown")
+        lines.append(
+            f"    {arm.name:<22} agent {arm.agent_model}  group {arm.group(o.domain)}  "
+            f"{arm.submission} submission  {per_sim}/simulation ({est.source})"
+        )
+    notes = sorted({f"{e.source}: {e.note}" for e in plan.estimates})
+    lines += [f"    ({n})" for n in notes]
+    total_sims = None if sims is None else sims * len(plan.runs)
+    lines.append(
+        f"  {len(plan.runs)} τ² run(s) × {sims if sims is not None else 'unknown'} simulation(s) = "
+        f"{total_sims if total_sims is not None else 'unknown'} simulation(s)"
+    )
+    estimate = plan.estimate_nanousd
+    if estimate is None:
+        lines.append(
+            f"  estimated cost: unknown (known part {money.dollars(plan.known_estimate_nanousd)}); "
+            f"budget {money.dollars(plan.budget_nanousd)} enforced by watching the key's spend"
+        )
+    else:
+        lines.append(f"  estimated cost {money.dollars(estimate)}, budget {money.dollars(plan.budget_nanousd)}")
+    lines += [f"  note: {w}" for w in plan.warnings]
+    lines.append("  commands:")
+    for run in plan.runs:
+        inv = plan.invocation(run, KEY_PLACEHOLDER)
+        shown_env = " ".join(f"{k}={'<experiment key>' if v == KEY_PLACEHOLDER else v}" for k, v in inv.env.items())
+        lines.append(f"    [{run.arm.name} r{run.replicate}] {shown_env} {tau2cli.shown(inv.argv, '')}")
+        lines.append(
+            f"      then import_tau2 {inv.results} --target {run.arm.agent_model} --target-kind "
+            f"{run.arm.target_kind} --group {run.arm.group(o.domain)} --require-clean --cost-from-spend"
+        )
+    if len(plan.arms) > 1:
+        base = plan.arms[0]
+        for arm in plan.arms[1:]:
+            lines.append(f"  then compare {base.group(o.domain)} (A) with {arm.group(o.domain)} (B): this experiment's runs")
+    return lines

