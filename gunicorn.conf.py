@@ -2,6 +2,7 @@
 the environment or from .env; see .env.example."""
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import runpy
@@ -59,6 +60,15 @@ def on_starting(server: Any) -> None:
         runpy.run_path(str(Path(__file__).resolve().parent / "marina" / "settings.py"))
     except ConfigError as exc:
         raise RuntimeError(f"Marina's configuration: {exc}") from None
+
+
+def post_worker_init(worker: Any) -> None:
+    """What the worker has loaded (Django, the URLconf, the NinjaAPI, the
+    price tables) lives as long as it does: move it out of the collector's
+    reach, so a full collection scans only what requests allocate. Under load
+    the collector cost 0.17–0.3 ms per call here, 0.05–0.1 ms once frozen
+    (docs/performance.md)."""
+    gc.freeze()
 
 
 # Prometheus metrics (observability/metrics.py): every worker writes its

@@ -182,18 +182,26 @@ def start_litellm(tmp: Path, upstream_port: int) -> Server:
 
 
 def start_marina(tmp: Path, upstream_port: int, db_url: str, name: str = "marina",
-                 extra: dict[str, str] | None = None) -> Server:
+                 extra: dict[str, str] | None = None, *, root: Path = ROOT) -> Server:
     port = free_port()
     env = marina_env(db_url=db_url, upstream_port=upstream_port, bind=f"127.0.0.1:{port}", key=MARINA_KEY, extra=extra)
     migrate(env)
     return start(
         name,
-        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "marina.asgi:application"],
+        [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"), "marina.asgi:application"],
         env=env,
         base_url=f"http://127.0.0.1:{port}",
         ready_path="/v1/health",
         log_dir=tmp,
+        cwd=root,
     )
+
+
+def variant(spec: str) -> tuple[str, Path, dict[str, str]]:
+    """`NAME[=DIR][,ENV=VALUE...]`: another Marina (from checkout DIR, with settings) measured alongside."""
+    head, *pairs = spec.split(",")
+    name, _, root = head.partition("=")
+    return name, Path(root).resolve() if root else ROOT, dict(p.split("=", 1) for p in pairs)
 
 
 def ledger_counts(db_url: str) -> tuple[int, dict[str, int], int]:
@@ -364,6 +372,8 @@ def main() -> None:
     parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for Marina's servers (repeatable), e.g. MARINA_DAILY_SPEND_CAP_USD=off")
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
+    parser.add_argument("--marina-variant", type=variant, action="append", default=[], metavar="NAME[=DIR][,ENV=V...]",
+                        help="also measure another Marina (another checkout, other settings), interleaved; repeatable")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     ttfb_levels = [int(c) for c in args.ttfb.split(",") if c]
@@ -407,8 +417,14 @@ def main() -> None:
             targets += [(i, by_id[i], by_id[i].base_url, MARINA_KEY) for i in ids]
             if litellm:
                 targets.append(("litellm", litellm, litellm.base_url, LITELLM_KEY))
+            for name, root, extra in args.marina_variant:
+                other = start_marina(tmp, up_port, database(name), name, {**settings, **extra}, root=root)
+                servers.append(other)
+                targets.append((name, other, other.base_url, MARINA_KEY))
+                bodies.update({(name, m): bodies[("marina", m)] for m in ("plain", "stream")})
             processes = {"marina": marina, **({"marina-ratelimit": by_id["marina-ratelimit"]} if args.ratelimit else {}),
-                         **({"litellm": litellm} if litellm else {})}
+                         **({"litellm": litellm} if litellm else {}),
+                         **{name: s for name, s, _, _ in targets if s is not None and name not in ids}}
             rss_idle = {name: s.worker_rss() for name, s in processes.items()}
             # Warm every path (imports, connection pools, price tables) before measuring.
             for name, _, url, key in targets:

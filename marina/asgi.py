@@ -1,20 +1,20 @@
 """ASGI entry point: gunicorn runs this with uvicorn workers (gunicorn.conf.py).
 
-`application` is Django's ASGI app with the chat fast path in front
-(marina/fastpath.py); `django_application` is Django's without it, behind
-marina/intake.py (the key and the body limit checked before a body is read)."""
+`application` is marina/intake.py (the key and the body limit checked before a
+body is read) in front of two Django handlers (marina/mounts.py): /v1/ served
+by the NinjaAPI through the API's own handler, everything else by Django's."""
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "marina.settings")
 
-django = get_asgi_application()
+site = get_asgi_application()
 
-from marina.fastpath import wrap  # noqa: E402  (needs the settings configured above)
-from marina.intake import Intake  # noqa: E402
+from marina.intake import Intake  # noqa: E402  (needs the settings configured above)
+from marina.mounts import ApiHandler, Doors  # noqa: E402
 
-# Django types the scope as dict and messages as Mapping; the ASGI types here are MutableMapping.
-django_application = Intake(django)
-
-application = wrap(django_application)
+application = Intake(Doors(api=ApiHandler(), site=site))
+# The whole site's handler alone (every route through settings.MIDDLEWARE):
+# tests/marina/test_one_door.py checks /v1 answers exactly as it would.
+site_application = Intake(site)

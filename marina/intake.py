@@ -2,7 +2,7 @@
 routes that need a key, and the body limit, stopping at the limit.
 
 Why: a `Transfer-Encoding: chunked` body has no Content-Length to refuse on,
-and both the fast path and Django's ASGI handler used to read it whole before
+and Django's ASGI handler used to read it whole before
 anything looked at it: 1.2 GB without a key took a worker to 2 GB and answered
 401 after 11 s. Now an unauthenticated call is refused from its headers, and a
 body is counted as it arrives and refused (413) as soon as it passes its limit
@@ -11,11 +11,10 @@ rest of a refused body is never stored: the server (uvicorn) discards it as it
 arrives, keeping the connection usable, so a client that sends its whole body
 before reading still gets the answer.
 
-The fast path (marina/fastpath.py) calls `admit` and `read_body` itself. In
-front of Django, `Intake` does the same and hands its decision to the views in
-the ASGI scope (`admitted`), so Django still answers, with its middleware and
-the trace, as it would have: a refused request reaches the view with an empty
-body. On the other paths (admin forms and the like) a body over the limit is
+In front of Django's handlers (marina/asgi.py), `Intake` hands its decision to
+the views in the ASGI scope (`admitted`), so Django still answers, with its
+middleware and the trace, as it would have: a refused request reaches the view
+with an empty body. On the other paths (admin forms and the like) a body over the limit is
 answered here, as Django would only spool it to disk."""
 from __future__ import annotations
 
@@ -55,6 +54,7 @@ KEYED_PATHS = (CHAT_PATH, UPLOAD_PATH)  # POST routes that take a body and a key
 # Where Intake leaves its decision for the view (read by `admitted`).
 REFUSAL = "marina.refusal"
 CALLER = "marina.caller"
+HEADERS = "marina.headers"  # the request headers as request_headers() gives them
 _END_OF_BODY: Message = {"type": "http.request", "body": b"", "more_body": False}
 
 
@@ -76,25 +76,6 @@ async def admit(path: str, headers: dict[str, str]) -> auth.Caller:
         raise internal_error() from None
 
 
-async def read_body(receive: Receive, limit: str) -> bytes | None:
-    """The whole body, or None if the client went away first. The 413 as soon
-    as it passes the `limit` setting: nothing more is read."""
-    cap = getattr(settings, limit)
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > cap:
-            raise request_too_large(limit)
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 def request_headers(scope: Scope) -> dict[str, str]:
     """The request headers as the Ninja operation hands them to the core."""
     headers: dict[str, str] = {}
@@ -105,6 +86,16 @@ def request_headers(scope: Scope) -> dict[str, str]:
         value = raw_value.decode("latin-1")
         headers[name] = f"{headers[name]},{value}" if name in headers else value
     return headers
+
+
+def headers_of(request: HttpRequest) -> dict[str, str]:
+    """The request headers, lower-cased: those Intake read if it did (the
+    same as Django's, without building them twice), else Django's."""
+    scope = getattr(request, "scope", None) or {}
+    headers = scope.get(HEADERS)
+    if headers is None:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+    return dict(headers)
 
 
 def admitted(request: HttpRequest) -> auth.Caller | None:
@@ -171,8 +162,9 @@ class Intake:
         path = scope["path"]
         keyed = scope["method"] == "POST" and path in KEYED_PATHS and not scope.get("root_path")
         if keyed:
+            scope[HEADERS] = headers = request_headers(scope)
             try:
-                scope[CALLER] = await admit(path, request_headers(scope))
+                scope[CALLER] = await admit(path, headers)
             except ApiError as exc:
                 scope[REFUSAL] = exc
         counted = _Counted(receive, scope, limit_for(path))

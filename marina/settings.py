@@ -175,9 +175,6 @@ _retention = env_str("MARINA_TRACE_RETENTION_DAYS", "keep").lower()
 MARINA_TRACE_RETENTION_DAYS = (
     None if _retention in ("", "keep", "off") else env_int("MARINA_TRACE_RETENTION_DAYS", 0, minimum=1)
 )
-# Serve POST /v1/chat/completions from the core without Django's handler and
-# middleware (marina/fastpath.py; same responses, ~several ms less CPU per call).
-MARINA_FASTPATH = env_bool("MARINA_FASTPATH", True)
 # Friendly names for upstream ids, listed by /v1/models: `fast=openrouter/openai/gpt-5.2`.
 MARINA_MODEL_ALIASES = env_pairs("MARINA_MODEL_ALIASES")
 

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
-from marina.intake import admitted
+from marina.intake import admitted, headers_of
 from passthru import cors
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
@@ -31,7 +31,7 @@ _ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 5
 
 
 def inbound(request: HttpRequest) -> Inbound:
-    headers = {k.lower(): v for k, v in request.headers.items()}
+    headers = headers_of(request)
     caller = admitted(request)  # marina/intake.py checked the key and the size before the body
     check_request_size(declared_size(headers))
     try:
@@ -53,7 +53,7 @@ def _without_body(request: HttpRequest) -> Inbound:
     return Inbound(
         method=request.method or "GET",
         path=request.path,
-        headers={k.lower(): v for k, v in request.headers.items()},
+        headers=headers_of(request),
         body=b"",
     )
 

@@ -81,8 +81,8 @@ async def chat_completions(inbound: Inbound) -> Outbound:
             if recalled is not None:
                 out.headers[lessons.HEADER] = recalled.header()
     except asyncio.CancelledError:
-        # The client went away before the answer (Django's handler and the fast
-        # path cancel the call): the request is still in the ledger.
+        # The client went away before the answer (Django's handlers cancel the
+        # call): the request is still in the ledger.
         if not ctx.traced:
             _trace_after_drain(ctx, CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
         raise

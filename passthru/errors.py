@@ -2,7 +2,7 @@
 
 Operations never catch these: marina/api.py maps each class to its status and
 envelope once (STYLE practice 3). The two errors every edge may raise on its
-own (the Ninja route, the ASGI fast path, the core) are built here only, so
+own (marina/intake.py, the Ninja route, the core) are built here only, so
 their wording cannot drift apart: `internal_error` (the 500) and
 `check_request_size` (the 413)."""
 from __future__ import annotations

@@ -98,8 +98,8 @@ class Pump:
     """Reads an event source in a task of its own; the request's task only
     takes the events (`next`).
 
-    A client that leaves cancels the request's task (Django's handler and the
-    fast path both do). Were that task reading the upstream, the cancellation
+    A client that leaves cancels the request's task (Django's handlers do,
+    marina/mounts.py's too). Were that task reading the upstream, the cancellation
     would cut the read and the connection with it: a stream whose usage chunk
     was still to come would go unmetered. Read here, the upstream can be read
     on to its end after the client left (`discard`, then wait on `task`), and

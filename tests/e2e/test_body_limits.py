@@ -5,8 +5,7 @@ a key it must be refused from its headers, before its body is read; with a key,
 refused (413) where it passes MARINA_MAX_REQUEST_BYTES. Either way the worker
 never holds the body: its peak resident memory does not grow by the body's size
 while the client goes on sending it (the server drops the rest as it comes),
-and the connection then serves the next request. On the fast path and on
-Django's route (MARINA_FASTPATH=off) alike."""
+and the connection then serves the next request."""
 from __future__ import annotations
 
 import socket
@@ -47,9 +46,9 @@ def send_the_rest(sock: socket.socket, sent: int) -> None:
     assert status == 200 and payload["status"] == "ok"
 
 
-@pytest.fixture(params=["on", "off"], ids=["fast path", "django route"])
-def server(request, servers) -> Gunicorn:  # type: ignore[no-untyped-def]
-    server = servers.start(workers=1, MARINA_FASTPATH=request.param, MARINA_MAX_REQUEST_BYTES=str(LIMIT))
+@pytest.fixture
+def server(servers) -> Gunicorn:  # type: ignore[no-untyped-def]
+    server = servers.start(workers=1, MARINA_MAX_REQUEST_BYTES=str(LIMIT))
     # Warm the worker (imports, the first trace) before measuring it.
     for headers in ({}, {"authorization": f"Bearer {MARINA_KEY}"}):
         httpx.post(f"{server.base_url}/v1/chat/completions", json={"model": "openrouter/x", "messages": []}, headers=headers)

@@ -1,13 +1,16 @@
-"""The ASGI fast path answers exactly as the Django route does.
+"""/v1 through its own handler (marina/mounts.py) answers exactly as the whole
+site's Django handler would, and hops to no thread.
 
 Two live servers share one process, database and scripted upstream: one runs
-`marina.asgi.application` (fast path in front), the other
-`marina.asgi.django_application` (Django's handler, middleware and the Ninja
-operation). Each case sends the same request to both, with the upstream
-scripted the same way, and compares status, headers, body, and the trace with
-its spans."""
+`marina.asgi.application` (the API's handler for /v1, the one door), the other
+`marina.asgi.site_application` (Django's handler with all of
+settings.MIDDLEWARE in front of the same NinjaAPI). Each case sends the same
+request to both, with the upstream scripted the same way, and compares status,
+headers, body, and the trace with its spans: dropping the middleware /v1 does
+not use changed nothing a client or the ledger sees."""
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable
@@ -17,7 +20,7 @@ import httpx
 import pytest
 
 from ledger.models import Trace
-from marina import fastpath
+from marina import mounts
 from marina.asgi import application
 from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, Reset, Sse, completion, sse_chunks
@@ -92,20 +95,20 @@ def both(
 
 
 def assert_same(seen: dict[str, tuple[httpx.Response, Any]]) -> httpx.Response:
-    (fast, fast_trace), (django, django_trace) = seen["fast"], seen["django"]
-    assert fast.status_code == django.status_code
-    assert fast.content == django.content
-    assert _headers_view(fast) == _headers_view(django)
-    assert ("x-marina-overhead-ms" in fast.headers) == ("x-marina-overhead-ms" in django.headers)
-    for response in (fast, django):
+    (door, door_trace), (site, site_trace) = seen["door"], seen["site"]
+    assert door.status_code == site.status_code
+    assert door.content == site.content
+    assert _headers_view(door) == _headers_view(site)
+    assert ("x-marina-overhead-ms" in door.headers) == ("x-marina-overhead-ms" in site.headers)
+    for response in (door, site):
         if "x-marina-overhead-ms" in response.headers:
             # Milliseconds with two decimals, within what the client waited in all.
             overhead = response.headers["x-marina-overhead-ms"]
             assert re.fullmatch(r"\d+\.\d\d", overhead), overhead
             assert float(overhead) <= response.elapsed.total_seconds() * 1000
-    assert ("x-request-id" in fast.headers) == ("x-request-id" in django.headers)
-    assert fast_trace == django_trace
-    return fast
+    assert ("x-request-id" in door.headers) == ("x-request-id" in site.headers)
+    assert door_trace == site_trace
+    return door
 
 
 def _body(**extra: Any) -> bytes:
@@ -114,9 +117,48 @@ def _body(**extra: Any) -> bytes:
     return json.dumps({"model": "openrouter/openai/gpt-5.2", "messages": [{"role": "user", "content": "ping"}], **extra}).encode()
 
 
-def test_fast_path_is_in_front_by_default():
-    assert isinstance(application, fastpath.FastPath)
-    assert fastpath.incompatible_settings() == ""
+async def _get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str]]:
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"testserver"), *headers], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    await app(scope, receive, send)
+    return sent[0]["status"], {k.decode().lower(): v.decode() for k, v in sent[0]["headers"]}
+
+
+def test_security_settings_apply_to_v1(settings):
+    """HSTS (on a secure request), a changed Referrer-Policy and the SSL
+    redirect reach /v1 as they reach the site: Django's own middleware set them."""
+    settings.ALLOWED_HOSTS = ["testserver"]
+    settings.SECURE_HSTS_SECONDS = 60
+    settings.SECURE_REFERRER_POLICY = "no-referrer"
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    handler = mounts.ApiHandler()  # the middleware read the settings when loaded
+    status, headers = asyncio.run(_get(handler, "/v1/health", [(b"x-forwarded-proto", b"https")]))
+    assert status == 200 and headers["strict-transport-security"] == "max-age=60"
+    assert headers["referrer-policy"] == "no-referrer"
+    settings.SECURE_SSL_REDIRECT = True
+    status, headers = asyncio.run(_get(mounts.ApiHandler(), "/v1/health", []))
+    assert status == 301 and headers["location"] == "https://testserver/v1/health"
+
+
+def test_v1_has_its_own_handler_with_the_header_middleware_only(settings):
+    doors = application.app
+    assert isinstance(doors, mounts.Doors) and isinstance(doors.api, mounts.ApiHandler)
+    assert mounts.api_middleware() == [
+        "django.middleware.security.SecurityMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    ]
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if "clickjacking" not in m]
+    assert "django.middleware.clickjacking.XFrameOptionsMiddleware" not in mounts.api_middleware()
 
 
 def test_plain_completion(urls, upstream):
@@ -124,7 +166,14 @@ def test_plain_completion(urls, upstream):
     seen = both(urls, upstream, lambda: upstream.script(reply), content=_body())
     response = assert_same(seen)
     assert response.status_code == 200 and response.headers["x-marina-cost-usd"] == "0.00123000"
-    assert seen["fast"][1][0]["status"] == "ok" and seen["fast"][1][1][0]["cost_nanousd"] == 1_230_000
+    assert seen["door"][1][0]["status"] == "ok" and seen["door"][1][1][0]["cost_nanousd"] == 1_230_000
+    # The API's headers (docs/performance.md), from Django's header middleware; no cookie of any kind.
+    assert response.headers["x-frame-options"] == "DENY"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "same-origin"
+    assert response.headers["cross-origin-opener-policy"] == "same-origin"
+    assert response.headers["content-length"] == str(len(response.content))
+    assert "set-cookie" not in response.headers and "vary" not in response.headers
 
 
 def test_stream_with_and_without_usage(urls, upstream):
@@ -181,14 +230,14 @@ def test_declared_body_too_large_is_413_refused_unread_and_traced(urls, upstream
     seen = both(urls, upstream, lambda: None, content=_body(pad="x" * 4096))
     response = assert_same(seen)
     assert response.status_code == 413 and response.json()["error"]["code"] == "request_too_large"
-    assert seen["fast"][1][0]["error_kind"] == "request_too_large" and upstream.requests == []
+    assert seen["door"][1][0]["error_kind"] == "request_too_large" and upstream.requests == []
 
 
 def test_body_too_large_has_one_wording_declared_or_read_on_both_routes(urls, upstream, settings):
     """The 413 is built once (passthru.errors.request_too_large): a declared
     Content-Length refused unread and a chunked body refused once it passes the
     limit (read no further, so its size is never known) say the same thing, on
-    the fast path and the Ninja route alike."""
+    the API's handler and the whole site's alike."""
     settings.MARINA_MAX_REQUEST_BYTES = 2048
     content = _body(pad="x" * 4096)
     expected = {
@@ -213,13 +262,11 @@ def test_body_too_large_has_one_wording_declared_or_read_on_both_routes(urls, up
 
 
 def test_an_unexpected_failure_outside_the_core_is_the_same_500_on_both_routes(urls, upstream, monkeypatch):
-    """A bug that escapes the core is answered by the edge: marina/api.py's
-    handler on the Ninja route, FastPath.chat on the fast path; one envelope."""
+    """A bug that escapes the core is answered by marina/api.py's handler, one envelope."""
 
     async def broken(inbound: Any) -> Any:
         raise RuntimeError("a bug with a secret sk-or-xyz")
 
-    monkeypatch.setattr("marina.fastpath.chat_completions", broken)
     monkeypatch.setattr("passthru.api.chat_completions", broken)
     response = assert_same(both(urls, upstream, lambda: None, content=_body(), expect_trace=False))
     assert response.status_code == 500
@@ -239,7 +286,7 @@ def test_an_unexpected_failure_in_the_core_is_the_same_500_on_both_routes(urls, 
         request_id = response.headers["x-request-id"]
         assert response.status_code == 500 and trace is not None and trace[0]["error_kind"] == "internal_error"
         bodies[name] = response.json()["error"] | {"message": response.json()["error"]["message"].replace(request_id, "ID")}
-    assert bodies["fast"] == bodies["django"] == {
+    assert bodies["door"] == bodies["site"] == {
         "message": "Marina failed on this request (ID).", "type": "server_error", "param": None, "code": "internal_error"
     }
 
@@ -255,7 +302,7 @@ def test_request_headers_reach_the_core_alike(urls, upstream):
         headers={"x-marina-session": "s-1", "user-agent": "agent/1", "x_marina_session": "spoof"},
     )
     assert_same(seen)
-    assert seen["fast"][1][0]["session"] == "s-1"
+    assert seen["door"][1][0]["session"] == "s-1"
 
 
 def test_non_latin1_header_values_are_encoded_like_django(urls, upstream):
@@ -264,7 +311,7 @@ def test_non_latin1_header_values_are_encoded_like_django(urls, upstream):
     assert response.headers["x-marina-upstream-model"].startswith("=?utf-8?")
 
 
-def test_disallowed_host_goes_to_django(urls, upstream):
+def test_disallowed_host_is_refused_by_djangos_host_check(urls, upstream):
     before = Trace.objects.count()
     response = assert_same(both(urls, upstream, lambda: None, content=_body(), headers={"host": "evil.example"}, expect_trace=False))
     assert response.status_code == 400 and Trace.objects.count() == before
@@ -281,17 +328,16 @@ def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
             with client.stream("POST", f"{base}/v1/chat/completions", content=_body(stream=True), headers=headers) as response:
                 next(response.iter_raw())  # the first event, then hang up
         views[name] = _wait_for_trace(request_id)
-    assert views["fast"] == views["django"]
-    assert views["fast"] is not None and views["fast"][0]["status"] == "cancelled"
-    assert views["fast"][0]["error_kind"] == "client_disconnected"
+    assert views["door"] == views["site"]
+    assert views["door"] is not None and views["door"][0]["status"] == "cancelled"
+    assert views["door"][0]["error_kind"] == "client_disconnected"
 
 
 def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
-    """Django cancels the view when the client hangs up; the fast path does
-    the same, so both leave the same trace behind: cancelled, 499. The
-    upstream call, which the provider bills, is let end within
-    MARINA_DRAIN_AFTER_DISCONNECT_SECONDS and metered (issue 10): its span is
-    ok and the trace carries its cost."""
+    """Both handlers cancel the view when the client hangs up, so both leave
+    the same trace behind: cancelled, 499. The upstream call, which the
+    provider bills, is let end within MARINA_DRAIN_AFTER_DISCONNECT_SECONDS and
+    metered (issue 10): its span is ok and the trace carries its cost."""
     views = {}
     for name, base in urls.items():
         upstream.reset()
@@ -306,8 +352,8 @@ def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
             )
         views[name] = _wait_for_trace(request_id, timeout=10)
         assert Trace.objects.filter(request_id=request_id).count() == 1
-    assert views["fast"] is not None and views["fast"] == views["django"]
-    trace, spans = views["fast"]
+    assert views["door"] is not None and views["door"] == views["site"]
+    trace, spans = views["door"]
     assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
     assert [(s["status"], s["error_kind"], s["http_status"]) for s in spans] == [("ok", "", 200)]
     assert spans[0]["cost_nanousd"] and trace["cost_nanousd"] == spans[0]["cost_nanousd"]
@@ -330,16 +376,40 @@ def test_client_gone_while_waiting_on_a_plain_call_past_the_drain(urls, upstream
                 timeout=httpx.Timeout(10, read=0.3),
             )
         views[name] = _wait_for_trace(request_id, timeout=10)
-    assert views["fast"] is not None and views["fast"] == views["django"]
-    trace, spans = views["fast"]
+    assert views["door"] is not None and views["door"] == views["site"]
+    trace, spans = views["door"]
     assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
     assert [(s["status"], s["error_kind"], s["http_status"], s["cost_nanousd"]) for s in spans] == [
         ("cancelled", "client_disconnected", None, None)
     ]
 
 
-def test_other_routes_still_go_to_django(urls):
+def test_other_v1_routes_and_unknown_paths(urls):
     for base in urls.values():
         assert httpx.get(f"{base}/v1/health").json() == {"status": "ok", "engine": "marina"}
         missing = httpx.get(f"{base}/v1/chat/completions/extra")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+def test_v1_hops_to_no_thread(urls, upstream, monkeypatch):
+    """No sync_to_async on the way through the API's handler (the whole
+    site's handler takes several per request: its middleware hooks, the
+    signals and close())."""
+    from asgiref import sync
+
+    hops: dict[str, list[str]] = {"door": [], "site": []}
+    current = {"name": ""}
+    original = sync.SyncToAsync.__call__
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        hops[current["name"]].append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
+    for name, base in urls.items():
+        current["name"] = name
+        upstream.reset()
+        upstream.script(Reply(json=completion("pong")))
+        headers = {"authorization": f"Bearer {MARINA_KEY}", "content-type": "application/json"}
+        assert httpx.post(f"{base}/v1/chat/completions", content=_body(), headers=headers, timeout=10).status_code == 200
+    assert hops["door"] == [] and len(hops["site"]) >= 3

@@ -1,0 +1,175 @@
+"""Django serves /v1 from its own handler: the NinjaAPI behind the middleware
+the API uses, with no thread hop on the way.
+
+Why (docs/performance.md, issue 19): through Django's whole site, the chat
+route cost 6.7–8.5 ms of CPU per call against ~1.5 ms for the work itself.
+Under ASGI every `MiddlewareMixin` hook runs in a worker thread
+(`sync_to_async`), WhiteNoise is sync-only, and the request_started/finished
+signals and `response.close()` are sent from a thread too, a new one per
+request (Django's ThreadSensitiveContext). /v1 reads no session, cookie, CSRF
+token, user or message, so its handler has none of those middleware:
+
+- `ApiHandler` is Django's ASGIHandler with one middleware, `InlineMiddleware`,
+  which runs the hooks of the header middleware the site lists in
+  `settings.MIDDLEWARE` (SecurityMiddleware, CommonMiddleware,
+  XFrameOptionsMiddleware: the API's security headers, Content-Length, the
+  Host check, SSL redirect and HSTS when set) on the event loop, in Django's
+  order. Those hooks only read the request and set headers, so they need no
+  thread. The answers are the whole site's, header for header
+  (tests/marina/test_one_door.py).
+- It sends no request_started/finished signal and does not call
+  `response.close()` (whose only work for /v1's responses is sending
+  request_finished). Django's receivers (close_old_connections,
+  reset_queries, close_caches) act on the connections and caches of the thread
+  they run in, and Django sends them from a fresh thread per request: one
+  that never served a query. /v1's queries run on threads of their own (the
+  ledger writer, the key and rate-limit lookups), which manage their
+  connections themselves. A receiver connected to those signals does not hear
+  /v1 requests; the rest of the site is unchanged.
+
+`Doors` sends /v1/ to that handler and everything else (admin, reports, the
+OpenAPI schema and docs, static files) to Django's usual one. Benchmark
+uploads (/v1/benchmarks/) stay with the site's handler: their import runs in a
+request thread (`sync_to_async`), whose connection request_finished closes."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.exception import convert_exception_to_response, response_for_exception
+from django.http import HttpRequest, HttpResponseBase
+from django.urls import set_script_prefix
+from django.utils.module_loading import import_string
+
+from marina.intake import ASGIApp, Receive, Scope, Send
+
+API_PREFIX = "/v1/"
+SITE_UNDER_API = "/v1/benchmarks/"  # the NinjaAPI's upload routes, served with the site
+
+# Middleware whose hooks only look at the request and set headers: run inline
+# for /v1, when the site lists them (so the settings that drive them, and
+# removing one from MIDDLEWARE, apply to the API too).
+HEADER_MIDDLEWARE = (
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+)
+
+GetResponse = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+
+
+def api_middleware() -> list[str]:
+    """The site's header middleware, in the site's order: what /v1 runs."""
+    return [path for path in settings.MIDDLEWARE if path in HEADER_MIDDLEWARE]
+
+
+class InlineMiddleware:
+    """Django middleware hooks run on the event loop, with Django's semantics:
+    process_request outermost first (a response from one skips the view),
+    process_response innermost first, from the layer that answered outwards,
+    and an exception in a hook becomes that layer's error response."""
+
+    sync_capable = False
+    async_capable = True
+
+    def __init__(self, get_response: GetResponse, paths: Sequence[str]) -> None:
+        self.get_response = get_response
+        self.layers: list[Any] = [import_string(path)(get_response) for path in paths]
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        entered: list[Any] = []
+        response: HttpResponseBase | None = None
+        for layer in self.layers:
+            hook = getattr(layer, "process_request", None)
+            try:
+                response = hook(request) if hook else None
+            except Exception as exc:
+                response = await _error_response(request, exc)
+                break
+            entered.append(layer)
+            if response is not None:
+                break
+        if response is None:
+            response = await self.get_response(request)
+        for layer in reversed(entered):
+            hook = getattr(layer, "process_response", None)
+            if hook:
+                try:
+                    response = hook(request, response)
+                except Exception as exc:
+                    response = await _error_response(request, exc)
+        return response
+
+
+async def _error_response(request: HttpRequest, exc: Exception) -> HttpResponseBase:
+    # As Django's convert_exception_to_response does for an async layer (an
+    # error page may render a template: off the loop).
+    response: HttpResponseBase = await sync_to_async(response_for_exception, thread_sensitive=False)(request, exc)
+    return response
+
+
+class ApiHandler(ASGIHandler):
+    """Django's ASGI handler for /v1: InlineMiddleware as its only middleware,
+    no request signals."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        # Where Django's loader would build the chain from settings.MIDDLEWARE.
+        self._view_middleware: list[Any] = []
+        self._template_response_middleware: list[Any] = []
+        self._exception_middleware: list[Any] = []
+        view: GetResponse = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined,assignment]
+        self._middleware_chain = convert_exception_to_response(InlineMiddleware(view, api_middleware()))
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            assert error_response is not None
+            body_file.close()
+            await self.send_response(error_response, send)
+            return
+        # As Django's handler does: a client that disconnects cancels the view
+        # (a stream is then traced `cancelled`).
+        task = asyncio.current_task()
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_cancel_on_disconnect(receive, task, gone))
+        try:
+            await self.send_response(await self.run_get_response(request), send)
+        except asyncio.CancelledError:
+            if not gone.is_set() or task is None:
+                raise
+            task.uncancel()
+        finally:
+            watcher.cancel()
+            body_file.close()
+
+
+async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None, gone: asyncio.Event) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+    if task is not None:
+        task.cancel()
+
+
+class Doors:
+    """/v1/ to the API's handler, the rest to the site's."""
+
+    def __init__(self, api: ASGIApp, site: ASGIApp) -> None:
+        self.api, self.site = api, site
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"].removeprefix(scope.get("root_path", "")) if scope["type"] == "http" else ""
+        if path.startswith(API_PREFIX) and not path.startswith(SITE_UNDER_API):
+            await self.api(scope, receive, send)
+        else:
+            await self.site(scope, receive, send)
