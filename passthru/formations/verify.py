@@ -28,9 +28,10 @@ from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.formations import lessons
+from passthru.formations.conversation import text_of
 from passthru.formations.tooleffect import Effect
 from passthru.formations.tooleffect import effects as tool_effects
-from passthru.formations.verify_guard import GuardDecision, content_text, guard_revision, tool_calls
+from passthru.formations.verify_guard import GuardDecision, guard_revision, tool_calls
 from passthru.formations.verify_prompts import checker_messages, revision_note
 from passthru.formations.verify_verdict import Verdict, parse_verdict
 from passthru.pricing import Usage
@@ -102,7 +103,7 @@ def _message(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _is_empty(message: Mapping[str, Any] | None) -> bool:
-    return message is None or (not content_text(message.get("content")).strip() and not tool_calls(message))
+    return message is None or (not text_of(message.get("content")).strip() and not tool_calls(message))
 
 
 def checker_effort(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -290,7 +291,7 @@ class VerifyFormation:
             step["checker_error"] = f"http_{review.status}"
             review.span.detail = {"verdict": "unavailable"}
             return None
-        verdict = parse_verdict(content_text((_message(review.payload) or {}).get("content")))
+        verdict = parse_verdict(text_of((_message(review.payload) or {}).get("content")))
         if verdict is None:
             step["verdict"] = "unreadable"
             review.span.detail = {"verdict": "unreadable"}
