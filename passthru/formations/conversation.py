@@ -31,6 +31,16 @@ def text_of(content: Any) -> str:
     return ""
 
 
+def first_message(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The message of a chat completion's first choice, or None when it has none."""
+    choices = (payload or {}).get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            return message
+    return None
+
+
 def parse_arguments(raw: Any) -> Any:
     """A tool call's arguments as JSON when they parse, else the raw value."""
     if isinstance(raw, str):

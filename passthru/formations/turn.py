@@ -5,7 +5,6 @@ marina/verify: run)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +12,7 @@ from ledger.spend.records import SpanRecord
 from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
-from passthru.formations.conversation import join_notes, text_of, with_trailing_note
+from passthru.formations.conversation import first_message, join_notes, text_of, with_trailing_note
 from passthru.providers import Route
 
 log = logging.getLogger(__name__)
@@ -34,12 +33,7 @@ class Answer:
 
     @property
     def message(self) -> dict[str, Any] | None:
-        choices = (self.completion.payload or {}).get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-            message = choices[0].get("message")
-            if isinstance(message, dict):
-                return message
-        return None
+        return first_message(self.completion.payload)
 
     def text(self) -> str:
         return text_of((self.message or {}).get("content"))
@@ -98,9 +92,4 @@ class Turn:
 
 
 def reply_text(done: Completion) -> str:
-    choices = (done.payload or {}).get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        message = choices[0].get("message")
-        if isinstance(message, Mapping):
-            return text_of(message.get("content"))
-    return ""
+    return text_of((first_message(done.payload) or {}).get("content"))

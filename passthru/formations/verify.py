@@ -28,7 +28,7 @@ from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.formations import lessons
-from passthru.formations.conversation import text_of
+from passthru.formations.conversation import first_message, text_of
 from passthru.formations.tooleffect import Effect
 from passthru.formations.tooleffect import effects as tool_effects
 from passthru.formations.verify_guard import GuardDecision, guard_revision, tool_calls
@@ -91,15 +91,6 @@ def _route(model_id: str, role: str) -> Route:
 
 def _unsupported(param: str, detail: str) -> ApiError:
     return ApiError(400, f"Unsupported parameter: '{param}'. {detail}", code="unsupported_parameter", param=param)
-
-
-def _message(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    choices = (payload or {}).get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        message = choices[0].get("message")
-        if isinstance(message, dict):
-            return message
-    return None
 
 
 def _is_empty(message: Mapping[str, Any] | None) -> bool:
@@ -219,7 +210,7 @@ class VerifyFormation:
             span.detail["label"] = "draft-failed"
             return draft, "draft-failed"
         current = draft
-        current_message = _message(draft.payload)
+        current_message = first_message(draft.payload)
         if current_message is None:
             raise UpstreamError(run.proposer.provider.name, "bad_reply", "The proposer's reply holds no message.")
 
@@ -243,7 +234,7 @@ class VerifyFormation:
             if revision is None:
                 label = REVISION_FAILED
                 break
-            revised_message = _message(revision.payload)
+            revised_message = first_message(revision.payload)
             assert revised_message is not None  # _revise checked
             decision = guard_revision(
                 draft=current_message,
@@ -291,7 +282,7 @@ class VerifyFormation:
             step["checker_error"] = f"http_{review.status}"
             review.span.detail = {"verdict": "unavailable"}
             return None
-        verdict = parse_verdict(text_of((_message(review.payload) or {}).get("content")))
+        verdict = parse_verdict(text_of((first_message(review.payload) or {}).get("content")))
         if verdict is None:
             step["verdict"] = "unreadable"
             review.span.detail = {"verdict": "unreadable"}
@@ -312,7 +303,7 @@ class VerifyFormation:
             log.warning("verify %s: revision failed: %s", run.ctx.request_id, exc.message)
             step["revision"] = exc.kind if isinstance(exc, UpstreamError) else exc.code
             return None
-        if not revision.ok or _is_empty(_message(revision.payload)):
+        if not revision.ok or _is_empty(first_message(revision.payload)):
             step["revision"] = f"http_{revision.status}" if not revision.ok else "empty"
             revision.span.detail = {"revision": step["revision"]}
             return None
