@@ -76,6 +76,24 @@ class Turn:
             self.ctx.spans[first].detail["step"] = name
         return answer
 
+    async def retry(self, note: str) -> tuple[Answer | None, str]:
+        """The main call again after a check's nudge: (the reply, '') or (None,
+        nudge-failed | nudge-unparsed). Never raises: the check fails open to its draft."""
+        try:
+            answer = await self.main(note, "retry")
+        except ApiError:
+            return None, "nudge-failed"
+        if not answer.ok:
+            return None, "nudge-failed"
+        if answer.is_empty():
+            return None, "nudge-unparsed"
+        return answer, ""
+
+    def mark_failed(self, name: str, detail: dict[str, Any]) -> None:
+        """Note why a side call failed on its span (the last one, when side_call made one)."""
+        if self.ctx.spans and self.ctx.spans[-1].name == name:
+            self.ctx.spans[-1].detail = detail
+
     async def side_call(self, route: Route, messages: list[dict[str, str]], name: str) -> tuple[Completion | None, str]:
         """An extraction or judgement: (the reply, '') or (None, why it failed). Never raises."""
         try:
