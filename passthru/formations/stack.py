@@ -34,7 +34,7 @@ from passthru.formations.optin import header_mode
 from passthru.formations.turn import Answer, Turn
 from passthru.formations.verify import PREFIX as VERIFY_PREFIX
 from passthru.formations.verify import split_id
-from passthru.pricing import Usage
+from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
 from passthru.responses import Outbound, json_out
 
@@ -203,13 +203,7 @@ class StackFormation:
         usage, unpriced = _usage(ctx)
         payload = copy.deepcopy(answer.completion.payload) or {}
         payload["model"] = ctx.requested_model or payload.get("model")
-        payload["usage"] = {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        }
+        payload["usage"] = usage.as_payload()
         headers = {
             "x-marina-upstream-model": agent.served_id,
             "x-marina-cost-usd": money.plain(usage.cost_nanousd or 0),
@@ -230,10 +224,7 @@ class StackFormation:
             headers["x-marina-verify"] = answer.label
             headers[lessons.HEADER] = answer.lessons or "0"
             labels.append(f"verify={answer.label}")
-        if unpriced:
-            headers["x-marina-cost-unpriced-calls"] = str(unpriced)
-        if usage.cached_tokens:
-            headers["x-marina-cache-read-tokens"] = str(usage.cached_tokens)
+        headers.update(sum_headers(usage, unpriced))
         ctx.formation_label = ";".join(labels)[:64]
         return json_out(200, payload, headers)
 

@@ -34,7 +34,7 @@ from passthru.formations.tooleffect import effects as tool_effects
 from passthru.formations.verify_guard import GuardDecision, guard_revision, tool_calls
 from passthru.formations.verify_prompts import checker_messages, revision_note
 from passthru.formations.verify_verdict import Verdict, parse_verdict
-from passthru.pricing import Usage
+from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
 from passthru.responses import Outbound, json_out
 
@@ -330,13 +330,7 @@ class VerifyFormation:
         usage, unpriced = run.usage()
         payload = copy.deepcopy(final.payload) or {}
         payload["model"] = run.ctx.requested_model or run.body["model"]
-        payload["usage"] = {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        }
+        payload["usage"] = usage.as_payload()
         headers = {
             "x-marina-verify": label,
             # Sum of the priced calls; x-marina-cost-unpriced-calls says how many were not.
@@ -344,10 +338,7 @@ class VerifyFormation:
             "x-marina-upstream-model": run.proposer.served_id,
             lessons.HEADER: run.recalled.header(),
         }
-        if unpriced:
-            headers["x-marina-cost-unpriced-calls"] = str(unpriced)
-        if usage.cached_tokens:
-            headers["x-marina-cache-read-tokens"] = str(usage.cached_tokens)
+        headers.update(sum_headers(usage, unpriced))
         return json_out(200, payload, headers)
 
 
