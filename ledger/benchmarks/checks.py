@@ -95,6 +95,22 @@ def time(fail: Fail, where: str, field: str, value: Any) -> str | None:
     return value
 
 
+# --- Lenient reads: where a field is optional, a value of another type counts as absent.
+def whole_or_none(value: Any) -> int | None:
+    """An int (a float like 3.0 counts), else None; a bool is not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _shown(value: int | float) -> str:
     if isinstance(value, float):
         return f"{value:g}"
