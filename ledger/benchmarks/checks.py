@@ -30,6 +30,7 @@ MAX_SEED = 2**63 - 1  # a 64-bit column
 Fail = Callable[[str], Exception]
 
 _SHOWABLE = re.compile(r"^[A-Za-z0-9._:/-]{1,64}$")
+_HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
 def simulation_name(n: int, task_id: Any = None, trial: Any = None, *, kind: str = "simulation") -> str:
@@ -109,6 +110,11 @@ def whole_or_none(value: Any) -> int | None:
 
 def text_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def opening_hash(value: Any) -> str:
+    """An opening hash (16 hex digits), or blank: anything else is not kept."""
+    return value if isinstance(value, str) and _HEX16.match(value) else ""
 
 
 def _shown(value: int | float) -> str:

@@ -26,7 +26,6 @@ from ledger.benchmarks.ledgerfile import Ledger
 from ledger.benchmarks.tau2.results import parse_time
 
 _ITEM_ID = re.compile(r"^(.+)#(\d+)$")
-_HEX16 = re.compile(r"^[0-9a-f]{16}$")
 _USER_IN_JUDGE = re.compile(r"; user (\S+)$")
 
 
@@ -207,7 +206,6 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
     latency = checks.number(
         bad, where, "latencyMs", raw.get("latencyMs"), low=0, high=checks.MAX_DURATION_S * 1000, what="a latency in ms"
     )
-    opening_agent, opening_user = raw.get("openingAgent"), raw.get("openingUser")
     return LedgerItem(
         id=item_id,
         task_id=task_id,
@@ -225,8 +223,8 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
         end_time=checks.time(bad, where, "endTime", raw.get("endTime")),
         reward_breakdown=raw["rewardBreakdown"] if isinstance(raw.get("rewardBreakdown"), dict) else {},
         seed=checks.whole(bad, where, "seed", raw.get("seed"), low=-checks.MAX_SEED, high=checks.MAX_SEED),
-        opening_agent=opening_agent if isinstance(opening_agent, str) and _HEX16.match(opening_agent) else "",
-        opening_user=opening_user if isinstance(opening_user, str) and _HEX16.match(opening_user) else "",
+        opening_agent=checks.opening_hash(raw.get("openingAgent")),
+        opening_user=checks.opening_hash(raw.get("openingUser")),
     )
 
 
