@@ -134,7 +134,7 @@ class StackFormation:
             return await self._steps(ctx, body, span, agent, verify)
         except ApiError as exc:
             span.status = "error"
-            span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            span.error_kind = exc.trace_kind
             raise
         finally:
             span.duration_ms = (time.perf_counter() - started) * 1000

@@ -11,7 +11,7 @@ from typing import Any
 from ledger.spend.records import SpanRecord
 from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
-from passthru.errors import ApiError, UpstreamError
+from passthru.errors import ApiError
 from passthru.formations.conversation import first_message, join_notes, text_of, with_trailing_note
 from passthru.providers import Route
 
@@ -100,7 +100,7 @@ class Turn:
             done = await call_json(self.ctx, route, {"messages": messages, "stream": False}, name=name, parent_seq=self.span.seq)
         except ApiError as exc:
             log.warning("%s %s failed: %s", self.ctx.request_id, name, exc.message)
-            return None, exc.kind if isinstance(exc, UpstreamError) else exc.code
+            return None, exc.trace_kind
         if not done.ok:
             return None, f"http_{done.status}"
         return done, ""

@@ -197,7 +197,7 @@ class VerifyFormation:
             return VerifyResult(final, label, run)
         except ApiError as exc:
             span.status = "error"
-            span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            span.error_kind = exc.trace_kind
             raise
         finally:
             span.duration_ms = (time.perf_counter() - started) * 1000
@@ -273,7 +273,7 @@ class VerifyFormation:
         except ApiError as exc:
             log.warning("verify %s: checker failed: %s", run.ctx.request_id, exc.message)
             step["verdict"] = "unavailable"
-            step["checker_error"] = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            step["checker_error"] = exc.trace_kind
             if len(run.ctx.spans) > opened:  # the call got as far as opening its span
                 run.ctx.spans[opened].detail = {"verdict": "unavailable"}
             return None
@@ -301,7 +301,7 @@ class VerifyFormation:
             revision = await run.call(run.proposer, revision_body, "revision")
         except ApiError as exc:
             log.warning("verify %s: revision failed: %s", run.ctx.request_id, exc.message)
-            step["revision"] = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            step["revision"] = exc.trace_kind
             return None
         if not revision.ok or _is_empty(first_message(revision.payload)):
             step["revision"] = f"http_{revision.status}" if not revision.ok else "empty"
