@@ -18,7 +18,6 @@ committed after the last one."""
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,16 +127,8 @@ class StackFormation:
         verify = planned.inner.startswith(VERIFY_PREFIX)
         agent_id = split_id(planned.inner)[0] if verify else planned.inner
         agent = _route(agent_id, "proposer" if verify else "model")
-        span = ctx.open_span(self.route_name[:32])
-        started = time.perf_counter()
-        try:
+        with ctx.timed_span(self.route_name[:32]) as span:
             return await self._steps(ctx, body, span, agent, verify)
-        except ApiError as exc:
-            span.status = "error"
-            span.error_kind = exc.trace_kind
-            raise
-        finally:
-            span.duration_ms = (time.perf_counter() - started) * 1000
 
     async def _steps(self, ctx: RequestContext, body: dict[str, Any], span: Any, agent: Route, verify: bool) -> Outbound:
         planned = self.plan

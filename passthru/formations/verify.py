@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,10 +176,8 @@ class VerifyFormation:
         checker = _route(checker_id, "checker")
 
         rounds = min(settings.MARINA_VERIFY_ROUNDS, MAX_ROUNDS)
-        span = ctx.open_span("verify", parent_seq=parent_seq)
-        span.detail = {"proposer": proposer.served_id, "checker": checker.served_id, "max_rounds": rounds}
-        started = time.perf_counter()
-        try:
+        with ctx.timed_span("verify", parent_seq=parent_seq) as span:
+            span.detail = {"proposer": proposer.served_id, "checker": checker.served_id, "max_rounds": rounds}
             recalled = await lessons.recall(
                 ctx,
                 lessons.last_user_text(body["messages"]),
@@ -195,12 +192,6 @@ class VerifyFormation:
             run = _Run(ctx, body, proposer, checker, span, recalled=recalled)
             final, label = await self._steps(run, rounds)
             return VerifyResult(final, label, run)
-        except ApiError as exc:
-            span.status = "error"
-            span.error_kind = exc.trace_kind
-            raise
-        finally:
-            span.duration_ms = (time.perf_counter() - started) * 1000
 
     async def _steps(self, run: _Run, rounds: int) -> tuple[Completion, str]:
         body, span = run.body, run.span
