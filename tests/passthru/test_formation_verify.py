@@ -295,7 +295,8 @@ def test_a_proposer_reply_without_a_message_is_a_502(client, upstream):
     with pytest.raises(openai.InternalServerError) as caught:
         ask(client)
     assert caught.value.status_code == 502 and caught.value.body["code"] == "upstream_error"
-    assert Trace.objects.get().spans.get(name="verify").status == "error"
+    verify = Trace.objects.get().spans.get(name="verify")
+    assert (verify.status, verify.error_kind) == ("error", "bad_reply")
 
 
 @pytest.mark.parametrize("stream", [False, True])
