@@ -55,6 +55,7 @@ from ledger.spend.selectors import utc_today
 from ledger.spend.services import write_turn as sqlite_write_turn
 from marina.money import dollars, to_nanousd
 from passthru.errors import ApiError
+from passthru.rawcursor import PerConnection, RawCursor
 
 log = logging.getLogger(__name__)
 
@@ -129,31 +130,21 @@ SWEEP_EVERY = 1000  # batches
 _state = {"checked_at": 0.0, "batches": 0}
 
 
-class _Statements:
-    """The cap thread's raw DB-API cursor on its own Django connection (raw:
-    Django's cursor wrapper costs more CPU than these statements; see
-    passthru/ratelimit.py). On PostgreSQL the commits do not wait for the WAL
-    flush (this connection only): holds lost in a database crash are calls
-    that crashed with it."""
+class _Statements(RawCursor):
+    """The cap thread's statements (passthru/rawcursor.py says why raw and
+    prepared): holds lost in a database crash are calls that crashed with it."""
 
     def __init__(self) -> None:
-        connection.ensure_connection()
-        self.raw = connection.connection
-        self.vendor = connection.vendor
-        self.cursor = self.raw.cursor()
-        p = self.p = "?" if self.vendor == "sqlite" else "%s"
+        super().__init__()
+        p = self.p
         self.figures = (
             f"SELECT (SELECT COALESCE(SUM(cost_nanousd), 0) FROM spend_daily WHERE day = {p}),"
             f" COALESCE(SUM(nanousd), 0), COUNT(*) FROM {TABLE} WHERE day = {p} AND created_at > {p}"
         )
         self.insert = f"INSERT INTO {TABLE} (id, day, nanousd, created_at) VALUES "
         self.row = f"({p}, {p}, {p}, {p})"
-        # Prepared on PostgreSQL: planned once per connection, not per call.
-        self.prepare: dict[str, bool] = {"prepare": True} if self.vendor == "postgresql" else {}
         # sqlite3's default date adapter is deprecated; SQLite stores ISO text.
         self.day = date.isoformat if self.vendor == "sqlite" else (lambda day: day)
-        if self.vendor == "postgresql":
-            self.cursor.execute("SET synchronous_commit = off")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -197,14 +188,7 @@ class _Statements:
         self.cursor.execute(f"DELETE FROM {TABLE} WHERE created_at <= {self.p}", [now - HOLD_TTL_SECONDS])
 
 
-_statements: _Statements | None = None
-
-
-def _current() -> _Statements:
-    global _statements
-    if _statements is None or connection.connection is not _statements.raw:
-        _statements = _Statements()
-    return _statements
+_statements = PerConnection(_Statements)
 
 
 def _take(queue: deque[Any]) -> list[Any]:
@@ -220,7 +204,7 @@ def settle(asks: list[_Ask], releases: list[int]) -> list[tuple[bool, Figures]]:
     now = time.time()
     _state["batches"] += 1
     with sqlite_write_turn():
-        statements = _current()
+        statements = _statements.get()
         if not asks:  # one statement: no transaction to open
             statements.release(releases)
             return []

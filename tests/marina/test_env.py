@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from marina.env import ConfigError, env_money_or_off
+from marina.env import ConfigError, env_float, env_int, env_money_or_off
 from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
 
 SETTINGS = (
@@ -86,6 +86,26 @@ def test_junk_cap_is_refused_naming_the_variable(raw: str, monkeypatch: pytest.M
     monkeypatch.setenv("MARINA_DAILY_SPEND_CAP_USD", raw)
     with pytest.raises(ConfigError, match=r"^MARINA_DAILY_SPEND_CAP_USD must be a dollar amount .*unlimited"):
         env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
+
+
+@pytest.mark.parametrize(
+    ("read", "raw", "want"),
+    [
+        (env_int, "", 7), (env_int, " 12 ", 12), (env_float, "", 7), (env_float, "0.25", 0.25),
+        (env_int, "1.5", "^MARINA_X must be a whole number, not '1.5'$"),
+        (env_int, "-2", "^MARINA_X must be at least 0, not -2$"),
+        (env_float, "fast", "^MARINA_X must be a number, not 'fast'$"),
+        (env_float, "-0.5", r"^MARINA_X must be at least 0.0, not -0.5$"),
+    ],
+)  # fmt: skip
+def test_numbers_read_or_refused_naming_the_variable(read, raw: str, want, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("MARINA_X", raw)
+    if isinstance(want, str):
+        with pytest.raises(ConfigError, match=want):
+            read("MARINA_X", 7)
+    else:
+        got = read("MARINA_X", 7)
+        assert got == want and type(got) is type(want)
 
 
 def test_the_settings_read_unlimited_as_no_cap():
