@@ -150,3 +150,21 @@ def test_marina_lessons_takes_on_observe_or_off_and_nothing_else():
     assert done.stderr.strip().splitlines() == [
         "Marina's configuration: MARINA_LESSONS must be on, observe or off, not 'sometimes'"
     ]
+
+
+def test_a_blank_prometheus_folder_as_in_env_example_writes_no_files_here(tmp_path: Path):
+    """.env.example lists PROMETHEUS_MULTIPROC_DIR= blank; prometheus-client took a set-but-blank
+    variable as multiprocess mode in the current folder, and every manage.py command left its
+    counter_<pid>.db files there."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("PROMETHEUS_MULTIPROC_DIR=\n")
+    work = tmp_path / "here"
+    work.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "manage.py"), "check"],
+        cwd=work,
+        env=clean_environ({"MARINA_ENV_FILE": str(env_file), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(work.iterdir()) == []
