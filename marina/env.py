@@ -32,6 +32,11 @@ def load_env_file(default: Path) -> None:
         raise ConfigError(f"MARINA_ENV_FILE: no such file {named}")
     if path.is_file():
         load_dotenv(path, override=False)
+    # Blank means the default (.env.example lists it blank), but prometheus-client goes
+    # multiprocess on the variable merely being set, and then writes its sample files
+    # into the current directory: so a blank one is unset.
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "unset").strip():
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 
 
 def env_str(name: str, default: str = "") -> str:

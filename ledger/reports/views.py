@@ -265,6 +265,8 @@ def compare(request: HttpRequest) -> HttpResponse:
             "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
             "disagreements": DisagreementTable(view.disagreements),
         }
+    elif form.is_bound:  # a pick the page cannot use (unknown run or group, one side, the same twice): 400, as the filters
+        return render(request, "ledger/compare.html", context, status=400)
     return render(request, "ledger/compare.html", context)
 
 

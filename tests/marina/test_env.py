@@ -63,6 +63,32 @@ def test_gunicorn_reads_dot_env_too(tmp_path: Path):
     assert json.loads(done.stdout) == ["127.0.0.1:4711", 3]
 
 
+def test_gunicorn_takes_blank_server_settings_as_their_defaults(tmp_path: Path):
+    """.env.example: blank means the default; a copied .env with MARINA_BIND= or MARINA_WORKERS= must start."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("MARINA_BIND=\nMARINA_WORKERS=\nMARINA_WORKER_TIMEOUT=\nMARINA_GRACEFUL_TIMEOUT=\nMARINA_LOG_LEVEL=\n")
+    code = (
+        "import runpy, json; c = runpy.run_path('gunicorn.conf.py'); "
+        "print(json.dumps([c['bind'], c['workers'], c['timeout'], c['graceful_timeout'], c['loglevel']]))"
+    )
+    done = run(["-c", code], {"MARINA_ENV_FILE": str(env_file), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["127.0.0.1:3300", 2, 900, 660, "info"]
+
+
+@pytest.mark.parametrize("name, raw", [("MARINA_WORKERS", "two"), ("MARINA_WORKERS", "0"), ("MARINA_WORKER_TIMEOUT", "15m")])
+def test_junk_server_settings_stop_gunicorn_with_one_line(name: str, raw: str, tmp_path: Path):
+    done = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "marina.asgi:application"],
+        cwd=PROJECT_ROOT,
+        env=clean_environ({name: raw, "MARINA_BIND": f"127.0.0.1:{free_port()}", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: Marina's configuration: {name} must be"), done.stderr
+
+
 def test_a_named_env_file_that_does_not_exist_stops_start_up(tmp_path: Path):
     done = run(["manage.py", "check"], {"MARINA_ENV_FILE": str(tmp_path / "missing.env")})
     assert done.returncode != 0
@@ -144,3 +170,21 @@ def test_marina_lessons_takes_on_observe_or_off_and_nothing_else():
     assert done.stderr.strip().splitlines() == [
         "Marina's configuration: MARINA_LESSONS must be on, observe or off, not 'sometimes'"
     ]
+
+
+def test_a_blank_prometheus_folder_as_in_env_example_writes_no_files_here(tmp_path: Path):
+    """.env.example lists PROMETHEUS_MULTIPROC_DIR= blank; prometheus-client took a set-but-blank
+    variable as multiprocess mode in the current folder, and every manage.py command left its
+    counter_<pid>.db files there."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("PROMETHEUS_MULTIPROC_DIR=\n")
+    work = tmp_path / "here"
+    work.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "manage.py"), "check"],
+        cwd=work,
+        env=clean_environ({"MARINA_ENV_FILE": str(env_file), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(work.iterdir()) == []
