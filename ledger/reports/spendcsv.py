@@ -48,18 +48,19 @@ def _written(since: date, until: date) -> bytes:
 
 
 def _safe_sql(column: str) -> str:
-    """safe_cell in SQL: a leading ' before a formula's first character. An
-    empty text is NULL, which COPY writes as nothing, as Python's csv does
-    (COPY writes an empty text as "")."""
-    starts = ", ".join("E'" + c.replace("\t", "\\t").replace("\r", "\\r") + "'" for c in FORMULA_START)
-    return f"CASE WHEN left({column}, 1) IN ({starts}) THEN '''' || {column} ELSE NULLIF({column}, '') END"
+    """safe_cell in SQL: a leading ' before a formula's first character (one
+    regular expression: cheaper than left() IN (...) per cell). An empty text
+    is NULL, which COPY writes as nothing, as Python's csv does (COPY writes an
+    empty text as "")."""
+    return f"CASE WHEN {column} ~ '{_FORMULA_CLASS}' THEN '''' || {column} ELSE NULLIF({column}, '') END"
 
 
-# money.exact in SQL: integer division and remainder, so every nano-dollar is exact.
-_EXACT_SQL = (
-    "CASE WHEN cost_nanousd < 0 THEN '-' ELSE '' END || (abs(cost_nanousd) / 1000000000)::text"
-    " || '.' || lpad((abs(cost_nanousd) % 1000000000)::text, 9, '0')"
-)
+# FORMULA_START as a regular expression's class: "-" first (elsewhere it makes
+# a range), tab and carriage return as the regex engine's escapes.
+_FORMULA_CLASS = "^[-" + "".join(c for c in FORMULA_START if c != "-").replace("\t", "\\t").replace("\r", "\\r") + "]"
+
+# money.exact in SQL: numeric is exact, and numeric(38, 9) writes nine decimals.
+_EXACT_SQL = "(cost_nanousd::numeric / 1000000000)::numeric(38, 9)"
 
 
 def _copied(since: date, until: date) -> bytes:

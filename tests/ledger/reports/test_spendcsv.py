@@ -13,7 +13,7 @@ from ledger.models import SpendDaily
 from ledger.reports import spendcsv
 
 DAY = date(2025, 3, 4)
-TRICKY = ["=HYPERLINK(\"x\")", "+1", "-2", "@sum", "\tTab", "\rCR", "plain, with comma", 'quote " inside', ""]
+TRICKY = ["=HYPERLINK(\"x\")", "+1", "-2", "@sum", "\tTab", "\rCR", "plain, with comma", 'quote " inside', "", "0.5 digits", ",comma"]
 
 
 def buckets() -> None:
@@ -37,7 +37,8 @@ def test_the_csv_neutralises_formulas_and_keeps_every_nano_dollar(db) -> None:  
     body = found[1:]
     assert len(body) == len(TRICKY)  # the bucket outside the range is not there
     keys = {r[1] for r in body}
-    assert keys == {"'=HYPERLINK(\"x\")", "'+1", "'-2", "'@sum", "'\tTab", "'\rCR", "plain, with comma", 'quote " inside', ""}
+    assert keys == {"'=HYPERLINK(\"x\")", "'+1", "'-2", "'@sum", "'\tTab", "'\rCR", "plain, with comma", 'quote " inside', "",
+                    "0.5 digits", ",comma"}  # fmt: skip
     by_key = {r[1]: r for r in body}
     assert by_key["'+1"][-1] == "1.234567896"  # n=1: 1_234_567_891 + 5 nano-dollars
     assert by_key["plain, with comma"][-1] == f"{(1_234_567_891 * 6 + 5) // 10**9}.{(1_234_567_891 * 6 + 5) % 10**9:09d}"
