@@ -101,7 +101,7 @@ def child(calls: int) -> dict[str, Any]:
 
     async def hold(i: int) -> None:
         held = await spendcap.hold("openrouter", "openai/gpt-5.2", body, size)
-        spendcap.release([held] if held is not None else [])
+        spendcap.release([held] if held is not None else [], 0)
 
     async def trace(i: int) -> None:
         await services.arecord_request(_trace(i))
