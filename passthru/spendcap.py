@@ -3,31 +3,54 @@ flight counted against it.
 
 Checking only what has been spent lets every call already past the check
 finish: 50 concurrent $0.01 calls at $0.32 of a $0.40 cap all went through.
-So each upstream call first *holds* its estimated cost (`estimate_nanousd`:
+So each upstream call first counts its estimated cost (`estimate_nanousd`:
 the prompt's size, the model's price, and `max_tokens` or
-MARINA_SPEND_CAP_COMPLETION_TOKENS) and goes ahead only if
+MARINA_SPEND_CAP_COMPLETION_TOKENS) against room reserved in the database,
+until its spend is recorded (chat.py `release`s it once the trace is
+committed): a call counts as reserved, or as spent, or for a moment as both;
+never as neither.
 
-    spent today + held by the calls in flight + this estimate <= the cap
+Leases. Each process reserves room for its own calls: one row of
+passthru_spendhold per process and day, its *lease* of L nano-dollars.
+Locally it keeps U, the estimates of its calls not yet recorded, and B, the
+spend recorded by its calls since the lease was last sized. A call starts
+without the database when U + e <= L - B (and something is left). Else it
+asks the cap thread, which in one transaction serialised across hosts
+(PostgreSQL: an advisory transaction lock; SQLite: the ledger's write turn,
+an flock taken by every writer of the file, ledger/spend/services.py) reads
+today's spend S (spend_daily) and the other live rows O, takes the asking
+calls that fit (S + O + U + e <= cap, and S + O + U < cap; else the 429 with
+those figures), and sizes the lease to U + the calls taken + a chunk (B
+starts again from 0: S now counts it). So S + O + L <= cap at every sizing,
+and real spend stays under the cap but for the estimates' error (what calls
+cost beyond their estimate), not for concurrency, on every worker and host.
 
-(and something is left: spent + held < cap). The hold is a row of
-passthru_spendhold, released once the call's spend is recorded (chat.py,
-after the trace is committed), so a call counts as held, or as spent, or for
-a moment as both; never as neither. The overshoot is then bounded by the
-estimates' error (what calls cost beyond their estimate), not by concurrency,
-on every worker and every host sharing the database: the check and the hold
-are one transaction, serialised across hosts (PostgreSQL: an advisory
-transaction lock; SQLite: the ledger's write turn, an flock taken by every
-writer of the file, ledger/spend/services.py).
+The chunk (max(8 estimates, 1 % of the cap)) is given only while 3 more
+chunks would still be free after it: far from the cap a worker sizes its
+lease now and then and serves its calls from memory; near it a lease is
+exactly its calls in flight, as fair as a hold per call (a chunk kept by a
+busy worker would refuse another worker's call that fits). The row says the
+room left, L - B (spend recorded is in S: others must not count it twice):
+brought up to date by a ticker every TICK_SECONDS, and at once after a
+release when the lease has no chunk. Rows are renewed at least every
+RENEW_SECONDS while in use and count for others only while renewed
+(LEASE_STALE_SECONDS: a process that died or hangs); a process serves calls
+from its lease only within LEASE_VALID_SECONDS of its last write, so its
+row is never stale while it does. A lease with no call in flight for
+IDLE_SECONDS is given back (its row deleted), as is a worker's at shutdown
+(passthru/afterwards.py). Hosts sharing a database need clocks within a few
+seconds of each other (NTP): the rows' times are the writers' clocks.
 
-Cost: one small transaction before each upstream call (requests waiting
-together share it) and one delete after, on a thread of its own with its own
+Cost: far from the cap, a lock and a few additions per call, the database
+once per chunk and a row update every TICK_SECONDS per worker; near it, a
+transaction per call as before. All on a thread of its own with its own
 connection, like the rate limiter's; bench/spendcap.py measures it. With the
 cap off there is none of it.
 
-A model nobody can price (no entry in genai-prices' tables) is held at 0: it
-runs while something is left, and counts once it has run if the provider
+A model nobody can price (no entry in genai-prices' tables) is counted at 0:
+it runs while something is left, and counts once it has run if the provider
 reports a cost (OpenRouter does). A database that cannot be reached lets the
-call through without a hold (logged)."""
+call through uncounted (logged)."""
 from __future__ import annotations
 
 import asyncio
@@ -356,7 +379,7 @@ def tick(book: Book, *, renew: bool = True) -> None:
     started, now = time.monotonic(), time.time()
     with book.lock:
         live = [lease for lease in book.leases.values() if lease.row and not lease.busy]
-        idle = [lease for lease in live if lease.in_flight == 0 and started - lease.used >= IDLE_SECONDS]
+        idle = [lease for lease in live if lease.calls == 0 and started - lease.used >= IDLE_SECONDS]
         for lease in idle:
             lease.busy = True  # serves no call while its row goes
         writes = [
@@ -464,9 +487,11 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     cap_nanousd = to_nanousd(cap)
     with _book.lock:
         lease = _book.leases.get(today)
-        if lease is not None and lease.serves(estimate, cap_nanousd, time.monotonic()):
+        now = time.monotonic()
+        if lease is not None and lease.serves(estimate, cap_nanousd, now):
             lease.in_flight += estimate
             lease.calls += 1
+            lease.used = now
             return Hold(today, estimate)
     ask = _Ask(today, estimate, cap_nanousd, concurrent.futures.Future())
     _asks.append(ask)
