@@ -11,31 +11,33 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from marina.env import ConfigError, env_bool, load_env_file
+from marina.env import ConfigError, env_bool, env_int, env_str, load_env_file
 
-load_env_file(Path(__file__).resolve().parent / ".env")  # as marina/settings.py does; read here for MARINA_BIND & co.
-
-bind = os.environ.get("MARINA_BIND", "127.0.0.1:3300")
-workers = int(os.environ.get("MARINA_WORKERS", os.environ.get("WEB_CONCURRENCY", "2")))
-worker_class = "marina.worker.MarinaWorker"  # uvicorn + uvloop + httptools (marina/worker.py)
-# Reasoning models can think for minutes before the first byte; the worker
-# timeout is a heartbeat (async workers keep beating while they wait), and
-# graceful_timeout is how long SIGTERM lets in-flight calls run to the end.
-timeout = int(os.environ.get("MARINA_WORKER_TIMEOUT", "900"))
-graceful_timeout = int(os.environ.get("MARINA_GRACEFUL_TIMEOUT", "660"))
-keepalive = 75  # above typical client/LB idle timeouts, so pooled connections survive
-# MARINA_REUSE_PORT=true gives each worker its own listening socket
-# (SO_REUSEPORT): the kernel spreads new connections over the workers by hash
-# instead of letting whichever worker wakes first take them (docs/performance.md).
-# Off by default: measured, it did not spread a burst better than the shared
-# socket, and it lets a second server bind the same port without an error.
+# Blank means the default here too (.env.example), and a malformed value stops
+# start-up with one line naming it: gunicorn prints a config file's exception
+# as a traceback, so this file exits with the line itself.
 try:
+    load_env_file(Path(__file__).resolve().parent / ".env")  # as marina/settings.py does; read here for MARINA_BIND & co.
+    bind = env_str("MARINA_BIND") or "127.0.0.1:3300"
+    workers = env_int("MARINA_WORKERS", env_int("WEB_CONCURRENCY", 2, minimum=1), minimum=1)
+    # Reasoning models can think for minutes before the first byte; the worker
+    # timeout is a heartbeat (async workers keep beating while they wait), and
+    # graceful_timeout is how long SIGTERM lets in-flight calls run to the end.
+    timeout = env_int("MARINA_WORKER_TIMEOUT", 900)
+    graceful_timeout = env_int("MARINA_GRACEFUL_TIMEOUT", 660)
+    # MARINA_REUSE_PORT=true gives each worker its own listening socket
+    # (SO_REUSEPORT): the kernel spreads new connections over the workers by hash
+    # instead of letting whichever worker wakes first take them (docs/performance.md).
+    # Off by default: measured, it did not spread a burst better than the shared
+    # socket, and it lets a second server bind the same port without an error.
     reuse_port = env_bool("MARINA_REUSE_PORT", False)
 except ConfigError as exc:
-    raise SystemExit(f"Marina's configuration: {exc}") from None
-accesslog = os.environ.get("MARINA_ACCESS_LOG") or None  # off by default: traces hold per-request data
+    raise SystemExit(f"Error: Marina's configuration: {exc}") from None
+worker_class = "marina.worker.MarinaWorker"  # uvicorn + uvloop + httptools (marina/worker.py)
+keepalive = 75  # above typical client/LB idle timeouts, so pooled connections survive
+accesslog = env_str("MARINA_ACCESS_LOG") or None  # off by default: traces hold per-request data
 errorlog = "-"
-loglevel = os.environ.get("MARINA_LOG_LEVEL", "info").lower()
+loglevel = (env_str("MARINA_LOG_LEVEL") or "info").lower()
 # gunicorn >= 25 opens a control socket at one fixed path per user: two
 # servers on one host (scale-out, a test beside a dev server) would take it
 # from each other. Off unless MARINA_CONTROL_SOCKET names a path for this one.

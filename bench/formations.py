@@ -37,11 +37,11 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
+
+from common import per_backend  # bench/ is on sys.path when a bench runs as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-marina-bench-0123456789abcdef"
@@ -322,21 +322,10 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.requests, args.conversations)))
         return
-    report: dict[str, Any] = {}
-    if "sqlite" in args.backends:
-        with tempfile.TemporaryDirectory() as tmp:
-            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.requests, args.conversations)
-    if "postgres" in args.backends:
-        import psycopg
-
-        name = f"marina_formations_bench_{uuid.uuid4().hex[:6]}"
-        with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            report["postgres"] = measure(f"{args.pg_admin_url}/{name}", args.requests, args.conversations)
-        finally:
-            with psycopg.connect(f"{args.pg_admin_url}/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    report = per_backend(
+        args.backends, args.pg_admin_url, "marina_formations_bench",
+        lambda url: measure(url, args.requests, args.conversations),
+    )  # fmt: skip
     for backend, result in report.items():
         print(f"{backend}: {result['live_conversations']} live conversations before, {result['live_conversations_after']} after")
         cells = result["cells"]

@@ -27,14 +27,12 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import scratch_postgres  # bench/ is on sys.path when a bench runs as a script
+from common import per_backend, run_child  # bench/ is on sys.path when a bench runs as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,12 +145,7 @@ def child(lessons: int, queries: int) -> dict[str, Any]:
 
 
 def measure(database_url: str, lessons: int, queries: int) -> dict[str, Any]:
-    env = {**os.environ, "DATABASE_URL": database_url, "MARINA_ENV_FILE": os.devnull}
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", "--lessons", str(lessons), "--queries", str(queries)],
-        env=env, cwd=ROOT, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(__file__, database_url, "--child", "--lessons", str(lessons), "--queries", str(queries))
 
 
 def main() -> None:
@@ -166,13 +159,9 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.lessons, args.queries)))
         return
-    report: dict[str, Any] = {}
-    if "sqlite" in args.backends:
-        with tempfile.TemporaryDirectory() as tmp:
-            report["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", args.lessons, args.queries)
-    if "postgres" in args.backends:
-        with scratch_postgres(args.pg_admin_url, "marina_lessons_bench") as url:
-            report["postgres"] = measure(url, args.lessons, args.queries)
+    report = per_backend(
+        args.backends, args.pg_admin_url, "marina_lessons_bench", lambda url: measure(url, args.lessons, args.queries)
+    )
     for backend, rows in report.items():
         print(f"{backend}: {rows['lessons']} lessons, {rows['recalled_per_query']} recalled per query")
         for label, row in rows.items():

@@ -311,7 +311,7 @@ def pages() -> list[tuple[str, str, float]]:
 
     newest = BenchmarkRun.objects.order_by("-id").values_list("id", flat=True)[:2]
     run_a, run_b = list(newest)[1], list(newest)[0]
-    groups = sorted(BenchmarkRun.objects.values_list("group", flat=True).distinct())[:2]
+    groups = sorted(BenchmarkRun.objects.order_by().values_list("group", flat=True).distinct())[:2]
     trace = Trace.objects.order_by("-id").values_list("id", flat=True).first()
     found: list[tuple[str, str, float]] = [
         ("overview", "/reports/", PAGE_GOAL_MS),

@@ -7,10 +7,14 @@ becoming a default.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import TypeVar
 
 from dotenv import load_dotenv
+
+_N = TypeVar("_N", int, float)
 
 
 class ConfigError(ValueError):
@@ -28,6 +32,11 @@ def load_env_file(default: Path) -> None:
         raise ConfigError(f"MARINA_ENV_FILE: no such file {named}")
     if path.is_file():
         load_dotenv(path, override=False)
+    # Blank means the default (.env.example lists it blank), but prometheus-client goes
+    # multiprocess on the variable merely being set, and then writes its sample files
+    # into the current directory: so a blank one is unset.
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "unset").strip():
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -63,26 +72,21 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, not {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, not {value}")
-    return value
+    return _env_number(name, default, minimum, int, "a whole number")
 
 
 def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    return _env_number(name, default, minimum, float, "a number")
+
+
+def _env_number(name: str, default: _N, minimum: _N, parse: Callable[[str], _N], kind: str) -> _N:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = parse(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a number, not {raw!r}") from None
+        raise ConfigError(f"{name} must be {kind}, not {raw!r}") from None
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, not {value}")
     return value

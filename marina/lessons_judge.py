@@ -16,7 +16,7 @@ from ledger.lessons.learning import Judged, StopLearning
 from ledger.spend import services
 from passthru.calls import call_json
 from passthru.context import Inbound, RequestContext
-from passthru.errors import ApiError, UpstreamError
+from passthru.errors import ApiError
 from passthru.formations.turn import reply_text
 from passthru.providers import Route, resolve
 
@@ -45,7 +45,7 @@ class UpstreamJudge:
         try:
             done = self.loop.run_until_complete(call_json(ctx, self.route, body, name="learn"))
         except ApiError as exc:
-            kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            kind = exc.trace_kind
             self._record(ctx, exc.status, kind, exc.message)
             if exc.code == "spend_cap_reached":
                 raise StopLearning(exc.message) from None  # no later call would pass either

@@ -26,7 +26,9 @@ def model_id_problem(model_id: str) -> str:
             return ""
         parts = [p for p in verify.split_id(inner) if p is not None] if inner.startswith(verify.PREFIX) else [inner]
         for part in parts:
-            if not part or crews.is_crew_id(part) or part.startswith(("marina/obligations:", "marina/argcheck:")):
+            if not part:
+                return "a model is missing: give one after each prefix and after '+' (marina/verify:<proposer>[+<checker>])."
+            if crews.is_crew_id(part) or part.startswith(("marina/obligations:", "marina/argcheck:")):
                 return f"'{part}' cannot be wrapped there (see docs/formations.md for what stacks)."
             providers.resolve(part)  # formation steps: one named provider
     except ApiError as exc:

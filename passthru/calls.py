@@ -96,7 +96,7 @@ def _unusable(span: SpanRecord, route: Route, status: int, content_type: str) ->
 
 def fail_span(span: SpanRecord, exc: ApiError) -> None:
     span.status = "error"
-    span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+    span.error_kind = exc.trace_kind
     span.http_status = exc.status
     if span.error_kind == "pool_timeout":
         note_queued(span, settings.MARINA_UPSTREAM_POOL_TIMEOUT)

@@ -101,7 +101,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
 
 async def _answer_error(ctx: RequestContext, exc: ApiError) -> Outbound:
     out = error_out(exc)
-    kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
+    kind = exc.trace_kind
     await _finish(ctx, out, error_kind=kind, error_message=exc.message)
     return out
 

@@ -6,7 +6,8 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ledger.spend.records import SpanRecord, TraceRecord
 from marina.conversation import NONE as NO_IDENTITY
 from marina.conversation import Identity
+from passthru.errors import ApiError
 
 if TYPE_CHECKING:
     from passthru.auth import Caller
@@ -78,6 +80,20 @@ class RequestContext:
         )
         self.spans.append(span)
         return span
+
+    @contextmanager
+    def timed_span(self, name: str, *, parent_seq: int | None = None) -> Iterator[SpanRecord]:
+        """A span around a formation's steps: its duration, and the error kind when an ApiError ends them."""
+        span = self.open_span(name, parent_seq=parent_seq)
+        started = time.perf_counter()
+        try:
+            yield span
+        except ApiError as exc:
+            span.status = "error"
+            span.error_kind = exc.trace_kind
+            raise
+        finally:
+            span.duration_ms = (time.perf_counter() - started) * 1000
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000

@@ -46,6 +46,11 @@ class ApiError(Exception):
     def envelope(self) -> dict[str, Any]:
         return error_envelope(self.message, self.error_type, self.code, self.param)
 
+    @property
+    def trace_kind(self) -> str:
+        """The short error kind a trace or span records: the code."""
+        return self.code
+
 
 class UpstreamError(ApiError):
     """The provider could not be reached or answered with something unusable.
@@ -57,6 +62,10 @@ class UpstreamError(ApiError):
         super().__init__(status, message, code=code)
         self.provider = provider
         self.kind = kind
+
+    @property
+    def trace_kind(self) -> str:
+        return self.kind
 
 
 def bad_upstream_response(provider: str, status: int, content_type: str) -> UpstreamError:

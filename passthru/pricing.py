@@ -48,6 +48,26 @@ class Usage:
             if self.cost_source == SOURCE_NONE:
                 self.cost_source = other.cost_source
 
+    def as_payload(self) -> dict[str, Any]:
+        """The OpenAI `usage` object a formation reports for the sum of its calls."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+        }
+
+
+def sum_headers(usage: Usage, unpriced: int) -> dict[str, str]:
+    """A summed reply's optional headers: how many answered calls had no price, and cache reads."""
+    headers: dict[str, str] = {}
+    if unpriced:
+        headers["x-marina-cost-unpriced-calls"] = str(unpriced)
+    if usage.cached_tokens:
+        headers["x-marina-cache-read-tokens"] = str(usage.cached_tokens)
+    return headers
+
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -27,6 +27,7 @@ from django.db import DatabaseError, close_old_connections, connection
 
 from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.errors import ApiError
+from passthru.rawcursor import PerConnection, RawCursor
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +53,15 @@ def _take_sql(vendor: str) -> str:
     )
 
 
-class _Statements:
-    """The limiter thread's raw DB-API cursor on Django's connection, and the
-    statements for its vendor. Raw, because Django's cursor wrapper cost more
-    CPU than the statement itself (bench/ratelimit.py: ~200 vs ~75 µs on
-    PostgreSQL); prepared on PostgreSQL, where the upsert also commits
-    without waiting for the WAL flush (synchronous_commit off, this connection
-    only): a bucket lost in a database crash is a full bucket, no harm done."""
+class _Statements(RawCursor):
+    """The limiter's statements for its vendor (passthru/rawcursor.py says why
+    raw and prepared): a bucket lost in a database crash is a full bucket, no
+    harm done."""
 
     def __init__(self) -> None:
-        connection.ensure_connection()
-        self.raw = connection.connection
-        self.vendor = connection.vendor
-        self.cursor = self.raw.cursor()
-        placeholder = "?" if self.vendor == "sqlite" else "%s"
-        self.take = _take_sql(self.vendor).replace("%s", placeholder)
-        self.read = f"SELECT tokens, updated_at, {_NOW[self.vendor]} FROM {TABLE} WHERE client = {placeholder}"
-        self.prepare: dict[str, bool] = {}
-        if self.vendor == "postgresql":
-            self.cursor.execute("SET synchronous_commit = off")
-            self.prepare = {"prepare": True}
+        super().__init__()
+        self.take = _take_sql(self.vendor).replace("%s", self.p)
+        self.read = f"SELECT tokens, updated_at, {_NOW[self.vendor]} FROM {TABLE} WHERE client = {self.p}"
 
     def run(self, sql: str, params: list[object]) -> tuple[object, ...] | None:
         self.cursor.execute(sql, params, **self.prepare)
@@ -79,21 +69,14 @@ class _Statements:
         return tuple(row) if row is not None else None
 
 
-_statements: _Statements | None = None
-
-
-def _current() -> _Statements:
-    global _statements
-    if _statements is None or connection.connection is not _statements.raw:
-        _statements = _Statements()
-    return _statements
+_statements = PerConnection(_Statements)
 
 
 def take(client: str, rps: float, burst: int) -> float | None:
     """Take one token from `client`'s bucket: None if taken, else the seconds
     until one is there. Runs on the limiter thread (sync, on its connection)."""
     with sqlite_write_turn():
-        statements = _current()
+        statements = _statements.get()
         if statements.run(statements.take, [client, burst, burst, rps, burst, rps]) is not None:
             return None
         row = statements.run(statements.read, [client])

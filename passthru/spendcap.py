@@ -79,6 +79,7 @@ from ledger.spend.selectors import utc_today
 from ledger.spend.services import write_turn as sqlite_write_turn
 from marina.money import dollars, to_nanousd
 from passthru.errors import ApiError
+from passthru.rawcursor import PerConnection, RawCursor
 
 log = logging.getLogger(__name__)
 
@@ -231,19 +232,13 @@ _state = {"checked_at": 0.0, "batches": 0}
 _ticker: list[threading.Thread] = []  # started with the first lease (after gunicorn's fork)
 
 
-class _Statements:
-    """The cap thread's raw DB-API cursor on its own Django connection (raw:
-    Django's cursor wrapper costs more CPU than these statements; see
-    passthru/ratelimit.py). On PostgreSQL the commits do not wait for the WAL
-    flush (this connection only): leases lost in a database crash are
-    processes that crashed with it."""
+class _Statements(RawCursor):
+    """The cap thread's statements (passthru/rawcursor.py says why raw and
+    prepared): leases lost in a database crash are processes that crashed with it."""
 
     def __init__(self) -> None:
-        connection.ensure_connection()
-        self.raw = connection.connection
-        self.vendor = connection.vendor
-        self.cursor = self.raw.cursor()
-        p = self.p = "?" if self.vendor == "sqlite" else "%s"
+        super().__init__()
+        p = self.p
         self.figures = (
             f"SELECT (SELECT COALESCE(SUM(cost_nanousd), 0) FROM spend_daily WHERE day = {p}),"
             f" COALESCE(SUM(nanousd), 0), COUNT(*) FROM {TABLE} WHERE day = {p} AND created_at > {p} AND id <> {p} AND nanousd > 0"
@@ -254,12 +249,8 @@ class _Statements:
         )
         self.renew = f"UPDATE {TABLE} SET nanousd = {p}, created_at = {p} WHERE id = {p}"
         self.delete = f"DELETE FROM {TABLE} WHERE id = {p}"
-        # Prepared on PostgreSQL: planned once per connection, not per call.
-        self.prepare: dict[str, bool] = {"prepare": True} if self.vendor == "postgresql" else {}
         # sqlite3's default date adapter is deprecated; SQLite stores ISO text.
         self.day = date.isoformat if self.vendor == "sqlite" else (lambda day: day)
-        if self.vendor == "postgresql":
-            self.cursor.execute("SET synchronous_commit = off")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -305,14 +296,7 @@ class _Statements:
         self.cursor.execute(f"DELETE FROM {TABLE} WHERE created_at <= {self.p}", [now - HOLD_TTL_SECONDS])
 
 
-_statements: _Statements | None = None
-
-
-def _current() -> _Statements:
-    global _statements
-    if _statements is None or connection.connection is not _statements.raw:
-        _statements = _Statements()
-    return _statements
+_statements = PerConnection(_Statements)
 
 
 def _take(queue: deque[Any]) -> list[Any]:
@@ -341,7 +325,7 @@ def settle(asks: list[_Ask], book: Book) -> list[tuple[bool, Figures]]:
     sized: list[tuple[int, int, int]] = []
     try:
         with sqlite_write_turn():
-            statements = _current()
+            statements = _statements.get()
             with statements.transaction():
                 if statements.vendor == "postgresql":
                     statements.cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", _LOCK, **statements.prepare)
@@ -392,7 +376,7 @@ def tick(book: Book, *, renew: bool = True) -> None:
         return
     try:
         with sqlite_write_turn():
-            statements = _current()
+            statements = _statements.get()
             for lease in idle:
                 statements.cursor.execute(statements.delete, [lease.id], **statements.prepare)
             for lease, room in writes:
@@ -534,7 +518,7 @@ def give_back() -> None:
     if leases:
         try:
             with sqlite_write_turn():
-                statements = _current()
+                statements = _statements.get()
                 for lease in leases:
                     statements.cursor.execute(statements.delete, [lease.id], **statements.prepare)
         except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]

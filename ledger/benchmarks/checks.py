@@ -30,6 +30,7 @@ MAX_SEED = 2**63 - 1  # a 64-bit column
 Fail = Callable[[str], Exception]
 
 _SHOWABLE = re.compile(r"^[A-Za-z0-9._:/-]{1,64}$")
+_HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
 def simulation_name(n: int, task_id: Any = None, trial: Any = None, *, kind: str = "simulation") -> str:
@@ -93,6 +94,27 @@ def time(fail: Fail, where: str, field: str, value: Any) -> str | None:
     except ValueError:
         raise fail(f"{where}: {field} is not an ISO 8601 date-time") from None
     return value
+
+
+# --- Lenient reads: where a field is optional, a value of another type counts as absent.
+def whole_or_none(value: Any) -> int | None:
+    """An int (a float like 3.0 counts), else None; a bool is not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def opening_hash(value: Any) -> str:
+    """An opening hash (16 hex digits), or blank: anything else is not kept."""
+    return value if isinstance(value, str) and _HEX16.match(value) else ""
 
 
 def _shown(value: int | float) -> str:

@@ -3,6 +3,8 @@ the commands stay argument parsing plus printing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
@@ -27,6 +29,18 @@ def refuse_unclean(command: BaseCommand, exc: UncleanRunError, *, as_json: bool)
     else:
         command.stdout.write(f"INVALID: {exc.infra_errors} infrastructure error(s)")
     raise CommandError(f"{exc.source}: refused by --require-clean; fix the cause and re-run", returncode=3)
+
+
+@contextmanager
+def reading_tau2(command: BaseCommand, *, as_json: bool) -> Iterator[None]:
+    """Around reading a τ² results.json: a run --require-clean refuses says
+    INVALID (exit 3); bad input or options are one line (exit 2)."""
+    try:
+        yield
+    except UncleanRunError as exc:
+        refuse_unclean(command, exc, as_json=as_json)
+    except ValueError as exc:
+        raise bad_input(exc) from None
 
 
 def warn(command: BaseCommand, warnings: list[str]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +23,6 @@ from ledger.benchmarks.items import INFRA_ERROR, LedgerItem, LedgerRun, Particip
 
 FORMAT = "marina-ledger"
 VERSION = 1
-_HEX16 = re.compile(r"^[0-9a-f]{16}$")
 @dataclass
 class Ledger:
     run: LedgerRun
@@ -244,14 +242,9 @@ def _item(raw: Any, n: int, bad: Any) -> LedgerItem:
         end_time=checks.time(bad, where, "end_time", raw.get("end_time")),
         reward_breakdown=raw["reward_breakdown"] if isinstance(raw.get("reward_breakdown"), dict) else {},
         seed=checks.whole(bad, where, "seed", raw.get("seed"), low=-checks.MAX_SEED, high=checks.MAX_SEED),
-        opening_agent=_hash(raw.get("opening_agent")),
-        opening_user=_hash(raw.get("opening_user")),
+        opening_agent=checks.opening_hash(raw.get("opening_agent")),
+        opening_user=checks.opening_hash(raw.get("opening_user")),
     )
-
-
-def _hash(value: Any) -> str:
-    """An opening hash (16 hex digits), or blank: anything else is not kept."""
-    return value if isinstance(value, str) and _HEX16.match(value) else ""
 
 
 def _participant(raw: Any) -> Participant:

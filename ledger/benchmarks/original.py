@@ -26,7 +26,6 @@ from ledger.benchmarks.ledgerfile import Ledger
 from ledger.benchmarks.tau2.results import parse_time
 
 _ITEM_ID = re.compile(r"^(.+)#(\d+)$")
-_HEX16 = re.compile(r"^[0-9a-f]{16}$")
 _USER_IN_JUDGE = re.compile(r"; user (\S+)$")
 
 
@@ -130,7 +129,7 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
         seen.add(item.id)
         items.append(item)
 
-    trials = checks.whole(bad, "config", "trials", _int(config.get("trials")) or None)
+    trials = checks.whole(bad, "config", "trials", checks.whole_or_none(config.get("trials")) or None)
     if trials is None or trials < 1:
         trials = max(i.trial for i in items) + 1
     judge = config.get("judge")
@@ -141,7 +140,7 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
     agent = _participant_in(config.get("agent"), model)
     found = _USER_IN_JUDGE.search(judge_text)
     user = _participant_in(config.get("user"), found.group(1) if found else "")
-    started, ended = _str(config.get("startedAt")), _str(config.get("endedAt"))
+    started, ended = checks.text_or_none(config.get("startedAt")), checks.text_or_none(config.get("endedAt"))
     if started is None and isinstance(data.get("timestamp"), (int, float)) and not isinstance(data["timestamp"], bool):
         begin = datetime.fromtimestamp(data["timestamp"] / 1000, UTC)
         started = begin.isoformat()
@@ -155,16 +154,16 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
     chosen_judge = "" if judge_text.startswith("tau2 official evaluator") else judge_text
     run = LedgerRun(
         benchmark=dataset,
-        domain=_str(config.get("domain")) or dataset.removeprefix("tau2-"),
+        domain=checks.text_or_none(config.get("domain")) or dataset.removeprefix("tau2-"),
         num_trials=trials,
         agent=agent,
         user=user,
-        task_split=_str(config.get("taskSplit")),
+        task_split=checks.text_or_none(config.get("taskSplit")),
         seed=checks.whole(bad, "config", "seed", config.get("seed"), low=-checks.MAX_SEED, high=checks.MAX_SEED),
-        max_steps=_int(config.get("maxSteps")),
-        max_errors=_int(config.get("maxErrors")),
+        max_steps=checks.whole_or_none(config.get("maxSteps")),
+        max_errors=checks.whole_or_none(config.get("maxErrors")),
         tau2=tau2,
-        timestamp=_str(config.get("harnessTimestamp")),
+        timestamp=checks.text_or_none(config.get("harnessTimestamp")),
         started_at=started,
         ended_at=ended,
         task_ids=[str(t) for t in config["taskIds"]] if isinstance(config.get("taskIds"), list) else None,
@@ -180,7 +179,7 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
     item_id = raw.get("id")
     if not isinstance(item_id, str) or not item_id:
         raise bad(f"item {n} has no id")
-    task_id, trial = _str(raw.get("taskId")), _int(raw.get("trial"))
+    task_id, trial = checks.text_or_none(raw.get("taskId")), checks.whole_or_none(raw.get("trial"))
     if task_id is None or trial is None:
         found = _ITEM_ID.match(item_id)
         task_id, trial = (found.group(1), int(found.group(2))) if found else (item_id, 0)
@@ -192,7 +191,7 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
         raise bad(f"item {n} has no true/false `correct`")
     if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
         raise bad(f"item {n} has a score that is not a number")
-    reason = _str(raw.get("terminationReason")) or ""
+    reason = checks.text_or_none(raw.get("terminationReason")) or ""
     infra = reason == INFRA_ERROR
     where = f"item {n}"
     # Marina recomputes `correct` from the score (τ²'s rule), as for its own files.
@@ -207,7 +206,6 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
     latency = checks.number(
         bad, where, "latencyMs", raw.get("latencyMs"), low=0, high=checks.MAX_DURATION_S * 1000, what="a latency in ms"
     )
-    opening_agent, opening_user = raw.get("openingAgent"), raw.get("openingUser")
     return LedgerItem(
         id=item_id,
         task_id=task_id,
@@ -225,34 +223,20 @@ def _item_in(raw: Any, n: int, bad: Any) -> LedgerItem:
         end_time=checks.time(bad, where, "endTime", raw.get("endTime")),
         reward_breakdown=raw["rewardBreakdown"] if isinstance(raw.get("rewardBreakdown"), dict) else {},
         seed=checks.whole(bad, where, "seed", raw.get("seed"), low=-checks.MAX_SEED, high=checks.MAX_SEED),
-        opening_agent=opening_agent if isinstance(opening_agent, str) and _HEX16.match(opening_agent) else "",
-        opening_user=opening_user if isinstance(opening_user, str) and _HEX16.match(opening_user) else "",
+        opening_agent=checks.opening_hash(raw.get("openingAgent")),
+        opening_user=checks.opening_hash(raw.get("openingUser")),
     )
 
 
 def _participant_in(raw: Any, model: str) -> Participant:
     raw = raw if isinstance(raw, dict) else {}
-    llm = _str(raw.get("llm")) or model
+    llm = checks.text_or_none(raw.get("llm")) or model
     return Participant(
         llm=llm,
-        model=_str(raw.get("model")) or model or llm.removeprefix("openai/"),
-        implementation=_str(raw.get("implementation")) or "",
+        model=checks.text_or_none(raw.get("model")) or model or llm.removeprefix("openai/"),
+        implementation=checks.text_or_none(raw.get("implementation")) or "",
         args=raw["args"] if isinstance(raw.get("args"), dict) else {},
     )
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def _num(value: Any) -> float | None:

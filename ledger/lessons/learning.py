@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ledger.benchmarks.tau2.progress import bar
 from ledger.lessons import failures, leakguard, prompts, services
 from ledger.models import BenchmarkRun
 from marina import money
@@ -85,18 +86,14 @@ class Report:
 class Bar:
     """`learning [#####.....] 5/12 $0.0123` on a terminal (or when asked)."""
 
-    WIDTH = 30
-
     def __init__(self, total: int, stream: TextIO | None) -> None:
         self.total, self.stream, self.started = total, stream, time.monotonic()
 
     def draw(self, done: int, spent_nanousd: int) -> None:
         if self.stream is None:
             return
-        share = done / self.total if self.total else 1.0
-        filled = int(share * self.WIDTH)
         self.stream.write(
-            f"\rlearning [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{self.total} "
+            f"\rlearning {bar(done / self.total if self.total else 1.0)} {done}/{self.total} "
             f"${money.plain(spent_nanousd)} {time.monotonic() - self.started:.0f}s"
         )
         self.stream.flush()

@@ -3,8 +3,6 @@ ledger.reports.selectors, lay figures out with ledger.reports.tables and draw wi
 ledger.reports.charts. Every page needs a logged-in user (the admin's login)."""
 from __future__ import annotations
 
-import csv
-import io
 from datetime import timedelta
 from typing import Any
 
@@ -20,9 +18,8 @@ from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Experiment, Trace
-from ledger.reports import overview, selectors
+from ledger.reports import overview, selectors, spendcsv
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
-from ledger.reports.csvcells import safe_cell
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.tables import (
     DisagreementTable,
@@ -187,12 +184,6 @@ def spend(request: HttpRequest) -> HttpResponse:
     return render(request, "ledger/spend.html", context)
 
 
-SPEND_CSV_COLUMNS = [
-    "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",
-    "unpriced_calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
-]  # fmt: skip
-
-
 @login_required
 def spend_csv(request: HttpRequest) -> HttpResponse:
     """The spend_daily rows of the range, one line per bucket, cost in exact dollars."""
@@ -200,21 +191,8 @@ def spend_csv(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return HttpResponse(_error_lines(form), content_type="text/plain; charset=utf-8", status=400)
     since, until = form.range()
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response = HttpResponse(spendcsv.spend_csv(since, until), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="marina-spend-{since}-{until}.csv"'
-    # 90 days of a busy team is ~100,000 buckets: rows are read as tuples and
-    # written in one go (model instances and a write per row cost 20x more).
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow([*SPEND_CSV_COLUMNS, "cost_usd"])
-    rows = spend_selectors.spend_rows(since=since, until=until, columns=[*SPEND_CSV_COLUMNS, "cost_nanousd"])
-    # Nine decimals: the ledger's exact nano-dollars (the pages round to eight).
-    # Text cells are callers' choice (model ids, key names): no formula survives (csvcells).
-    writer.writerows(
-        (day, safe_cell(key), safe_cell(model), safe_cell(provider), safe_cell(upstream), *counts, money.exact(cost))
-        for day, key, model, provider, upstream, *counts, cost in rows
-    )
-    response.write(buffer.getvalue())
     return response
 
 
@@ -287,6 +265,8 @@ def compare(request: HttpRequest) -> HttpResponse:
             "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
             "disagreements": DisagreementTable(view.disagreements),
         }
+    elif form.is_bound:  # a pick the page cannot use (unknown run or group, one side, the same twice): 400, as the filters
+        return render(request, "ledger/compare.html", context, status=400)
     return render(request, "ledger/compare.html", context)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
-from django.db.models import QuerySet, Sum
+from django.db.models import F, QuerySet, Sum
 
 from ledger.models import SpendDaily
 
@@ -85,12 +85,15 @@ def recent_models(limit: int = 50) -> list[str]:
 
 def recent_providers(limit: int = 50) -> dict[str, set[str]]:
     """Requested model ids served in the last week (most used first) with the
-    providers that served them, so /v1/models can drop ids whose provider is gone."""
+    providers that served them, so /v1/models can drop ids whose provider is gone.
+    Served means answered: an id whose every call failed (a typo the provider
+    answered 404) is not offered to clients."""
     since = date.fromordinal(utc_today().toordinal() - 7)
     rows = (
         SpendDaily.objects.filter(day__gte=since)
         .values("requested_model", "provider")
-        .annotate(n=Sum("calls"))
+        .annotate(n=Sum("calls"), answered=Sum(F("calls") - F("errors")))
+        .filter(answered__gt=0)
         .order_by("-n")
     )
     served: dict[str, set[str]] = {}

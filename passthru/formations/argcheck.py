@@ -16,7 +16,6 @@ from typing import Any
 
 from django.conf import settings
 
-from passthru.errors import ApiError
 from passthru.formations.argcheck_prompts import judge_messages, nudge_note, parse_judgement
 from passthru.formations.argcheck_values import Value, channels_of, extract_values, grade, signature
 from passthru.formations.conversation import calls_of, join_notes
@@ -121,8 +120,7 @@ class ArgCheck:
         done, error = await turn.side_call(self.judge, messages, "argcheck-judge")
         if done is None:
             self.counts["unjudged"] += 1
-            if turn.ctx.spans and turn.ctx.spans[-1].name == "argcheck-judge":
-                turn.ctx.spans[-1].detail = {"judge": "failed", "error": error}
+            turn.mark_failed("argcheck-judge", {"judge": "failed", "error": error})
             return "judge-failed", ""
         self.cost_seqs.append(done.span.seq)
         verdict = parse_judgement(reply_text(done), paths)
@@ -140,16 +138,9 @@ class ArgCheck:
     async def _retry(self, turn: Turn, draft: Answer, writes: list[tuple[str, str, Any]], note: str, sigs: list[str]) -> Answer:
         self.new_signatures += sigs
         self.counts["nudges"] += 1
-        try:
-            retry = await turn.main(note, "retry")
-        except ApiError:
-            self.check = "nudge-failed"
-            return draft
-        if not retry.ok:
-            self.check = "nudge-failed"
-            return draft
-        if retry.is_empty():
-            self.check = "nudge-unparsed"
+        retry, failed = await turn.retry(note)
+        if retry is None:
+            self.check = failed
             return draft
         self.cost_seqs.extend(draft.seqs)  # the discarded draft is the check's cost
         again = {signature(name, args) for _, name, args in calls_of(retry.message or {})}

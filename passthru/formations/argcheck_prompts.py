@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from passthru.formations.argcheck_values import Channels, Value, where
-from passthru.formations.conversation import clamp, text_of
+from passthru.formations.conversation import clamp, outer_object, text_of
 
 JUDGE_MARKER = "You check the arguments of a tool call"
 NOTE_MARKER = "[Marina argument check: not from the user]"
@@ -41,13 +41,7 @@ def judge_messages(
 
 def parse_judgement(text: str, argument_paths: set[str]) -> tuple[bool, str] | None:
     """(supported, doubted argument) or None when unreadable."""
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        found = json.loads(text[start : end + 1])
-    except ValueError:
-        return None
+    found = outer_object(text)
     if not isinstance(found, dict):
         return None
     supported = found.get("supported")

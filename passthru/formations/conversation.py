@@ -31,6 +31,16 @@ def text_of(content: Any) -> str:
     return ""
 
 
+def first_message(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The message of a chat completion's first choice, or None when it has none."""
+    choices = (payload or {}).get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            return message
+    return None
+
+
 def parse_arguments(raw: Any) -> Any:
     """A tool call's arguments as JSON when they parse, else the raw value."""
     if isinstance(raw, str):
@@ -39,6 +49,19 @@ def parse_arguments(raw: Any) -> Any:
         except ValueError:
             return raw
     return raw
+
+
+def outer_object(text: str) -> Any:
+    """A judge's JSON: what lies between the reply's first `{` and its last `}`
+    (prose or code fences around it are dropped), or None when that does not parse."""
+    start = text.find("{")
+    end = text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        return json.loads(text[start : end + 1])
+    except ValueError:
+        return None
 
 
 def calls_of(message: Mapping[str, Any]) -> list[tuple[str, str, Any]]:

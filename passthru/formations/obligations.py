@@ -17,7 +17,6 @@ from typing import Any
 
 from django.conf import settings
 
-from passthru.errors import ApiError
 from passthru.formations.conversation import History, join_notes, read_history
 from passthru.formations.obligations_ledger import DECLINED, SATISFIED, Ledger, replay, settle_call
 from passthru.formations.obligations_prompts import (
@@ -90,8 +89,8 @@ class ObligationsCheck:
             self.ledger.count_failed_extraction()
             if done is not None:
                 done.span.detail = {"extract": "unreadable"}
-            elif turn.ctx.spans and turn.ctx.spans[-1].name == "extract":
-                turn.ctx.spans[-1].detail = {"extract": "failed", "error": error}
+            else:
+                turn.mark_failed("extract", {"extract": "failed", "error": error})
             return
         self.extract = "ok"
         for item_id in found["cancel"]:
@@ -141,8 +140,7 @@ class ObligationsCheck:
         done, error = await turn.side_call(self.judge, judge_messages(pending, actions, latest, answer.text()), "judge")
         if done is None:
             self.check = "judge-failed"
-            if turn.ctx.spans and turn.ctx.spans[-1].name == "judge":
-                turn.ctx.spans[-1].detail = {"judge": "failed", "error": error}
+            turn.mark_failed("judge", {"judge": "failed", "error": error})
             return None
         self.cost_seqs.append(done.span.seq)
         verdicts = parse_judgement(reply_text(done), {i["id"] for i in pending})
@@ -162,16 +160,9 @@ class ObligationsCheck:
         return owed
 
     async def _retry(self, turn: Turn, draft: Answer, note: str) -> Answer:
-        try:
-            retry = await turn.main(note, "retry")
-        except ApiError:
-            self.check = "nudge-failed"
-            return draft
-        if not retry.ok:
-            self.check = "nudge-failed"
-            return draft
-        if retry.is_empty():
-            self.check = "nudge-unparsed"
+        retry, failed = await turn.retry(note)
+        if retry is None:
+            self.check = failed
             return draft
         self.cost_seqs.extend(draft.seqs)  # the discarded draft is the ledger's cost
         self.check = "nudged-acted" if (retry.message or {}).get("tool_calls") else "nudged-kept"

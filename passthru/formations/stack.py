@@ -18,7 +18,6 @@ committed after the last one."""
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +33,7 @@ from passthru.formations.optin import header_mode
 from passthru.formations.turn import Answer, Turn
 from passthru.formations.verify import PREFIX as VERIFY_PREFIX
 from passthru.formations.verify import split_id
-from passthru.pricing import Usage
+from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
 from passthru.responses import Outbound, json_out
 
@@ -128,16 +127,8 @@ class StackFormation:
         verify = planned.inner.startswith(VERIFY_PREFIX)
         agent_id = split_id(planned.inner)[0] if verify else planned.inner
         agent = _route(agent_id, "proposer" if verify else "model")
-        span = ctx.open_span(self.route_name[:32])
-        started = time.perf_counter()
-        try:
+        with ctx.timed_span(self.route_name[:32]) as span:
             return await self._steps(ctx, body, span, agent, verify)
-        except ApiError as exc:
-            span.status = "error"
-            span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
-            raise
-        finally:
-            span.duration_ms = (time.perf_counter() - started) * 1000
 
     async def _steps(self, ctx: RequestContext, body: dict[str, Any], span: Any, agent: Route, verify: bool) -> Outbound:
         planned = self.plan
@@ -203,13 +194,7 @@ class StackFormation:
         usage, unpriced = _usage(ctx)
         payload = copy.deepcopy(answer.completion.payload) or {}
         payload["model"] = ctx.requested_model or payload.get("model")
-        payload["usage"] = {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        }
+        payload["usage"] = usage.as_payload()
         headers = {
             "x-marina-upstream-model": agent.served_id,
             "x-marina-cost-usd": money.plain(usage.cost_nanousd or 0),
@@ -230,10 +215,7 @@ class StackFormation:
             headers["x-marina-verify"] = answer.label
             headers[lessons.HEADER] = answer.lessons or "0"
             labels.append(f"verify={answer.label}")
-        if unpriced:
-            headers["x-marina-cost-unpriced-calls"] = str(unpriced)
-        if usage.cached_tokens:
-            headers["x-marina-cache-read-tokens"] = str(usage.cached_tokens)
+        headers.update(sum_headers(usage, unpriced))
         ctx.formation_label = ";".join(labels)[:64]
         return json_out(200, payload, headers)
 

@@ -5,15 +5,14 @@ marina/verify: run)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.spend.records import SpanRecord
 from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
-from passthru.errors import ApiError, UpstreamError
-from passthru.formations.conversation import join_notes, text_of, with_trailing_note
+from passthru.errors import ApiError
+from passthru.formations.conversation import first_message, join_notes, text_of, with_trailing_note
 from passthru.providers import Route
 
 log = logging.getLogger(__name__)
@@ -34,12 +33,7 @@ class Answer:
 
     @property
     def message(self) -> dict[str, Any] | None:
-        choices = (self.completion.payload or {}).get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-            message = choices[0].get("message")
-            if isinstance(message, dict):
-                return message
-        return None
+        return first_message(self.completion.payload)
 
     def text(self) -> str:
         return text_of((self.message or {}).get("content"))
@@ -82,13 +76,31 @@ class Turn:
             self.ctx.spans[first].detail["step"] = name
         return answer
 
+    async def retry(self, note: str) -> tuple[Answer | None, str]:
+        """The main call again after a check's nudge: (the reply, '') or (None,
+        nudge-failed | nudge-unparsed). Never raises: the check fails open to its draft."""
+        try:
+            answer = await self.main(note, "retry")
+        except ApiError:
+            return None, "nudge-failed"
+        if not answer.ok:
+            return None, "nudge-failed"
+        if answer.is_empty():
+            return None, "nudge-unparsed"
+        return answer, ""
+
+    def mark_failed(self, name: str, detail: dict[str, Any]) -> None:
+        """Note why a side call failed on its span (the last one, when side_call made one)."""
+        if self.ctx.spans and self.ctx.spans[-1].name == name:
+            self.ctx.spans[-1].detail = detail
+
     async def side_call(self, route: Route, messages: list[dict[str, str]], name: str) -> tuple[Completion | None, str]:
         """An extraction or judgement: (the reply, '') or (None, why it failed). Never raises."""
         try:
             done = await call_json(self.ctx, route, {"messages": messages, "stream": False}, name=name, parent_seq=self.span.seq)
         except ApiError as exc:
             log.warning("%s %s failed: %s", self.ctx.request_id, name, exc.message)
-            return None, exc.kind if isinstance(exc, UpstreamError) else exc.code
+            return None, exc.trace_kind
         if not done.ok:
             return None, f"http_{done.status}"
         return done, ""
@@ -98,9 +110,4 @@ class Turn:
 
 
 def reply_text(done: Completion) -> str:
-    choices = (done.payload or {}).get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        message = choices[0].get("message")
-        if isinstance(message, Mapping):
-            return text_of(message.get("content"))
-    return ""
+    return text_of((first_message(done.payload) or {}).get("content"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,12 +27,13 @@ from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.formations import lessons
+from passthru.formations.conversation import first_message, text_of
 from passthru.formations.tooleffect import Effect
 from passthru.formations.tooleffect import effects as tool_effects
-from passthru.formations.verify_guard import GuardDecision, content_text, guard_revision, tool_calls
+from passthru.formations.verify_guard import GuardDecision, guard_revision, tool_calls
 from passthru.formations.verify_prompts import checker_messages, revision_note
 from passthru.formations.verify_verdict import Verdict, parse_verdict
-from passthru.pricing import Usage
+from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
 from passthru.responses import Outbound, json_out
 
@@ -92,17 +92,8 @@ def _unsupported(param: str, detail: str) -> ApiError:
     return ApiError(400, f"Unsupported parameter: '{param}'. {detail}", code="unsupported_parameter", param=param)
 
 
-def _message(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    choices = (payload or {}).get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        message = choices[0].get("message")
-        if isinstance(message, dict):
-            return message
-    return None
-
-
 def _is_empty(message: Mapping[str, Any] | None) -> bool:
-    return message is None or (not content_text(message.get("content")).strip() and not tool_calls(message))
+    return message is None or (not text_of(message.get("content")).strip() and not tool_calls(message))
 
 
 def checker_effort(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -185,10 +176,8 @@ class VerifyFormation:
         checker = _route(checker_id, "checker")
 
         rounds = min(settings.MARINA_VERIFY_ROUNDS, MAX_ROUNDS)
-        span = ctx.open_span("verify", parent_seq=parent_seq)
-        span.detail = {"proposer": proposer.served_id, "checker": checker.served_id, "max_rounds": rounds}
-        started = time.perf_counter()
-        try:
+        with ctx.timed_span("verify", parent_seq=parent_seq) as span:
+            span.detail = {"proposer": proposer.served_id, "checker": checker.served_id, "max_rounds": rounds}
             recalled = await lessons.recall(
                 ctx,
                 lessons.last_user_text(body["messages"]),
@@ -203,12 +192,6 @@ class VerifyFormation:
             run = _Run(ctx, body, proposer, checker, span, recalled=recalled)
             final, label = await self._steps(run, rounds)
             return VerifyResult(final, label, run)
-        except ApiError as exc:
-            span.status = "error"
-            span.error_kind = exc.kind if isinstance(exc, UpstreamError) else exc.code
-            raise
-        finally:
-            span.duration_ms = (time.perf_counter() - started) * 1000
 
     async def _steps(self, run: _Run, rounds: int) -> tuple[Completion, str]:
         body, span = run.body, run.span
@@ -218,7 +201,7 @@ class VerifyFormation:
             span.detail["label"] = "draft-failed"
             return draft, "draft-failed"
         current = draft
-        current_message = _message(draft.payload)
+        current_message = first_message(draft.payload)
         if current_message is None:
             raise UpstreamError(run.proposer.provider.name, "bad_reply", "The proposer's reply holds no message.")
 
@@ -242,7 +225,7 @@ class VerifyFormation:
             if revision is None:
                 label = REVISION_FAILED
                 break
-            revised_message = _message(revision.payload)
+            revised_message = first_message(revision.payload)
             assert revised_message is not None  # _revise checked
             decision = guard_revision(
                 draft=current_message,
@@ -281,7 +264,7 @@ class VerifyFormation:
         except ApiError as exc:
             log.warning("verify %s: checker failed: %s", run.ctx.request_id, exc.message)
             step["verdict"] = "unavailable"
-            step["checker_error"] = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            step["checker_error"] = exc.trace_kind
             if len(run.ctx.spans) > opened:  # the call got as far as opening its span
                 run.ctx.spans[opened].detail = {"verdict": "unavailable"}
             return None
@@ -290,7 +273,7 @@ class VerifyFormation:
             step["checker_error"] = f"http_{review.status}"
             review.span.detail = {"verdict": "unavailable"}
             return None
-        verdict = parse_verdict(content_text((_message(review.payload) or {}).get("content")))
+        verdict = parse_verdict(text_of((first_message(review.payload) or {}).get("content")))
         if verdict is None:
             step["verdict"] = "unreadable"
             review.span.detail = {"verdict": "unreadable"}
@@ -309,9 +292,9 @@ class VerifyFormation:
             revision = await run.call(run.proposer, revision_body, "revision")
         except ApiError as exc:
             log.warning("verify %s: revision failed: %s", run.ctx.request_id, exc.message)
-            step["revision"] = exc.kind if isinstance(exc, UpstreamError) else exc.code
+            step["revision"] = exc.trace_kind
             return None
-        if not revision.ok or _is_empty(_message(revision.payload)):
+        if not revision.ok or _is_empty(first_message(revision.payload)):
             step["revision"] = f"http_{revision.status}" if not revision.ok else "empty"
             revision.span.detail = {"revision": step["revision"]}
             return None
@@ -338,13 +321,7 @@ class VerifyFormation:
         usage, unpriced = run.usage()
         payload = copy.deepcopy(final.payload) or {}
         payload["model"] = run.ctx.requested_model or run.body["model"]
-        payload["usage"] = {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        }
+        payload["usage"] = usage.as_payload()
         headers = {
             "x-marina-verify": label,
             # Sum of the priced calls; x-marina-cost-unpriced-calls says how many were not.
@@ -352,10 +329,7 @@ class VerifyFormation:
             "x-marina-upstream-model": run.proposer.served_id,
             lessons.HEADER: run.recalled.header(),
         }
-        if unpriced:
-            headers["x-marina-cost-unpriced-calls"] = str(unpriced)
-        if usage.cached_tokens:
-            headers["x-marina-cache-read-tokens"] = str(usage.cached_tokens)
+        headers.update(sum_headers(usage, unpriced))
         return json_out(200, payload, headers)
 
 

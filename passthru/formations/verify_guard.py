@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from passthru.formations.conversation import text_of
 from passthru.formations.tooleffect import WRITE, Effect, call_effect
 
 MIN_QUOTE_CHARS = 12
@@ -79,21 +80,6 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def content_text(content: Any) -> str:
-    """The text of a message's `content`: a string, or the text parts of a list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, str):
-                parts.append(part)
-        return "\n".join(parts)
-    return ""
-
-
 def tool_calls(message: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """(name, raw arguments) of a message's function calls, in order."""
     found: list[tuple[str, str]] = []
@@ -108,7 +94,7 @@ def tool_calls(message: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 
 def message_text(message: Mapping[str, Any]) -> str:
     """A message's text plus its tool calls rendered as `name(arguments)`."""
-    lines = [content_text(message.get("content"))]
+    lines = [text_of(message.get("content"))]
     lines += [f"{name}({args})" for name, args in tool_calls(message)]
     return "\n".join(line for line in lines if line)
 

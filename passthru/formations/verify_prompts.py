@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from passthru.formations.conversation import text_of
 from passthru.formations.tooleffect import READ_ONLY, Effect, call_effect
-from passthru.formations.verify_guard import content_text, tool_calls
+from passthru.formations.verify_guard import tool_calls
 from passthru.formations.verify_verdict import Verdict
 
 RULES_CHARS = 24_000
@@ -68,7 +69,7 @@ def render_message(message: Mapping[str, Any], names: Mapping[str, str] | None =
         heading = f"TOOL RESULT ({name})"
     else:
         heading = role.upper()
-    body = _clamp(content_text(message.get("content")).strip(), TURN_CHARS)
+    body = _clamp(text_of(message.get("content")).strip(), TURN_CHARS)
     if isinstance(message.get("content"), list) and any(
         isinstance(p, Mapping) and p.get("type") not in (None, "text") for p in message["content"]
     ):
@@ -93,7 +94,7 @@ def checker_messages(
 ) -> list[dict[str, str]]:
     """The checker's request: the constant system prompt and one user message."""
     rules = "\n\n".join(
-        content_text(m.get("content")).strip() for m in messages if m.get("role") in ("system", "developer")
+        text_of(m.get("content")).strip() for m in messages if m.get("role") in ("system", "developer")
     )
     catalogue = []
     for tool in tools or ():

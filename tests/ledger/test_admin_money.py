@@ -18,7 +18,7 @@ RAW_FLOAT = re.compile(r"(?<![\w.$])\d+\.\d{9,}")
 
 @pytest.fixture
 def costly_item(runs) -> BenchmarkItem:  # type: ignore[no-untyped-def]
-    item = BenchmarkItem.objects.filter(run=runs["oracle"]).order_by("pk").first()
+    item = BenchmarkItem.objects.filter(run=runs["oracle"]).order_by("-pk").first()  # the newest: the first the changelist shows
     assert item is not None
     item.agent_cost_usd, item.user_cost_usd, item.duration_s = 597.0618970000032, 0.1 + 0.2, 12.345678901234
     item.save()

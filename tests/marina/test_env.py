@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from marina.env import ConfigError, env_money_or_off
+from marina.env import ConfigError, env_float, env_int, env_money_or_off
 from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
 
 SETTINGS = (
@@ -63,6 +63,32 @@ def test_gunicorn_reads_dot_env_too(tmp_path: Path):
     assert json.loads(done.stdout) == ["127.0.0.1:4711", 3]
 
 
+def test_gunicorn_takes_blank_server_settings_as_their_defaults(tmp_path: Path):
+    """.env.example: blank means the default; a copied .env with MARINA_BIND= or MARINA_WORKERS= must start."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("MARINA_BIND=\nMARINA_WORKERS=\nMARINA_WORKER_TIMEOUT=\nMARINA_GRACEFUL_TIMEOUT=\nMARINA_LOG_LEVEL=\n")
+    code = (
+        "import runpy, json; c = runpy.run_path('gunicorn.conf.py'); "
+        "print(json.dumps([c['bind'], c['workers'], c['timeout'], c['graceful_timeout'], c['loglevel']]))"
+    )
+    done = run(["-c", code], {"MARINA_ENV_FILE": str(env_file), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["127.0.0.1:3300", 2, 900, 660, "info"]
+
+
+@pytest.mark.parametrize("name, raw", [("MARINA_WORKERS", "two"), ("MARINA_WORKERS", "0"), ("MARINA_WORKER_TIMEOUT", "15m")])
+def test_junk_server_settings_stop_gunicorn_with_one_line(name: str, raw: str, tmp_path: Path):
+    done = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "marina.asgi:application"],
+        cwd=PROJECT_ROOT,
+        env=clean_environ({name: raw, "MARINA_BIND": f"127.0.0.1:{free_port()}", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: Marina's configuration: {name} must be"), done.stderr
+
+
 def test_a_named_env_file_that_does_not_exist_stops_start_up(tmp_path: Path):
     done = run(["manage.py", "check"], {"MARINA_ENV_FILE": str(tmp_path / "missing.env")})
     assert done.returncode != 0
@@ -86,6 +112,26 @@ def test_junk_cap_is_refused_naming_the_variable(raw: str, monkeypatch: pytest.M
     monkeypatch.setenv("MARINA_DAILY_SPEND_CAP_USD", raw)
     with pytest.raises(ConfigError, match=r"^MARINA_DAILY_SPEND_CAP_USD must be a dollar amount .*unlimited"):
         env_money_or_off("MARINA_DAILY_SPEND_CAP_USD", "50")
+
+
+@pytest.mark.parametrize(
+    ("read", "raw", "want"),
+    [
+        (env_int, "", 7), (env_int, " 12 ", 12), (env_float, "", 7), (env_float, "0.25", 0.25),
+        (env_int, "1.5", "^MARINA_X must be a whole number, not '1.5'$"),
+        (env_int, "-2", "^MARINA_X must be at least 0, not -2$"),
+        (env_float, "fast", "^MARINA_X must be a number, not 'fast'$"),
+        (env_float, "-0.5", r"^MARINA_X must be at least 0.0, not -0.5$"),
+    ],
+)  # fmt: skip
+def test_numbers_read_or_refused_naming_the_variable(read, raw: str, want, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("MARINA_X", raw)
+    if isinstance(want, str):
+        with pytest.raises(ConfigError, match=want):
+            read("MARINA_X", 7)
+    else:
+        got = read("MARINA_X", 7)
+        assert got == want and type(got) is type(want)
 
 
 def test_the_settings_read_unlimited_as_no_cap():
@@ -124,3 +170,21 @@ def test_marina_lessons_takes_on_observe_or_off_and_nothing_else():
     assert done.stderr.strip().splitlines() == [
         "Marina's configuration: MARINA_LESSONS must be on, observe or off, not 'sometimes'"
     ]
+
+
+def test_a_blank_prometheus_folder_as_in_env_example_writes_no_files_here(tmp_path: Path):
+    """.env.example lists PROMETHEUS_MULTIPROC_DIR= blank; prometheus-client took a set-but-blank
+    variable as multiprocess mode in the current folder, and every manage.py command left its
+    counter_<pid>.db files there."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("PROMETHEUS_MULTIPROC_DIR=\n")
+    work = tmp_path / "here"
+    work.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "manage.py"), "check"],
+        cwd=work,
+        env=clean_environ({"MARINA_ENV_FILE": str(env_file), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(work.iterdir()) == []

@@ -191,3 +191,22 @@ def test_an_unwritable_out_file_is_one_error_and_leaves_nothing(stored, tmp_path
     with pytest.raises(CommandError, match=r"^--out .*traces.jsonl: No such file or directory$"):
         call_command("export_traces", "--since", "2026-11-01", "--out", str(target), stderr=StringIO())
     assert not target.parent.exists()
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path):
+    """`export_traces ... | head -1`: the pipe closes mid-export; the command stops quietly."""
+    env = clean_environ({"DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}"})
+    for args in (["migrate", "-v", "0"], ["demo"]):  # the demo's day of traffic: over a thousand traces
+        subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT_ROOT, env=env, check=True, capture_output=True, timeout=300)
+    export = subprocess.Popen(
+        [sys.executable, "manage.py", "export_traces", "--since", "2000-01-01", "--format", "jsonl"],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert export.stdout is not None and export.stderr is not None
+    first = export.stdout.readline()
+    export.stdout.close()  # as `head -1` does
+    stderr = export.stderr.read().decode()
+    export.wait(timeout=120)
+    assert json.loads(first)["trace_id"]
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert export.returncode == 1

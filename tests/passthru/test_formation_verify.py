@@ -17,31 +17,12 @@ from ledger.models import SpendDaily, Trace
 from passthru.formations.verify import split_id
 from passthru.formations.verify_prompts import CHECKER_MARKER, REVISION_MARKER
 from tests.conftest import MARINA_KEY
+from tests.passthru.formation_play import TOOLS as PLAY_TOOLS
 from tests.upstream import Reply, Reset, ScriptedUpstream, completion, tool_call
 
 MODEL = "marina/verify:openrouter/prop+openrouter/check"
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_order_details",
-            "description": "Get the status and details of an order.",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "cancel_pending_order",
-            "description": "Cancel a pending order.",
-            "parameters": {
-                "type": "object",
-                "properties": {"order_id": {"type": "string"}, "reason": {"type": "string"}},
-            },
-        },
-    },
-]
+TOOLS = PLAY_TOOLS[:2]  # the order lookup and the cancellation (no transfer)
 POLICY = "Before cancelling an order you must obtain explicit user confirmation (yes) to proceed."
 MESSAGES = [
     {"role": "system", "content": POLICY},
@@ -314,7 +295,8 @@ def test_a_proposer_reply_without_a_message_is_a_502(client, upstream):
     with pytest.raises(openai.InternalServerError) as caught:
         ask(client)
     assert caught.value.status_code == 502 and caught.value.body["code"] == "upstream_error"
-    assert Trace.objects.get().spans.get(name="verify").status == "error"
+    verify = Trace.objects.get().spans.get(name="verify")
+    assert (verify.status, verify.error_kind) == ("error", "bad_reply")
 
 
 @pytest.mark.parametrize("stream", [False, True])

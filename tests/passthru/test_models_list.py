@@ -18,10 +18,10 @@ def client(marina_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
-def _served(model: str, provider: str, days_ago: int = 0) -> None:
+def _served(model: str, provider: str, days_ago: int = 0, errors: int = 0) -> None:
     SpendDaily.objects.create(
         day=utc_today() - timedelta(days=days_ago), key_name="tester", requested_model=model, provider=provider,
-        upstream_model=model.partition("/")[2], calls=3,
+        upstream_model=model.partition("/")[2], calls=3, errors=errors,
     )  # fmt: skip
 
 
@@ -56,6 +56,15 @@ def test_recent_ids_are_dropped_once_their_provider_is_gone(client, marina_confi
     assert listed["openrouter/qwen/qwen3"] == "openrouter"
     assert listed["marina/verify:openrouter/openai/gpt-5.2"] == "marina"
     assert not {"gone/llama-3", "demo/alpha-large", "openrouter/old-model"} & set(listed)
+
+
+def test_ids_whose_every_call_failed_are_not_listed(client) -> None:  # type: ignore[no-untyped-def]
+    """A mistyped id the provider answered 404 is in spend_daily (as errors), not a model to offer."""
+    _served("openrouter/openai/gpt-5.2-typo", "openrouter", errors=3)
+    _served("openrouter/qwen/qwen3", "openrouter", errors=2)  # answered once: served
+    listed = {m.id for m in client.models.list()}
+    assert "openrouter/qwen/qwen3" in listed
+    assert "openrouter/openai/gpt-5.2-typo" not in listed
 
 
 def test_other_parts_add_their_ids_through_the_hook(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]

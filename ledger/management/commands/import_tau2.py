@@ -4,8 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ledger.benchmarks.cli import bad_input, import_lines, print_json, refuse_unclean, warn
-from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks.cli import import_lines, print_json, reading_tau2, warn
 from ledger.benchmarks.importers import TARGET_KINDS, import_tau2
 from ledger.lessons.cli import add_learn_options, run_learning
 from ledger.management.commands.benchmark_import import add_import_options, import_options
@@ -34,12 +33,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["learn"] and not options["judge_model"]:
             raise CommandError("--learn needs --judge-model", returncode=2)
-        try:
+        with reading_tau2(self, as_json=options["json"]):
             result = import_tau2(options["results"], require_clean=options["require_clean"], **import_options(options))
-        except UncleanRunError as exc:
-            refuse_unclean(self, exc, as_json=options["json"])
-        except ValueError as exc:
-            raise bad_input(exc) from None
         warn(self, result.warnings)
         if not options["json"]:
             self.stdout.write("\n".join(import_lines(result)))

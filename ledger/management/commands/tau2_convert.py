@@ -4,8 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ledger.benchmarks.cli import bad_input, print_json, refuse_unclean, summary_dict, summary_lines, warn
-from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks.cli import print_json, reading_tau2, summary_dict, summary_lines, warn
 from ledger.benchmarks.importers import FORMATS, convert_tau2
 
 
@@ -29,14 +28,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the written path and figures as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with reading_tau2(self, as_json=options["json"]):
             ledger, out = convert_tau2(
                 options["results"], options["out"], require_clean=options["require_clean"], fmt=options["format"]
             )
-        except UncleanRunError as exc:
-            refuse_unclean(self, exc, as_json=options["json"])
-        except ValueError as exc:
-            raise bad_input(exc) from None
         warn(self, ledger.warnings)
         if options["json"]:
             print_json(self, {"out": str(out), **summary_dict(ledger, options["results"])})

@@ -4,8 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ledger.benchmarks.cli import bad_input, print_json, refuse_unclean, summary_dict, summary_lines, warn
-from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks.cli import print_json, reading_tau2, summary_dict, summary_lines, warn
 from ledger.benchmarks.importers import load_tau2
 
 
@@ -24,12 +23,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with reading_tau2(self, as_json=options["json"]):
             ledger = load_tau2(options["results"], require_clean=options["require_clean"])
-        except UncleanRunError as exc:
-            refuse_unclean(self, exc, as_json=options["json"])
-        except ValueError as exc:
-            raise bad_input(exc) from None
         warn(self, ledger.warnings)
         if options["json"]:
             print_json(self, summary_dict(ledger, options["results"]))

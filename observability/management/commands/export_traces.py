@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,13 @@ class Command(BaseCommand):
         if fmt not in FORMATS:
             raise CommandError(f"--format must be {' or '.join(FORMATS)}, not {fmt!r}")
         if not options["out"]:
-            done = export_traces(self.stdout, since=since, until=until, fmt=fmt)
+            try:
+                done = export_traces(self.stdout, since=since, until=until, fmt=fmt)
+            except BrokenPipeError:
+                # The reader left (`| head`): stop quietly, as a Unix filter does, instead of a
+                # traceback, and another when Python flushes stdout on the way out.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise SystemExit(1) from None
             self.stderr.write(_summary(done, "stdout"))
             return
         target = Path(options["out"])

@@ -267,10 +267,13 @@ def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> 
     html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": runs["oracle"].pk, "run_b": broken.pk}).content.decode()
     assert f"run #{runs['oracle'].pk} and run #{broken.pk} share no evaluated items" in html
     a = runs["oracle"].pk
-    html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a, "run_b": a}).content.decode()
-    assert "Pick two different sides." in html
-    html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a}).content.decode()
-    assert "Pick both sides." in html
+    response = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a, "run_b": a})
+    assert response.status_code == 400 and "Pick two different sides." in response.content.decode()
+    response = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a})
+    assert response.status_code == 400 and "Pick both sides." in response.content.decode()
+    response = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a, "run_b": 999999})
+    assert response.status_code == 400 and "Select a valid choice" in response.content.decode()  # docs/reports.md: an unknown choice
+    assert user_client.get("/reports/compare/").status_code == 200  # nothing picked yet: the empty form
 
 
 @pytest.mark.django_db(transaction=True)
