@@ -2,7 +2,10 @@
 before the call, awaited as passthru/calls.py awaits it, and released after
 (as chat.py does once the trace is written), on SQLite and on PostgreSQL;
 against, in the same run, the cap off and the trace write every call already
-pays (`ledger.spend.services.arecord_request` of a one-span trace).
+pays (`ledger.spend.services.arecord_request` of a one-span trace). "cap on"
+is a cap far off (calls served from the process's lease); "cap near" one
+with room for the calls in flight and one more (leases without a chunk: a
+transaction per call, as every call paid before leases).
 
     .venv/bin/python bench/spendcap.py                    # ~30 s
     .venv/bin/python bench/spendcap.py --calls 5000 --backends sqlite
@@ -10,7 +13,7 @@ pays (`ledger.spend.services.arecord_request` of a one-span trace).
 For each backend: a fresh database (a temporary SQLite file; a PostgreSQL
 database created, migrated and dropped), then --calls calls at concurrency 1
 and 32 from one event loop, on the τ²-sized body of bench/tau2_body.py under a
-cap that is never reached (the path every call takes). Reported: wall
+cap that is never reached. Reported: wall
 microseconds per call (c=1: the latency a call gains; c=32: throughput), CPU
 microseconds per call of this process (event loop plus the cap's and the
 writer's threads; PostgreSQL's own CPU is not counted), and the hold's ratio
@@ -101,25 +104,32 @@ def child(calls: int) -> dict[str, Any]:
 
     async def hold(i: int) -> None:
         held = await spendcap.hold("openrouter", "openai/gpt-5.2", body, size)
-        spendcap.release([held] if held is not None else [])
+        # Released as if it had cost its estimate (no trace is written here: spend_daily stays 0).
+        spendcap.release([held] if held is not None else [], held.nanousd if held is not None else 0)
 
     async def trace(i: int) -> None:
         await services.arecord_request(_trace(i))
 
-    results: dict[str, Any] = {"estimate_usd": str(Decimal(spendcap.estimate_nanousd("openrouter", "openai/gpt-5.2", body, size)) / 10**9)}
-    for label, cap, one in (("cap off", None, hold), ("cap on", Decimal("1000000"), hold), ("trace write", None, trace)):
+    estimate = Decimal(spendcap.estimate_nanousd("openrouter", "openai/gpt-5.2", body, size)) / 10**9
+    results: dict[str, Any] = {"estimate_usd": str(estimate)}
+    for label, cap, one in (
+        ("cap off", None, hold), ("cap on", Decimal("1000000"), hold), ("cap near", None, hold), ("trace write", None, trace)
+    ):
         settings.MARINA_DAILY_SPEND_CAP_USD = cap
         asyncio.run(_run(200, 1, one))  # warm-up: connections, price tables
         for concurrency in (1, 32):
+            if label == "cap near":  # room for the calls in flight and one more: leases without a chunk, a transaction per call
+                settings.MARINA_DAILY_SPEND_CAP_USD = estimate * (concurrency + 1)
             wall, cpu = asyncio.run(_run(calls, concurrency, one))
             results[f"{label} c={concurrency}"] = {"wall_us": round(wall, 1), "cpu_us": round(cpu, 1)}
     spendcap.close_connection()
     services.close_writer_connection()
     for concurrency in (1, 32):
-        on, write = results[f"cap on c={concurrency}"], results[f"trace write c={concurrency}"]
-        results[f"ratio c={concurrency}"] = {
-            "wall": round(on["wall_us"] / write["wall_us"], 2), "cpu": round(on["cpu_us"] / write["cpu_us"], 2)
-        }
+        for label in ("cap on", "cap near"):
+            on, write = results[f"{label} c={concurrency}"], results[f"trace write c={concurrency}"]
+            results[f"ratio {label} c={concurrency}"] = {
+                "wall": round(on["wall_us"] / write["wall_us"], 2), "cpu": round(on["cpu_us"] / write["cpu_us"], 2)
+            }
     return results
 
 
@@ -140,7 +150,7 @@ def main() -> None:
         print(f"{backend}: (the hold's estimate for the τ² body: ${rows.pop('estimate_usd')})")
         for label, row in rows.items():
             if label.startswith("ratio"):
-                print(f"  hold / trace write, {label[6:]}: {row['wall']}× wall, {row['cpu']}× CPU")
+                print(f"  hold ({label[6:]}) / trace write: {row['wall']}× wall, {row['cpu']}× CPU")
             else:
                 print(f"  {label:17} {row['wall_us']:8.1f} µs wall/call  {row['cpu_us']:8.1f} µs CPU/call")
     print(json.dumps(report))

@@ -3,10 +3,10 @@ exits (marina/worker.py calls `finish` as it shuts down).
 
 - A stream whose client left is read on in the background (passthru/calls.py
   `_drain`, bounded by MARINA_DRAIN_AFTER_DISCONNECT_SECONDS) and traced at its end.
-- Traces go to the ledger's writer thread; the daily cap's releases, queued
-  once their traces are committed, to the cap's thread
-  (passthru/spendcap.py). A release lost would leave its hold counted for an
-  hour."""
+- Traces go to the ledger's writer thread; the daily cap's releases follow
+  once their traces are committed; then the worker gives its lease on the cap
+  back (passthru/spendcap.py: else its room stays reserved until the row
+  goes stale, LEASE_STALE_SECONDS)."""
 from __future__ import annotations
 
 import asyncio
@@ -20,4 +20,4 @@ async def finish() -> None:
     await drains_finished()
     # Each thread runs its jobs in order: a job queued now ends after those before it.
     await asyncio.wrap_future(services.submit(lambda: None))
-    await asyncio.wrap_future(spendcap.submit(lambda: None))
+    await asyncio.wrap_future(spendcap.submit(spendcap.give_back))  # this worker's lease: room for the others

@@ -268,8 +268,14 @@ def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> No
             span.status, span.error_kind = "cancelled", "client_disconnected"
     ctx.traced = True
     record = ctx.trace(http_status=http_status, status="cancelled", error_kind="client_disconnected", error_message=message)
-    holds = ctx.holds
-    services.submit_record(record).add_done_callback(lambda _: spendcap.release(holds))
+    holds, spent = ctx.holds, _spent(record)
+    services.submit_record(record).add_done_callback(lambda _: spendcap.release(holds, spent))
+
+
+def _spent(record: TraceRecord) -> int:
+    """What the trace adds to spend_daily (its upstream calls' cost): the
+    daily cap counts it in this process's lease until the lease is next sized."""
+    return sum(span.cost_nanousd or 0 for span in record.spans if span.is_upstream_call)
 
 
 async def _record(ctx: RequestContext, record: TraceRecord) -> None:
@@ -277,8 +283,8 @@ async def _record(ctx: RequestContext, record: TraceRecord) -> None:
     holds on the daily cap: its spend is in the ledger now. Released once the
     write is over, whether this task waits for it or is cancelled meanwhile."""
     written = services.submit_record(record)
-    holds = ctx.holds
-    written.add_done_callback(lambda _: spendcap.release(holds))
+    holds, spent = ctx.holds, _spent(record)
+    written.add_done_callback(lambda _: spendcap.release(holds, spent))
     try:
         await asyncio.wrap_future(written)
     except Exception:  # the ledger must never turn an answered call into a 500

@@ -19,6 +19,7 @@ from passthru.errors import ApiError
 
 if TYPE_CHECKING:
     from passthru.auth import Caller
+    from passthru.spendcap import Hold
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
 
@@ -61,7 +62,7 @@ class RequestContext:
     draining: asyncio.Task[None] | None = None
     # The daily cap's holds on this request's upstream calls (passthru/spendcap.py),
     # released once its trace, and so its spend, is recorded.
-    holds: list[int] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
 
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:

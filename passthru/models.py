@@ -88,15 +88,15 @@ class RateBucket(models.Model):
 
 
 class SpendHold(models.Model):
-    """A call in flight, counted against the daily cap at its estimated cost
-    until its spend is recorded (passthru/spendcap.py). Rows live only as long
-    as their calls: a process killed mid-call leaves rows that stop counting
-    after spendcap.HOLD_TTL_SECONDS and are then deleted."""
+    """A process's lease on the daily cap: room reserved for its calls in
+    flight (passthru/spendcap.py). Rows live only while their process uses
+    them: one not renewed for spendcap.LEASE_STALE_SECONDS (its process died)
+    stops counting, and is deleted after spendcap.HOLD_TTL_SECONDS."""
 
     id = models.BigIntegerField(primary_key=True)  # random, chosen by the process that holds it
     day = models.DateField()  # the UTC day whose cap it counts against
-    nanousd = models.BigIntegerField()  # the estimate
-    created_at = models.FloatField()  # seconds since the epoch
+    nanousd = models.BigIntegerField()  # the room reserved (left)
+    created_at = models.FloatField()  # seconds since the epoch: when it was last written (sized or renewed)
 
     class Meta:
         db_table = "passthru_spendhold"

@@ -3,31 +3,54 @@ flight counted against it.
 
 Checking only what has been spent lets every call already past the check
 finish: 50 concurrent $0.01 calls at $0.32 of a $0.40 cap all went through.
-So each upstream call first *holds* its estimated cost (`estimate_nanousd`:
+So each upstream call first counts its estimated cost (`estimate_nanousd`:
 the prompt's size, the model's price, and `max_tokens` or
-MARINA_SPEND_CAP_COMPLETION_TOKENS) and goes ahead only if
+MARINA_SPEND_CAP_COMPLETION_TOKENS) against room reserved in the database,
+until its spend is recorded (chat.py `release`s it once the trace is
+committed): a call counts as reserved, or as spent, or for a moment as both;
+never as neither.
 
-    spent today + held by the calls in flight + this estimate <= the cap
+Leases. Each process reserves room for its own calls: one row of
+passthru_spendhold per process and day, its *lease* of L nano-dollars.
+Locally it keeps U, the estimates of its calls not yet recorded, and B, the
+spend recorded by its calls since the lease was last sized. A call starts
+without the database when U + e <= L - B (and something is left). Else it
+asks the cap thread, which in one transaction serialised across hosts
+(PostgreSQL: an advisory transaction lock; SQLite: the ledger's write turn,
+an flock taken by every writer of the file, ledger/spend/services.py) reads
+today's spend S (spend_daily) and the other live rows O, takes the asking
+calls that fit (S + O + U + e <= cap, and S + O + U < cap; else the 429 with
+those figures), and sizes the lease to U + the calls taken + a chunk (B
+starts again from 0: S now counts it). So S + O + L <= cap at every sizing,
+and real spend stays under the cap but for the estimates' error (what calls
+cost beyond their estimate), not for concurrency, on every worker and host.
 
-(and something is left: spent + held < cap). The hold is a row of
-passthru_spendhold, released once the call's spend is recorded (chat.py,
-after the trace is committed), so a call counts as held, or as spent, or for
-a moment as both; never as neither. The overshoot is then bounded by the
-estimates' error (what calls cost beyond their estimate), not by concurrency,
-on every worker and every host sharing the database: the check and the hold
-are one transaction, serialised across hosts (PostgreSQL: an advisory
-transaction lock; SQLite: the ledger's write turn, an flock taken by every
-writer of the file, ledger/spend/services.py).
+The chunk (max(8 estimates, 1 % of the cap)) is given only while 3 more
+chunks would still be free after it: far from the cap a worker sizes its
+lease now and then and serves its calls from memory; near it a lease is
+exactly its calls in flight, as fair as a hold per call (a chunk kept by a
+busy worker would refuse another worker's call that fits). The row says the
+room left, L - B (spend recorded is in S: others must not count it twice):
+brought up to date by a ticker every TICK_SECONDS, and at once after a
+release when the lease has no chunk. Rows are renewed at least every
+RENEW_SECONDS while in use and count for others only while renewed
+(LEASE_STALE_SECONDS: a process that died or hangs); a process serves calls
+from its lease only within LEASE_VALID_SECONDS of its last write, so its
+row is never stale while it does. A lease with no call in flight for
+IDLE_SECONDS is given back (its row deleted), as is a worker's at shutdown
+(passthru/afterwards.py). Hosts sharing a database need clocks within a few
+seconds of each other (NTP): the rows' times are the writers' clocks.
 
-Cost: one small transaction before each upstream call (requests waiting
-together share it) and one delete after, on a thread of its own with its own
+Cost: far from the cap, a lock and a few additions per call, the database
+once per chunk and a row update every TICK_SECONDS per worker; near it, a
+transaction per call as before. All on a thread of its own with its own
 connection, like the rate limiter's; bench/spendcap.py measures it. With the
 cap off there is none of it.
 
-A model nobody can price (no entry in genai-prices' tables) is held at 0: it
-runs while something is left, and counts once it has run if the provider
+A model nobody can price (no entry in genai-prices' tables) is counted at 0:
+it runs while something is left, and counts once it has run if the provider
 reports a cost (OpenRouter does). A database that cannot be reached lets the
-call through without a hold (logged)."""
+call through uncounted (logged)."""
 from __future__ import annotations
 
 import asyncio
@@ -35,6 +58,7 @@ import concurrent.futures
 import logging
 import math
 import secrets
+import threading
 import time
 import warnings
 from collections import deque
@@ -60,7 +84,15 @@ from passthru.rawcursor import PerConnection, RawCursor
 log = logging.getLogger(__name__)
 
 TABLE = "passthru_spendhold"
-HOLD_TTL_SECONDS = 3600.0  # a hold older than this is a call whose process died: it stops counting
+HOLD_TTL_SECONDS = 3600.0  # rows older than this are deleted (a process that died)
+LEASE_STALE_SECONDS = 10.0  # a lease row not renewed for this long no longer counts (its process died or hangs)
+LEASE_VALID_SECONDS = 5.0  # a process serves calls from its lease only this long after its row was last written
+RENEW_SECONDS = 1.0  # a lease in use is renewed at least this often
+IDLE_SECONDS = 1.0  # a lease without calls in flight for this long is given back
+TICK_SECONDS = 0.25  # how often the ticker looks at the leases
+CHUNK_ESTIMATES = 8  # a lease is sized for this many more calls like the largest asking...
+CHUNK_CAP_FRACTION = 100  # ...or 1/100 of the cap, whichever is more...
+CHUNKS_LEFT = 3  # ...while this many chunks more stay free: nearer the cap, a lease is its calls in flight, exactly
 BYTES_PER_TOKEN = 4  # the prompt's tokens, estimated from the body's size (JSON keys included: on the high side)
 _LOCK = (0x4D41, 0x5249)  # PostgreSQL advisory lock (two int4 keys) serialising the checks
 
@@ -103,10 +135,10 @@ def estimate_nanousd(provider: str, upstream_model: str, body: dict[str, Any], b
     return math.ceil(rates[0] * prompt_tokens + rates[1] * completion_tokens(body))
 
 
-# --- Holds, on a thread of their own -----------------------------------------------
+# --- Leases, on a thread of their own ------------------------------------------------
 @dataclass
 class Figures:
-    """Today's figures when a call was checked."""
+    """Today's figures when a call was refused."""
 
     spent: int
     held: int
@@ -114,35 +146,109 @@ class Figures:
 
 
 @dataclass
+class Hold:
+    """One upstream call's estimate, counted in its process's lease until released."""
+
+    day: date
+    nanousd: int
+    counted: bool = True  # False: let through unchecked (the database did not answer)
+
+
+@dataclass
+class _Lease:
+    """This process's room under one day's cap: a row of passthru_spendhold
+    (`size` nano-dollars), and what is used of it since it was last sized."""
+
+    day: date
+    id: int  # the row's id: random, one per process and day
+    cap: int = 0  # the cap it was sized under (settings may change)
+    size: int = 0  # L: the room the row reserves
+    in_flight: int = 0  # U: estimates of this process's calls not yet recorded
+    calls: int = 0  # how many calls that is
+    recorded: int = 0  # B: spend of calls recorded since the lease was sized (not yet in the S it was sized on)
+    published: int = 0  # what its row says now: size - recorded, as last written
+    chunked: bool = False  # sized with room beyond its calls (the cap far off)
+    renewed: float = -math.inf  # monotonic time its row was last written (sized or renewed)
+    used: float = 0.0  # monotonic time of its last hold or release
+    busy: bool = False  # being sized, renewed late or shrunk: no call is served from it meanwhile
+    row: bool = False  # its row exists
+
+    def serves(self, estimate: int, cap: int, now: float) -> bool:
+        """May a call estimated at `estimate` start on this lease, without the database?"""
+        used = self.in_flight + self.recorded
+        return (
+            not self.busy and self.cap == cap and now - self.renewed < LEASE_VALID_SECONDS
+            and used < self.size and used + estimate <= self.size
+        )
+
+
+class Book:
+    """A process's leases, by day, and the lock the event loop's fast path and
+    the cap thread share (held for microseconds: never across a database
+    statement)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.leases: dict[date, _Lease] = {}
+
+    def lease(self, day: date) -> _Lease:  # with the lock held
+        lease = self.leases.get(day)
+        if lease is None:
+            lease = self.leases[day] = _Lease(day, secrets.randbits(63))
+        return lease
+
+    def release(self, holds: list[Hold], spent: int) -> bool:
+        """Count released calls at what they spent; True if a lease sized
+        without a chunk (near the cap) should now publish its room left."""
+        now = time.monotonic()
+        publish = False
+        with self.lock:
+            for i, held in enumerate(h for h in holds if h.counted):
+                lease = self.leases.get(held.day)
+                if lease is None:
+                    continue
+                lease.in_flight -= held.nanousd
+                lease.calls -= 1
+                lease.recorded += spent if i == 0 else 0  # the request's spend, once
+                lease.used = now
+                publish = publish or (lease.row and not lease.chunked)
+        return publish
+
+
+@dataclass
 class _Ask:
     day: date
     estimate: int
     cap: int
-    hold_id: int
     answer: concurrent.futures.Future[tuple[bool, Figures]]
 
 
 _asks: deque[_Ask] = deque()
-_releases: deque[int] = deque()
 _thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spendcap")
+_book = Book()
 HEALTH_CHECK_SECONDS = 1.0
 SWEEP_EVERY = 1000  # batches
 _state = {"checked_at": 0.0, "batches": 0}
+_ticker: list[threading.Thread] = []  # started with the first lease (after gunicorn's fork)
 
 
 class _Statements(RawCursor):
     """The cap thread's statements (passthru/rawcursor.py says why raw and
-    prepared): holds lost in a database crash are calls that crashed with it."""
+    prepared): leases lost in a database crash are processes that crashed with it."""
 
     def __init__(self) -> None:
         super().__init__()
         p = self.p
         self.figures = (
             f"SELECT (SELECT COALESCE(SUM(cost_nanousd), 0) FROM spend_daily WHERE day = {p}),"
-            f" COALESCE(SUM(nanousd), 0), COUNT(*) FROM {TABLE} WHERE day = {p} AND created_at > {p}"
+            f" COALESCE(SUM(nanousd), 0), COUNT(*) FROM {TABLE} WHERE day = {p} AND created_at > {p} AND id <> {p} AND nanousd > 0"
         )
-        self.insert = f"INSERT INTO {TABLE} (id, day, nanousd, created_at) VALUES "
-        self.row = f"({p}, {p}, {p}, {p})"
+        self.upsert = (
+            f"INSERT INTO {TABLE} (id, day, nanousd, created_at) VALUES ({p}, {p}, {p}, {p})"
+            " ON CONFLICT (id) DO UPDATE SET nanousd = excluded.nanousd, created_at = excluded.created_at"
+        )
+        self.renew = f"UPDATE {TABLE} SET nanousd = {p}, created_at = {p} WHERE id = {p}"
+        self.delete = f"DELETE FROM {TABLE} WHERE id = {p}"
         # sqlite3's default date adapter is deprecated; SQLite stores ISO text.
         self.day = date.isoformat if self.vendor == "sqlite" else (lambda day: day)
 
@@ -157,32 +263,34 @@ class _Statements(RawCursor):
             raise
         self.cursor.execute("COMMIT")
 
-    def release(self, ids: list[int]) -> None:
-        self.cursor.execute(f"DELETE FROM {TABLE} WHERE id IN ({', '.join([self.p] * len(ids))})", ids)
-
-    def check(self, asks: list[_Ask], now: float) -> list[tuple[bool, Figures]]:
-        if self.vendor == "postgresql":
-            self.cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", _LOCK, **self.prepare)
-        figures: dict[date, Figures] = {}
+    def size(self, lease: _Lease, asks: list[_Ask], in_flight: int, in_flight_calls: int, now: float) -> tuple[list[tuple[bool, Figures]], int, int]:
+        """Read today's spend S and the other live leases O, take the asks
+        that fit beside them and this process's calls in flight, and size the
+        lease: in flight + taken, plus a chunk while CHUNKS_LEFT more chunks
+        would still be free after it. Returns the answers, the new size and
+        the estimates taken."""
+        day = self.day(lease.day)
+        self.cursor.execute(self.figures, [day, day, now - LEASE_STALE_SECONDS, lease.id], **self.prepare)
+        spent, others, other_rows = (int(v) for v in self.cursor.fetchone())
+        cap = asks[-1].cap
         answers: list[tuple[bool, Figures]] = []
-        rows: list[object] = []
+        taken = calls = 0
         for ask in asks:
-            today = figures.get(ask.day)
-            if today is None:
-                self.cursor.execute(self.figures, [self.day(ask.day), self.day(ask.day), now - HOLD_TTL_SECONDS], **self.prepare)
-                spent, held, holds = (int(v) for v in self.cursor.fetchone())
-                today = figures[ask.day] = Figures(spent, held, holds)
-            seen = Figures(today.spent, today.held, today.holds)
-            taken = today.spent + today.held < ask.cap and today.spent + today.held + ask.estimate <= ask.cap
-            if taken:
-                today.held += ask.estimate
-                today.holds += 1
-                rows += [ask.hold_id, self.day(ask.day), ask.estimate, now]
-            answers.append((taken, seen))
-        if rows:
-            # One multi-row statement (psycopg's executemany would use its pipeline mode, slower here).
-            self.cursor.execute(self.insert + ", ".join([self.row] * (len(rows) // 4)), rows)
-        return answers
+            held = others + in_flight + taken
+            fits = spent + held < ask.cap and spent + held + ask.estimate <= ask.cap
+            if fits:
+                taken += ask.estimate
+                calls += 1
+            answers.append((fits, Figures(spent, held, other_rows + in_flight_calls + calls)))
+        chunk = max(CHUNK_ESTIMATES * max(ask.estimate for ask in asks), cap // CHUNK_CAP_FRACTION)
+        if cap - spent - others - in_flight - taken < (1 + CHUNKS_LEFT) * chunk:
+            chunk = 0  # near the cap: room beyond the calls in flight would be room others may need
+        size = in_flight + taken + chunk
+        if size > 0:
+            self.cursor.execute(self.upsert, [lease.id, day, size, now], **self.prepare)
+        elif lease.row:  # nothing in flight, no room: no row
+            self.cursor.execute(self.delete, [lease.id], **self.prepare)
+        return answers, size, taken
 
     def sweep(self, now: float) -> None:
         self.cursor.execute(f"DELETE FROM {TABLE} WHERE created_at <= {self.p}", [now - HOLD_TTL_SECONDS])
@@ -198,35 +306,130 @@ def _take(queue: deque[Any]) -> list[Any]:
     return taken
 
 
-def settle(asks: list[_Ask], releases: list[int]) -> list[tuple[bool, Figures]]:
-    """Release the holds of calls now recorded, then check and hold for the
-    asking calls, in one transaction. Runs on the cap thread."""
-    now = time.time()
+def settle(asks: list[_Ask], book: Book) -> list[tuple[bool, Figures]]:
+    """Size the leases the asking calls need, and answer them, in one
+    transaction, serialised across processes and hosts. Runs on the cap thread."""
+    by_day: dict[date, list[_Ask]] = {}
+    for ask in asks:
+        by_day.setdefault(ask.day, []).append(ask)
+    started, now = time.monotonic(), time.time()
     _state["batches"] += 1
-    with sqlite_write_turn():
-        statements = _statements.get()
-        if not asks:  # one statement: no transaction to open
-            statements.release(releases)
-            return []
-        with statements.transaction():
-            if releases:
-                statements.release(releases)
-            answers = statements.check(asks, now)
-            if _state["batches"] % SWEEP_EVERY == 0:
-                statements.sweep(now)
-    return answers
+    answers: dict[int, tuple[bool, Figures]] = {}
+    with book.lock:
+        leases = [book.lease(day) for day in by_day]
+        # A snapshot: calls released from here on may be missing from the spend
+        # read below, so they stay in `recorded` (counted twice a moment: never zero times).
+        snapshot = [(lease.in_flight, lease.recorded, lease.calls) for lease in leases]
+        for lease in leases:
+            lease.busy = True
+    sized: list[tuple[int, int, int]] = []
+    try:
+        with sqlite_write_turn():
+            statements = _statements.get()
+            with statements.transaction():
+                if statements.vendor == "postgresql":
+                    statements.cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", _LOCK, **statements.prepare)
+                for lease, (in_flight, _, calls) in zip(leases, snapshot):
+                    day_asks = by_day[lease.day]
+                    day_answers, size, taken = statements.size(lease, day_asks, in_flight, calls, now)
+                    answers.update((id(ask), answer) for ask, answer in zip(day_asks, day_answers))
+                    sized.append((size, taken, sum(1 for fits, _ in day_answers if fits)))
+                if _state["batches"] % SWEEP_EVERY == 0:
+                    statements.sweep(now)
+    finally:
+        with book.lock:
+            for i, lease in enumerate(leases):
+                if i < len(sized) and len(sized) == len(leases):
+                    size, taken, calls = sized[i]
+                    lease.size, lease.cap, lease.row = size, by_day[lease.day][-1].cap, size > 0
+                    lease.published, lease.chunked = size, size > snapshot[i][0] + taken
+                    lease.in_flight += taken
+                    lease.calls += calls
+                    lease.recorded -= snapshot[i][1]
+                    lease.renewed = lease.used = started
+                lease.busy = False
+    _start_ticker()
+    return [answers[id(ask)] for ask in asks]
+
+
+def tick(book: Book, *, renew: bool = True) -> None:
+    """Bring this process's lease rows up to date: each at its room left
+    (size - recorded: spend recorded is in spend_daily now, so others need not
+    count it twice), renewed at least every RENEW_SECONDS while in use (others
+    count a row only while renewed), deleted once idle for IDLE_SECONDS (its
+    room given back). Runs on the cap thread: from the ticker, and after
+    releases from a lease sized without a chunk (near the cap, where others
+    may need that room at once)."""
+    started, now = time.monotonic(), time.time()
+    with book.lock:
+        live = [lease for lease in book.leases.values() if lease.row and not lease.busy]
+        idle = [lease for lease in live if lease.calls == 0 and started - lease.used >= IDLE_SECONDS]
+        for lease in idle:
+            lease.busy = True  # serves no call while its row goes
+        writes = [
+            (lease, max(0, lease.size - lease.recorded)) for lease in live
+            if lease not in idle and (
+                lease.published != lease.size - lease.recorded or (renew and started - lease.renewed >= RENEW_SECONDS)
+            )
+        ]
+    if not idle and not writes:
+        return
+    try:
+        with sqlite_write_turn():
+            statements = _statements.get()
+            for lease in idle:
+                statements.cursor.execute(statements.delete, [lease.id], **statements.prepare)
+            for lease, room in writes:
+                statements.cursor.execute(statements.renew, [room, now, lease.id], **statements.prepare)
+    finally:
+        with book.lock:
+            for lease in idle:
+                lease.busy, lease.row, lease.size, lease.recorded, lease.published = False, False, 0, 0, 0
+            for lease, room in writes:
+                lease.published = room
+                # Renewed late, others may have taken its room meanwhile: its
+                # row still counts its calls in flight, but none is served from
+                # it until it is sized again (under the lock).
+                if started - lease.renewed < LEASE_VALID_SECONDS:
+                    lease.renewed = started
+            for day in [day for day, lease in book.leases.items() if not lease.row and lease.calls == 0 and day < utc_today()]:
+                del book.leases[day]
+
+
+def _start_ticker() -> None:
+    if not _ticker:
+        _ticker.append(threading.Thread(target=_ticking, name="spendcap-ticker", daemon=True))
+        _ticker[0].start()
+
+
+def _ticking() -> None:
+    while True:
+        time.sleep(TICK_SECONDS)
+        if any(lease.row for lease in list(_book.leases.values())):
+            try:
+                _thread.submit(_tick_on_thread)
+            except RuntimeError:  # the interpreter is shutting down
+                return
+
+
+def _tick_on_thread(renew: bool = True) -> None:
+    try:
+        tick(_book, renew=renew)
+    except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]
+        connection.close()  # the next tick tries again, on a new connection
+        log.warning("spend cap lease not renewed: the database did not answer", exc_info=True)
 
 
 def _on_thread() -> None:
-    asks, releases = _take(_asks), _take(_releases)
-    if not asks and not releases:
+    asks = _take(_asks)
+    if not asks:
         return  # an earlier run took this job's work
     now = time.monotonic()
     if now - _state["checked_at"] >= HEALTH_CHECK_SECONDS:
         _state["checked_at"] = now
         close_old_connections()
     try:
-        answers = _settle_or_retry(asks, releases)
+        answers = _settle_or_retry(asks)
     except Exception as exc:  # a bug: every caller must still get an answer (a 500), none wait forever
         log.exception("spend cap check failed")
         for ask in asks:
@@ -236,37 +439,50 @@ def _on_thread() -> None:
         ask.answer.set_result(answer)
 
 
-def _settle_or_retry(asks: list[_Ask], releases: list[int]) -> list[tuple[bool, Figures]]:
+_UNCHECKED = Figures(-1, 0, 0)  # spent -1: let through without a lease (the database did not answer)
+
+
+def _settle_or_retry(asks: list[_Ask]) -> list[tuple[bool, Figures]]:
     try:
-        return settle(asks, releases)
+        return settle(asks, _book)
     except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]  # Django's, and the raw driver's
         connection.close()  # perhaps a dead connection: the next try opens a new one
     try:
-        return settle(asks, releases)
+        return settle(asks, _book)
     except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]
         connection.close()
         # Fail open, as the rate limiter does: a cap that cannot reach the
         # ledger must not take the whole API down (the ledger writes fail too).
         log.warning("spend cap not checked: the database did not answer", exc_info=True)
-        _releases.extend(releases)  # for the next try
-        return [(True, Figures(0, 0, 0)) for _ in asks]
+        return [(True, _UNCHECKED) for _ in asks]
 
 
-async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_bytes: int) -> int | None:
-    """Check the cap for one upstream call and hold its estimate: the hold's
-    id (to `release` once the call's spend is recorded), None with the cap
-    off, or the 429 `spend_cap_reached` stating today's figures."""
+async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_bytes: int) -> Hold | None:
+    """Check the cap for one upstream call and count its estimate in this
+    process's lease: the hold (to `release` once the call's spend is
+    recorded), None with the cap off, or the 429 `spend_cap_reached` stating
+    today's figures. Served from the lease when it has room, without the
+    database; else the cap thread sizes the lease."""
     cap = settings.MARINA_DAILY_SPEND_CAP_USD
     if cap is None:
         return None
     estimate = estimate_nanousd(provider, upstream_model, body, body_bytes)
     today = utc_today()
-    ask = _Ask(today, estimate, to_nanousd(cap), secrets.randbits(63), concurrent.futures.Future())
+    cap_nanousd = to_nanousd(cap)
+    with _book.lock:
+        lease = _book.leases.get(today)
+        now = time.monotonic()
+        if lease is not None and lease.serves(estimate, cap_nanousd, now):
+            lease.in_flight += estimate
+            lease.calls += 1
+            lease.used = now
+            return Hold(today, estimate)
+    ask = _Ask(today, estimate, cap_nanousd, concurrent.futures.Future())
     _asks.append(ask)
     _thread.submit(_on_thread)
     taken, figures = await asyncio.wrap_future(ask.answer)
     if taken:
-        return ask.hold_id
+        return Hold(today, estimate, counted=figures is not _UNCHECKED)
     resets = datetime.combine(today + timedelta(days=1), day_start(0), tzinfo=UTC)
     in_flight = f"{figures.holds} call{'s' if figures.holds != 1 else ''} in flight"
     raise ApiError(
@@ -279,18 +495,42 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     )
 
 
-def release(ids: Iterable[int]) -> None:
-    """Drop holds whose calls' spend is now recorded (or that never ran).
-    Not awaited: until done the calls count twice, never zero times."""
-    ids = list(ids)
-    if ids:
-        _releases.extend(ids)
-        _thread.submit(_on_thread)
+def release(holds: Iterable[Hold], spent_nanousd: int = 0) -> None:
+    """Take calls whose spend is now recorded (`spent_nanousd`, the request's,
+    or that never ran) out of the calls in flight: their room in the lease
+    is then counted at what they spent. No database work."""
+    holds = list(holds)
+    if holds and _book.release(holds, spent_nanousd):
+        _thread.submit(_tick_on_thread, False)
 
 
 def submit(fn: Callable[[], None]) -> concurrent.futures.Future[None]:
     """Run `fn` on the cap's thread, after what is queued there."""
     return _thread.submit(fn)
+
+
+def give_back() -> None:
+    """Delete this process's lease rows (a worker shutting down, tests between
+    cases): run on the cap thread (`submit(give_back)`)."""
+    with _book.lock:
+        leases = [lease for lease in _book.leases.values() if lease.row]
+        _book.leases.clear()
+    if leases:
+        try:
+            with sqlite_write_turn():
+                statements = _statements.get()
+                for lease in leases:
+                    statements.cursor.execute(statements.delete, [lease.id], **statements.prepare)
+        except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]
+            connection.close()
+            log.warning("spend cap leases not given back: the database did not answer (they expire)", exc_info=True)
+
+
+def forget() -> None:
+    """Drop this process's leases without touching the database (tests: the
+    case before's database is gone). Run on the cap thread."""
+    with _book.lock:
+        _book.leases.clear()
 
 
 def close_connection() -> None:

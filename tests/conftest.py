@@ -122,6 +122,7 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type
     with django_db_blocker.unblock():
         close_writer_connection()
         ratelimit.close_connection()
+        spendcap.submit(spendcap.forget).result()
         spendcap.close_connection()
 
 
@@ -130,6 +131,11 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # 
     """Base URL of a live Marina (append /v1 for clients). Uses transactional_db:
     the server and the ledger writer run in other threads, so the test's data
     must really be committed."""
+    from passthru import spendcap
+
+    # The daily cap's lease lives in this process, its row in the test's
+    # database: a lease from the case before (its row flushed) must not serve calls.
+    spendcap.submit(spendcap.forget).result()
     return _marina_server
 
 

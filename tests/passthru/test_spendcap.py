@@ -1,11 +1,13 @@
 """The daily spend cap with the calls in flight held against it
-(passthru/spendcap.py): each upstream call holds its estimated cost in
-passthru_spendhold until its spend is recorded, on a live Marina and its
-ledger. The 50-concurrent case on real gunicorn servers (SQLite, and two
+(passthru/spendcap.py): each upstream call counts its estimated cost in its
+process's lease (a row of passthru_spendhold: room reserved under the cap)
+until its spend is recorded, on a live Marina and its ledger. The 50-concurrent case on real gunicorn servers (SQLite, and two
 servers on one PostgreSQL) is tests/e2e/test_spend_cap_in_flight.py."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 import time
 from decimal import Decimal
 from typing import Any
@@ -82,17 +84,21 @@ def test_own_calls_count_at_once_and_the_refusal_states_the_figures(marina_url, 
     _wait_until_no_holds()  # every call's hold was released once its spend was recorded
 
 
-def test_spend_elsewhere_counts_at_once(marina_url, settings, priced):
+def test_spend_elsewhere_counts_once_the_lease_is_sized_again(marina_url, settings, priced):
+    """Another host spends within the room its own lease reserved, so this
+    process's lease stays good until it is used up or given back; sized
+    again (here: after being given back idle), it counts that spend."""
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     assert _call(marina_url).status_code == 200
+    _wait_until_no_holds()
     _other_host_spent("1")
     assert _call(marina_url).status_code == 429
 
 
 def test_calls_in_flight_elsewhere_count_and_a_dead_processs_holds_expire(marina_url, settings, priced):
-    """Another host's call in flight holds $0.99 of a $1 cap: no room for a
-    call estimated at $0.014 (1000 completion tokens at $14/M). A hold older than HOLD_TTL_SECONDS (its
-    process died) no longer counts."""
+    """Another host's lease (its calls in flight) holds $0.99 of a $1 cap: no
+    room for a call estimated at $0.014 (1000 completion tokens at $14/M). A
+    lease not renewed for LEASE_STALE_SECONDS (its process died) no longer counts."""
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     hold = SpendHold.objects.create(id=42, day=utc_today(), nanousd=990_000_000, created_at=time.time())
     response = _call(marina_url, max_tokens=1000)
@@ -100,7 +106,7 @@ def test_calls_in_flight_elsewhere_count_and_a_dead_processs_holds_expire(marina
     message = response.json()["error"]["message"]
     assert "$0.00000000 spent today (UTC) and $0.99000000 held by 1 call in flight, of $1" in message
     assert len(priced.requests) == 0
-    hold.created_at = time.time() - spendcap.HOLD_TTL_SECONDS - 1
+    hold.created_at = time.time() - spendcap.LEASE_STALE_SECONDS - 1
     hold.save()
     assert _call(marina_url, max_tokens=1000).status_code == 200
 
@@ -144,10 +150,99 @@ def test_a_ledger_that_cannot_be_read_lets_calls_through(marina_url, settings, p
     and the failure is logged."""
     from django.db import OperationalError
 
-    def down(asks: Any, releases: Any) -> Any:
+    def down(asks: Any, book: Any) -> Any:
         raise OperationalError("the database is down")
 
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     monkeypatch.setattr(spendcap, "settle", down)
     assert _call(marina_url).status_code == 200
     assert "spend cap not checked" in caplog.text
+
+
+def test_a_call_served_from_the_lease_makes_no_database_round_trip(marina_url, settings, priced, monkeypatch):
+    """The first call sizes this process's lease (one transaction on the cap
+    thread): its estimate and a chunk, 1 % of the cap here. The next calls fit
+    in it and start without the database: no transaction, the row unchanged."""
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
+    sized: list[int] = []
+    real = spendcap.settle
+    monkeypatch.setattr(spendcap, "settle", lambda asks, book: sized.append(len(asks)) or real(asks, book))
+    assert _call(marina_url).status_code == 200
+    assert sized == [1]
+    estimate = spendcap.estimate_nanousd("openrouter", "openai/gpt-5.2", priced.requests[0].body, len(priced.requests[0].raw))
+    lease = SpendHold.objects.get()
+    assert lease.nanousd == estimate + 10_000_000
+    assert [_call(marina_url).status_code for _ in range(5)] == [200] * 5
+    assert len(priced.requests) == 6
+    assert sized == [1]
+    assert SpendHold.objects.get().nanousd <= lease.nanousd  # only brought down to what is left (by the ticker)
+
+
+def _ask(book: spendcap.Book, estimate: int, cap: int) -> tuple[bool, spendcap.Figures]:
+    """Another process's check, sizing its lease through the same locked transaction (on this thread's connection)."""
+    return spendcap.settle([spendcap._Ask(utc_today(), estimate, cap, concurrent.futures.Future())], book)[0]
+
+
+def _leased() -> int:
+    return sum(SpendHold.objects.values_list("nanousd", flat=True))
+
+
+def test_two_processes_leases_never_exceed_the_cap(marina_url, settings, upstream):
+    """Another process (a second Book, through the same locked transaction)
+    and this server lease room together: each lease is sized within what the
+    other left, near the cap to its calls in flight only, and this server's
+    calls stop once its lease is used up: spent + leased never passes the cap."""
+    upstream.handler = lambda body: Reply(json=completion("ok", cost=0.01))
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
+    cap = 1_000_000_000
+    other = spendcap.Book()
+    assert _ask(other, 10_000_000, cap)[0]
+    assert _leased() == 90_000_000  # its call and a chunk of 8 like it: the cap is far
+    assert _call(marina_url, max_tokens=700).status_code == 200  # about $0.0098
+    ours = SpendHold.objects.exclude(nanousd=90_000_000).get().nanousd
+    assert ours > 8 * 9_800_000  # a chunk too
+    spent = sum(row.cost_nanousd for row in SpendDaily.objects.all())
+    free = cap - spent - _leased()
+    assert _ask(other, free, cap)[0]  # the other takes all that is free, and no chunk beyond
+    assert SpendHold.objects.filter(nanousd=10_000_000 + free).exists()
+    assert spent + _leased() <= cap  # (this server's row may be down to its room left already)
+    taken, figures = _ask(other, ours, cap)  # more than is free
+    assert not taken and figures.spent == spent
+    statuses = [_call(marina_url, max_tokens=700).status_code for _ in range(30)]
+    assert 429 in statuses  # its lease used up, and no more room beside the other's
+    spent = sum(row.cost_nanousd for row in SpendDaily.objects.all())
+    assert spent == 10_000_000 * len(upstream.requests)
+    assert spent + _leased() <= cap
+
+
+def test_an_idle_lease_is_given_back(marina_url, settings, priced):
+    """A lease keeps room beyond its calls; IDLE_SECONDS after its last call
+    ends it is given back (its row deleted), so an idle worker blocks no one."""
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
+    assert _call(marina_url).status_code == 200
+    assert SpendHold.objects.get().nanousd > 10_000_000
+    _wait_until_no_holds()
+    assert _call(marina_url).status_code == 200  # and sized again on the next call
+    assert SpendHold.objects.exists()
+
+
+def test_a_lease_with_calls_in_flight_is_renewed(marina_url, settings, upstream):
+    """A call in flight longer than RENEW_SECONDS: its process renews its
+    lease row meanwhile (others stop counting rows not renewed for
+    LEASE_STALE_SECONDS)."""
+    upstream.handler = lambda body: Reply(json=completion("ok", cost=0.001), delay=3)
+    settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
+    answer: list[int] = []
+    call = threading.Thread(target=lambda: answer.append(_call(marina_url).status_code))
+    call.start()
+    deadline = time.monotonic() + 10  # only bounds for a row or renewal that never comes
+    while not SpendHold.objects.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first = SpendHold.objects.get().created_at
+    while SpendHold.objects.get().created_at == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    renewed = SpendHold.objects.get().created_at
+    assert call.is_alive()  # still in flight
+    assert first < renewed
+    call.join()
+    assert answer == [200]
