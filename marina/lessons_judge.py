@@ -14,6 +14,7 @@ from typing import Any
 
 from ledger.lessons.learning import Judged, StopLearning
 from ledger.spend import services
+from passthru import spendcap
 from passthru.calls import call_json
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError
@@ -63,9 +64,11 @@ class UpstreamJudge:
         for span in ctx.spans:
             span.body = None
         status = "ok" if http_status < 400 else "error"
-        services.record_request(
-            ctx.trace(http_status=http_status, status=status, error_kind=error_kind, error_message=message[:500])
-        )
+        record = ctx.trace(http_status=http_status, status=status, error_kind=error_kind, error_message=message[:500])
+        services.record_request(record)
+        # Recorded: the daily cap's lease now counts the judgement at what it spent
+        # (unreleased, an unpriced judge would never use up the lease: no stop).
+        spendcap.release(ctx.holds, record.upstream_cost_nanousd)
 
     def close(self) -> None:
         self.loop.close()

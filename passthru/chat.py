@@ -268,14 +268,8 @@ def _trace_disconnect(ctx: RequestContext, http_status: int, message: str) -> No
             span.status, span.error_kind = "cancelled", "client_disconnected"
     ctx.traced = True
     record = ctx.trace(http_status=http_status, status="cancelled", error_kind="client_disconnected", error_message=message)
-    holds, spent = ctx.holds, _spent(record)
+    holds, spent = ctx.holds, record.upstream_cost_nanousd
     services.submit_record(record).add_done_callback(lambda _: spendcap.release(holds, spent))
-
-
-def _spent(record: TraceRecord) -> int:
-    """What the trace adds to spend_daily (its upstream calls' cost): the
-    daily cap counts it in this process's lease until the lease is next sized."""
-    return sum(span.cost_nanousd or 0 for span in record.spans if span.is_upstream_call)
 
 
 async def _record(ctx: RequestContext, record: TraceRecord) -> None:
@@ -283,7 +277,8 @@ async def _record(ctx: RequestContext, record: TraceRecord) -> None:
     holds on the daily cap: its spend is in the ledger now. Released once the
     write is over, whether this task waits for it or is cancelled meanwhile."""
     written = services.submit_record(record)
-    holds, spent = ctx.holds, _spent(record)
+    # The daily cap counts the spend in this process's lease until the lease is next sized.
+    holds, spent = ctx.holds, record.upstream_cost_nanousd
     written.add_done_callback(lambda _: spendcap.release(holds, spent))
     try:
         await asyncio.wrap_future(written)

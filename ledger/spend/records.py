@@ -58,3 +58,8 @@ class TraceRecord:
     conv_seed: int | None = None
     conv_opening: str = ""
     conv_system: str = ""
+
+    @property
+    def upstream_cost_nanousd(self) -> int:
+        """What the trace adds to spend_daily: its upstream calls' cost."""
+        return sum(span.cost_nanousd or 0 for span in self.spans if span.is_upstream_call)

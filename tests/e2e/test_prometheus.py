@@ -129,10 +129,15 @@ def prometheus_for(tmp_path: Path) -> Iterator[Callable[[int], Prometheus]]:
 
 def test_prometheus_scrapes_every_worker_and_agrees_with_the_ledger(servers, upstream, metrics_dir, prometheus_for):
     upstream.handler = priced_handler()
-    server = servers.start(workers=2, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), MARINA_METRICS_TOKEN=TOKEN)
+    # reuse_port: each worker its own listening socket, the kernel spreading new
+    # connections by hash. With the shared socket an idle machine lets one worker
+    # accept all 16 connections (seen in CI), and this test is about summing workers.
+    server = servers.start(
+        workers=2, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), MARINA_METRICS_TOKEN=TOKEN, MARINA_REUSE_PORT="true"
+    )
     prometheus = prometheus_for(server.port)
 
-    # Enough concurrent calls that both workers answer some (checked below).
+    # Enough concurrent connections that both workers answer some (checked below).
     outcomes = asyncio.run(
         run_load([server.base_url], MARINA_KEY, concurrency=16, requests=REQUESTS, kinds=("plain", "stream"))
     )
