@@ -333,16 +333,14 @@ def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
     assert views["door"][0]["error_kind"] == "client_disconnected"
 
 
-def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
-    """Both handlers cancel the view when the client hangs up, so both leave
-    the same trace behind: cancelled, 499. The upstream call, which the
-    provider bills, is let end within MARINA_DRAIN_AFTER_DISCONNECT_SECONDS and
-    metered (issue 10): its span is ok and the trace carries its cost."""
+def _abandon_plain_calls(urls, upstream, *, delay: float, prefix: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """On each handler, a plain call whose client hangs up (0.3 s) before the
+    upstream answers (`delay`): each handler's one trace, as _wait_for_trace reads it."""
     views = {}
     for name, base in urls.items():
         upstream.reset()
-        upstream.script(Reply(json=completion("late"), delay=1.0))
-        request_id = f"req-gone-plain-{name}"
+        upstream.script(Reply(json=completion("late"), delay=delay))
+        request_id = f"{prefix}-{name}"
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(
                 f"{base}/v1/chat/completions",
@@ -351,7 +349,17 @@ def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
                 timeout=httpx.Timeout(10, read=0.3),
             )
         views[name] = _wait_for_trace(request_id, timeout=10)
-        assert Trace.objects.filter(request_id=request_id).count() == 1
+    return views
+
+
+def test_client_gone_while_waiting_on_a_plain_call(urls, upstream):
+    """Both handlers cancel the view when the client hangs up, so both leave
+    the same trace behind: cancelled, 499. The upstream call, which the
+    provider bills, is let end within MARINA_DRAIN_AFTER_DISCONNECT_SECONDS and
+    metered (issue 10): its span is ok and the trace carries its cost."""
+    views = _abandon_plain_calls(urls, upstream, delay=1.0, prefix="req-gone-plain")
+    for name in urls:
+        assert Trace.objects.filter(request_id=f"req-gone-plain-{name}").count() == 1
     assert views["door"] is not None and views["door"] == views["site"]
     trace, spans = views["door"]
     assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
@@ -363,19 +371,7 @@ def test_client_gone_while_waiting_on_a_plain_call_past_the_drain(urls, upstream
     """A reply slower than MARINA_DRAIN_AFTER_DISCONNECT_SECONDS: Marina hangs
     up at the bound, the upstream call is marked cancelled, no cost."""
     settings.MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = 0.3
-    views = {}
-    for name, base in urls.items():
-        upstream.reset()
-        upstream.script(Reply(json=completion("late"), delay=2.0))
-        request_id = f"req-gone-plain-cut-{name}"
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.post(
-                f"{base}/v1/chat/completions",
-                content=_body(),
-                headers={"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id},
-                timeout=httpx.Timeout(10, read=0.3),
-            )
-        views[name] = _wait_for_trace(request_id, timeout=10)
+    views = _abandon_plain_calls(urls, upstream, delay=2.0, prefix="req-gone-plain-cut")
     assert views["door"] is not None and views["door"] == views["site"]
     trace, spans = views["door"]
     assert (trace["status"], trace["http_status"], trace["error_kind"]) == ("cancelled", 499, "client_disconnected")
