@@ -147,3 +147,46 @@ def test_a_nul_character_in_a_traced_body_does_not_lose_the_trace():
     assert trace.body == {"messages": [{"role": "user", "content": "a\ufffdb"}], "k\ufffd": 1}
     assert trace.spans.get(seq=1).body == {"request": {"content": "x\ufffd"}}
     assert sum(SpendDaily.objects.values_list("calls", flat=True)) == 2
+
+
+def _two_calls_to_one_model(request_id: str) -> TraceRecord:
+    """A formation's request: two upstream calls to one model on one day, one failed."""
+    record = _record(request_id)
+    record.spans[2].started_at = T0  # the same UTC day as the first call: one spend row
+    record.spans[2].prompt_tokens, record.spans[2].cost_nanousd = 50, 70_000
+    return record
+
+
+@pytest.mark.django_db
+def test_two_calls_to_one_model_in_one_request_add_up():
+    """PostgreSQL writes a request as one statement, whose upsert may touch
+    each spend row once: the calls of one key are summed before it."""
+    services.record_requests([_two_calls_to_one_model("a")])
+    services.record_requests([_two_calls_to_one_model("b"), _two_calls_to_one_model("c")])
+    (row,) = SpendDaily.objects.all()
+    assert (row.calls, row.errors, row.unpriced_calls) == (6, 3, 0)
+    assert (row.prompt_tokens, row.completion_tokens, row.cost_nanousd) == (450, 60, 3 * 1_300_000)
+    assert Span.objects.count() == 9 and set(Trace.objects.values_list("cost_nanousd", flat=True)) == {1_300_000}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_commits_a_lone_trace_in_one_statement():
+    """One round trip for the trace the chat route waits on: no BEGIN or
+    COMMIT around it, and it is committed (another connection sees it) when
+    record_requests returns."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://...)")
+    import psycopg
+
+    with CaptureQueriesContext(connection) as queries:
+        (trace_id,) = services.record_requests([_record("lone")])
+    assert len(queries) == 1 and queries[0]["sql"].startswith("WITH t AS (INSERT INTO")
+    settings = connection.settings_dict
+    with psycopg.connect(host=settings["HOST"], port=settings["PORT"], user=settings["USER"], dbname=settings["NAME"]) as other:
+        spans = other.execute("SELECT count(*) FROM ledger_span WHERE trace_id = %s", [trace_id]).fetchone()
+        calls = other.execute("SELECT sum(calls) FROM spend_daily").fetchone()
+    assert spans == (3,) and calls == (2,)
+    assert _view(Trace.objects.get(pk=trace_id)) == _view(_orm_twin(_record("lone")))
