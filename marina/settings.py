@@ -95,6 +95,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # the same database as the test itself.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-marina.sqlite3")}
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django turns prepared statements off for the sake of connection poolers;
+    # Marina prepares the statements it runs on every call (ledger/prepared.py:
+    # the trace write, the spend cap, the rate limiter). Django's own queries
+    # bind on the client and are never prepared either way. `false` for a
+    # pooler in transaction mode without prepared-statement support (PgBouncer
+    # before 1.21, or without max_prepared_statements).
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+        5 if env_bool("MARINA_PG_PREPARED_STATEMENTS", True) else None
+    )
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -15,17 +15,21 @@ from typing import Any, Generic, TypeVar
 
 from django.db import connection
 
+from ledger.prepared import server_binding_cursor
+
 
 class RawCursor:
     def __init__(self) -> None:
         connection.ensure_connection()
         self.raw: Any = connection.connection
         self.vendor = connection.vendor
-        self.cursor = self.raw.cursor()
+        # Prepared statements need a server-binding cursor (ledger/prepared.py).
+        self.cursor = server_binding_cursor(self.raw) if self.vendor == "postgresql" else self.raw.cursor()
         self.p = "?" if self.vendor == "sqlite" else "%s"  # the placeholder
         self.prepare: dict[str, bool] = {"prepare": True} if self.vendor == "postgresql" else {}
         if self.vendor == "postgresql":
             self.cursor.execute("SET synchronous_commit = off")
+
 
 
 C = TypeVar("C", bound=RawCursor)

@@ -170,10 +170,10 @@ def test_two_calls_to_one_model_in_one_request_add_up():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_postgresql_commits_a_lone_trace_in_one_statement():
-    """One round trip for the trace the chat route waits on: no BEGIN or
-    COMMIT around it, and it is committed (another connection sees it) when
-    record_requests returns."""
+def test_postgresql_commits_a_lone_trace_in_one_prepared_statement(monkeypatch):
+    """One round trip for the trace the chat route waits on: one statement,
+    prepared, no BEGIN or COMMIT around it, and committed (another connection
+    sees it) when record_requests returns."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -181,9 +181,21 @@ def test_postgresql_commits_a_lone_trace_in_one_statement():
         pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://...)")
     import psycopg
 
-    with CaptureQueriesContext(connection) as queries:
+    connection.ensure_connection()  # opening it runs statements of its own
+    sent: list[tuple[str, bool | None]] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self, query, params=None, *, prepare=None, **kw):
+        sent.append((str(query), prepare))
+        return execute(self, query, params, prepare=prepare, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    with CaptureQueriesContext(connection) as through_django:
         (trace_id,) = services.record_requests([_record("lone")])
-    assert len(queries) == 1 and queries[0]["sql"].startswith("WITH t AS (INSERT INTO")
+    assert len(through_django) == 0 and len(sent) == 1
+    assert sent[0][0].startswith("WITH t AS (INSERT INTO") and sent[0][1] is True
+    prepared = connection.connection.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    assert [row[0][:22] for row in prepared] == ["WITH t AS (INSERT INTO"]
     settings = connection.settings_dict
     with psycopg.connect(host=settings["HOST"], port=settings["PORT"], user=settings["USER"], dbname=settings["NAME"]) as other:
         spans = other.execute("SELECT count(*) FROM ledger_span WHERE trace_id = %s", [trace_id]).fetchone()
