@@ -5,6 +5,7 @@ through LiteLLM's proxy, under wrk, with a τ²-sized body.
     .venv/bin/python bench/overhead.py --skip-litellm  # Marina and direct only
     .venv/bin/python bench/overhead.py --duration 3 --concurrency 1,32
     .venv/bin/python bench/overhead.py --skip-litellm --database postgres   # the ledger on PostgreSQL
+    .venv/bin/python bench/overhead.py --database sqlite,postgres --runs 5  # issue 11's run: both, five times
     .venv/bin/python bench/overhead.py --skip-litellm --modes plain --concurrency 1 --runs 5
 
 Marina targets (each its own model id, same server): `marina` a priced id
@@ -370,7 +371,9 @@ CPU_RATIO_GOAL = {"sqlite": 6.0, "postgres": 10.0}
 TTFB_GOAL_MS = 1.0
 
 
-def goals(results: list[Result], ttfb_rows: list[dict[str, Any]], rss: dict[str, list[float]], database: str) -> list[str]:
+def goals(results: list[Result], ttfb_rows: list[dict[str, Any]], rss: dict[str, list[float]],
+          database_of: dict[str, str]) -> list[str]:
+    """The goals for the priced id on each database ("marina", "marina-postgres")."""
     out = []
 
     def line(ok: bool, text: str) -> None:
@@ -379,31 +382,43 @@ def goals(results: list[Result], ttfb_rows: list[dict[str, Any]], rss: dict[str,
     runs = same_run(results)
     n = max((r.run for r in results), default=1)
     over = f"median of {n} runs" if n > 1 else "one run"
-    for mode in ("plain", "stream"):
-        pairs = [(m, d) for m, d, _ in runs.get(("marina", mode, 1), []) if d]
-        if pairs:
-            p50 = _median([m.p50_ms - d.p50_ms for m, d in pairs])
-            p99 = _median([m.p99_ms - d.p99_ms for m, d in pairs])
-            goal = P50_GOAL_MS[database]
-            line(p50 <= goal, f"added p50 at c=1 ({mode}, {database}) ≤ {goal:g} ms, {over}: {p50:+.2f} ms")
-            line(p99 <= 10.0, f"added p99 at c=1 ({mode}) ≤ 10 ms, {over}: {p99:+.2f} ms")
-    first_byte = added_ttfb(ttfb_rows).get(("marina", 1))
-    if first_byte:
-        value = statistics.median(first_byte)
-        line(value <= TTFB_GOAL_MS, f"added time to first byte at c=1 ≤ {TTFB_GOAL_MS:g} ms, {over}: {value:+.2f} ms")
-    for (target, mode, c), per_run in runs.items():
-        pairs_l = [(m, lite) for m, _, lite in per_run if lite and m.cpu_ms_per_req]
-        if target == "marina" and pairs_l and c >= 32:
-            ratio = _median([lite.cpu_ms_per_req / m.cpu_ms_per_req for m, lite in pairs_l])
-            goal = CPU_RATIO_GOAL[database]
-            line(ratio >= goal, f"CPU/request ≤ 1/{goal:g} of LiteLLM's, {mode} c={c} ({database}), {over}: "
-                                f"{_median([m.cpu_ms_per_req for m, _ in pairs_l]):.2f} vs "
-                                f"{_median([lite.cpu_ms_per_req for _, lite in pairs_l]):.2f} ms ({ratio:.1f}×)")
-    if rss.get("marina"):
-        line(max(rss["marina"]) < 150, f"RSS per Marina worker < 150 MB: {', '.join(f'{v:.0f}' for v in rss['marina'])} MB")
-    errors = sum(r.errors for r in results if r.target == "marina")
+    first_byte = added_ttfb(ttfb_rows)
+    for target, database in database_of.items():
+        if target not in ("marina", f"marina-{database}"):
+            continue
+        for mode in ("plain", "stream"):
+            pairs = [(m, d) for m, d, _ in runs.get((target, mode, 1), []) if d]
+            if pairs:
+                p50 = _median([m.p50_ms - d.p50_ms for m, d in pairs])
+                p99 = _median([m.p99_ms - d.p99_ms for m, d in pairs])
+                goal = P50_GOAL_MS[database]
+                line(p50 <= goal, f"added p50 at c=1 ({mode}, {database}) ≤ {goal:g} ms, {over}: {p50:+.2f} ms")
+                line(p99 <= 10.0, f"added p99 at c=1 ({mode}, {database}) ≤ 10 ms, {over}: {p99:+.2f} ms")
+        if first_byte.get((target, 1)):
+            value = statistics.median(first_byte[(target, 1)])
+            line(value <= TTFB_GOAL_MS, f"added time to first byte at c=1 ({database}) ≤ {TTFB_GOAL_MS:g} ms, {over}: {value:+.2f} ms")
+        for (name, mode, c), per_run in runs.items():
+            pairs_l = [(m, lite) for m, _, lite in per_run if lite and m.cpu_ms_per_req]
+            if name == target and pairs_l and c >= 32:
+                ratio = _median([lite.cpu_ms_per_req / m.cpu_ms_per_req for m, lite in pairs_l])
+                goal = CPU_RATIO_GOAL[database]
+                line(ratio >= goal, f"CPU/request ≤ 1/{goal:g} of LiteLLM's, {mode} c={c} ({database}), {over}: "
+                                    f"{_median([m.cpu_ms_per_req for m, _ in pairs_l]):.2f} vs "
+                                    f"{_median([lite.cpu_ms_per_req for _, lite in pairs_l]):.2f} ms ({ratio:.1f}×)")
+    for name, sizes in rss.items():
+        if name.startswith("marina"):
+            line(max(sizes) < 150, f"RSS per Marina worker < 150 MB ({name}): {', '.join(f'{v:.0f}' for v in sizes)} MB")
+    errors = sum(r.errors for r in results if r.target not in ("direct", "litellm"))
     line(errors == 0, f"zero errors through Marina: {errors}")
     return out
+
+
+def databases(spec: str) -> list[str]:
+    """--database: one or two of sqlite, postgres (the first is the main server's)."""
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    if not names or len(set(names)) != len(names) or any(name not in ("sqlite", "postgres") for name in names):
+        raise argparse.ArgumentTypeError(f"expected sqlite, postgres or sqlite,postgres, not {spec!r}")
+    return names
 
 
 def main() -> None:
@@ -415,8 +430,10 @@ def main() -> None:
     parser.add_argument("--ids", default="marina,marina-unpriced",
                         help="Marina targets (default marina,marina-unpriced; also marina-unprefixed)")
     parser.add_argument("--ratelimit", action="store_true", help="also a Marina with the rate limiter on (marina-ratelimit)")
-    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
-                        help=f"Marina's ledger: a temporary SQLite file, or a throwaway PostgreSQL database on {PG_ADMIN_URL}")
+    parser.add_argument("--database", type=databases, default=["sqlite"],
+                        help=f"Marina's ledger: sqlite (a temporary file), postgres (a throwaway database on {PG_ADMIN_URL}), "
+                             "or both, 'sqlite,postgres': a Marina for each, measured interleaved; the second's targets "
+                             "are named <id>-postgres")
     parser.add_argument("--runs", type=int, default=1, help="repeat the measured matrix, interleaved (median added p50 at c=1)")
     parser.add_argument("--ttfb", default="1,32", help="concurrency levels for streams' time to first byte ('' : none)")
     parser.add_argument("--gap-ms", type=float, default=1.0, help="fake upstream's pause between SSE events")
@@ -444,8 +461,10 @@ def main() -> None:
             upstream, up_port = start_fake_upstream(tmp, "--gap-ms", str(args.gap_ms))
             servers.append(upstream)
 
-            def database(name: str) -> str:
-                if args.database == "sqlite":
+            main_db = args.database[0]
+
+            def database(name: str, kind: str = main_db) -> str:
+                if kind == "sqlite":
                     url = f"sqlite:///{tmp / (name + '.sqlite3')}"
                 else:  # dropped when the bench ends
                     url = scratch.enter_context(scratch_postgres(PG_ADMIN_URL, f"marina_overhead_{name.replace('-', '_')}"))
@@ -466,6 +485,17 @@ def main() -> None:
                 servers.append(litellm)
             targets: list[tuple[str, Server | None, str, str]] = [("direct", None, upstream.base_url, "")]
             targets += [(i, by_id[i], by_id[i].base_url, MARINA_KEY) for i in ids]
+            # The same ids through a Marina on each further database, interleaved with the first.
+            database_of = {i: main_db for i in ids}
+            for kind in args.database[1:]:
+                other = start_marina(tmp, up_port, database(f"marina-{kind}", kind), f"marina-{kind}", settings)
+                servers.append(other)
+                for i in ids:
+                    if i != "marina-ratelimit":
+                        target = f"{i}-{kind}"
+                        targets.append((target, other, other.base_url, MARINA_KEY))
+                        bodies.update({(target, m): bodies[(i, m)] for m in ("plain", "stream")})
+                        database_of[target] = kind
             if litellm:
                 targets.append(("litellm", litellm, litellm.base_url, LITELLM_KEY))
             for name, root, extra in args.marina_variant:
@@ -473,9 +503,10 @@ def main() -> None:
                 servers.append(other)
                 targets.append((name, other, other.base_url, MARINA_KEY))
                 bodies.update({(name, m): bodies[("marina", m)] for m in ("plain", "stream")})
-            processes = {"marina": marina, **({"marina-ratelimit": by_id["marina-ratelimit"]} if args.ratelimit else {}),
-                         **({"litellm": litellm} if litellm else {}),
-                         **{name: s for name, s, _, _ in targets if s is not None and name not in ids}}
+            processes: dict[str, Server] = {"marina": marina}
+            for name, server, _, _ in targets:  # each server once, by its first target's name
+                if server is not None and server not in processes.values():
+                    processes[name] = server
             rss_idle = {name: s.worker_rss() for name, s in processes.items()}
             # Warm every path (imports, connection pools, price tables) before measuring.
             for name, _, url, key in targets:
@@ -512,7 +543,7 @@ def main() -> None:
     litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
     print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
           f"{args.duration:g} s per run; body {len(tau2_body.encoded('openai/' + MODEL))} bytes; "
-          f"ledger on {args.database}; LiteLLM {litellm_version})\n")
+          f"ledger on {', '.join(args.database)}; LiteLLM {litellm_version})\n")
     print(fmt_table(results))
     if args.runs > 1:
         print("\n### Added p50 at c=1 over the runs\n")
@@ -535,7 +566,7 @@ def main() -> None:
     print(f"- wrk counted {measured} completed through Marina in the measured runs (plus warm-up and TTFB streams; "
           "`cancelled client_disconnected` are the streams wrk cut off when each run's time was up)")
     print("\n### Goals\n")
-    for g in goals(results, ttfb_rows, rss, args.database):
+    for g in goals(results, ttfb_rows, rss, database_of):
         print(f"- {g}")
     if args.json:
         args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "ttfb": ttfb_rows, "rss_mb": rss,
