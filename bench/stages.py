@@ -64,7 +64,7 @@ def _wrap(owner: Any, attribute: str, label: str) -> None:
 def _instrument() -> Any:
     """Marina's application, with the stages marked."""
     from marina import mounts
-    from marina.asgi import application
+    from marina.asgi import application  # sets Django up: import it first
     from passthru import api, chat, spendcap, upstream
 
     _wrap(mounts.ApiHandler, "read_body", "django: read body")
