@@ -181,7 +181,7 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
     """INSERT the traces, their spans and their spend upserts; returns the
     traces' ids. The caller holds the transaction (on PostgreSQL, a single
     trace needs none: its one statement is atomic)."""
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql" and fits_one_statement(traces):
         connection.ensure_connection()
         with connection.wrap_database_errors:  # Django's exceptions, as from its own cursors
             if len(traces) == 1:
@@ -214,6 +214,15 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
     return ids
 
 
+# A statement takes at most 65,535 parameters (~20 a span): past this many
+# spans (no formation comes near) a trace is written as several statements.
+ONE_STATEMENT_MAX_SPANS = 1000
+
+
+def fits_one_statement(traces: Sequence[TraceRecord]) -> bool:
+    return all(len(trace.spans) <= ONE_STATEMENT_MAX_SPANS for trace in traces)
+
+
 def summed_spend(rows: Sequence[SpendRow]) -> list[SpendRow]:
     """One row per spend key, its counts added: one INSERT ... ON CONFLICT may
     not update the same row twice (two calls of one request to one model)."""
@@ -232,7 +241,7 @@ def summed_spend(rows: Sequence[SpendRow]) -> list[SpendRow]:
 @lru_cache(maxsize=64)
 def _one_statement(spans: int, spend_rows: int) -> str:
     """PostgreSQL: a trace, `spans` spans and `spend_rows` spend upserts in one
-    statement (the SQL kept per shape, so psycopg prepares it once it recurs)."""
+    statement (its SQL made once per shape; psycopg prepares each once per connection)."""
     trace_insert, span_insert = _statements("postgresql")
     parts = [f"t AS ({trace_insert.sql})"]
     if spans:

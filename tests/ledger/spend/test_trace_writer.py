@@ -202,3 +202,19 @@ def test_postgresql_commits_a_lone_trace_in_one_prepared_statement(monkeypatch):
         calls = other.execute("SELECT sum(calls) FROM spend_daily").fetchone()
     assert spans == (3,) and calls == (2,)
     assert _view(Trace.objects.get(pk=trace_id)) == _view(_orm_twin(_record("lone")))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trace_with_more_spans_than_one_statement_takes_is_written_whole(monkeypatch):
+    """Past ONE_STATEMENT_MAX_SPANS (PostgreSQL's parameter limit) the trace
+    is written as several statements in a transaction, the same rows."""
+    from ledger.spend import trace_writer
+
+    def too_many_parameters(cursor, trace):
+        raise AssertionError("a trace past the limit went into one statement")
+
+    monkeypatch.setattr(trace_writer, "ONE_STATEMENT_MAX_SPANS", 2)  # _record has three spans
+    monkeypatch.setattr(trace_writer, "_execute_one_statement", too_many_parameters)
+    (trace_id,) = services.record_requests([_record("many")])
+    assert _view(Trace.objects.get(pk=trace_id)) == _view(_orm_twin(_record("many")))
+    assert sum(SpendDaily.objects.values_list("calls", flat=True)) == 2
