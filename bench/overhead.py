@@ -72,6 +72,7 @@ MARINA_IDS = {
     "marina-unprefixed": MODEL,
     "marina-ratelimit": f"openai/{MODEL}",
 }
+BASELINES = ("direct", "litellm")  # the targets Marina's are measured against
 PG_ADMIN_URL = os.environ.get("MARINA_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
@@ -290,15 +291,13 @@ def fmt_table(results: list[Result]) -> str:
 
 def fmt_runs(results: list[Result]) -> list[str]:
     """Added p50 at c=1 per run, and the median over the runs, per Marina target and mode."""
-    direct = {(r.run, r.mode): r for r in results if r.target == "direct" and r.concurrency == 1}
-    added: dict[tuple[str, str], list[float]] = {}
-    for r in results:
-        d = direct.get((r.run, r.mode))
-        if r.concurrency == 1 and r.target not in ("direct", "litellm") and d:
-            added.setdefault((r.target, r.mode), []).append(r.p50_ms - d.p50_ms)
-    return [f"{target} {mode}: added p50 at c=1 per run {', '.join(f'{v:+.2f}' for v in values)} ms; "
-            f"median {statistics.median(values):+.2f} ms"
-            for (target, mode), values in added.items()]
+    lines = []
+    for (target, mode, c), runs in same_run(results).items():
+        added = [m.p50_ms - d.p50_ms for m, d, _ in runs if d]
+        if c == 1 and target not in BASELINES and added:
+            lines.append(f"{target} {mode}: added p50 at c=1 per run {', '.join(f'{v:+.2f}' for v in added)} ms; "
+                         f"median {statistics.median(added):+.2f} ms")
+    return lines
 
 
 def added_ttfb(rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[float]]:
@@ -349,7 +348,7 @@ def fmt_ratios(results: list[Result]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for (target, mode, c), runs in same_run(results).items():
-        if target in ("direct", "litellm"):
+        if target in BASELINES:
             continue
         with_d = [(m, d) for m, d, _ in runs if d]
         with_l = [(m, lite) for m, _, lite in runs if lite]
@@ -398,8 +397,8 @@ def goals(results: list[Result], ttfb_rows: list[dict[str, Any]], rss: dict[str,
             value = statistics.median(first_byte[(target, 1)])
             line(value <= TTFB_GOAL_MS, f"added time to first byte at c=1 ({database}) ≤ {TTFB_GOAL_MS:g} ms, {over}: {value:+.2f} ms")
         for (name, mode, c), per_run in runs.items():
-            pairs_l = [(m, lite) for m, _, lite in per_run if lite and m.cpu_ms_per_req]
-            if name == target and pairs_l and c >= 32:
+            pairs_l = [(m, lite) for m, _, lite in per_run if lite and m.cpu_ms_per_req] if name == target else []
+            if pairs_l and c >= 32:
                 ratio = _median([lite.cpu_ms_per_req / m.cpu_ms_per_req for m, lite in pairs_l])
                 goal = CPU_RATIO_GOAL[database]
                 line(ratio >= goal, f"CPU/request ≤ 1/{goal:g} of LiteLLM's, {mode} c={c} ({database}), {over}: "
@@ -408,7 +407,7 @@ def goals(results: list[Result], ttfb_rows: list[dict[str, Any]], rss: dict[str,
     for name, sizes in rss.items():
         if name.startswith("marina"):
             line(max(sizes) < 150, f"RSS per Marina worker < 150 MB ({name}): {', '.join(f'{v:.0f}' for v in sizes)} MB")
-    errors = sum(r.errors for r in results if r.target not in ("direct", "litellm"))
+    errors = sum(r.errors for r in results if r.target not in BASELINES)
     line(errors == 0, f"zero errors through Marina: {errors}")
     return out
 

@@ -31,7 +31,6 @@ class RawCursor:
             self.cursor.execute("SET synchronous_commit = off")
 
 
-
 C = TypeVar("C", bound=RawCursor)
 
 

@@ -17,7 +17,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 
 from ledger.models import Trace
 from ledger.spend.records import TraceRecord
-from ledger.spend.trace_writer import fits_one_statement, insert_traces
+from ledger.spend.trace_writer import insert_traces, one_statement_each
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def record_request(trace: TraceRecord) -> Trace:
 def record_requests(traces: Sequence[TraceRecord], *, notify: bool = True) -> list[int]:
     """record_request for several requests, in one transaction. With `notify`,
     the observers hear of the traces once they are committed."""
-    if len(traces) == 1 and connection.vendor == "postgresql" and not connection.in_atomic_block and fits_one_statement(traces):
+    if len(traces) == 1 and one_statement_each(traces) and not connection.in_atomic_block:
         # One statement (ledger/spend/trace_writer.py), committed on its own:
         # BEGIN and COMMIT would be two more round trips to the server.
         ids = insert_traces(traces)

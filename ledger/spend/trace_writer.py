@@ -181,7 +181,7 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
     """INSERT the traces, their spans and their spend upserts; returns the
     traces' ids. The caller holds the transaction (on PostgreSQL, a single
     trace needs none: its one statement is atomic)."""
-    if connection.vendor == "postgresql" and fits_one_statement(traces):
+    if one_statement_each(traces):
         connection.ensure_connection()
         with connection.wrap_database_errors:  # Django's exceptions, as from its own cursors
             if len(traces) == 1:
@@ -219,8 +219,9 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
 ONE_STATEMENT_MAX_SPANS = 1000
 
 
-def fits_one_statement(traces: Sequence[TraceRecord]) -> bool:
-    return all(len(trace.spans) <= ONE_STATEMENT_MAX_SPANS for trace in traces)
+def one_statement_each(traces: Sequence[TraceRecord]) -> bool:
+    """Whether insert_traces writes each of `traces` as one statement (PostgreSQL)."""
+    return connection.vendor == "postgresql" and all(len(trace.spans) <= ONE_STATEMENT_MAX_SPANS for trace in traces)
 
 
 def summed_spend(rows: Sequence[SpendRow]) -> list[SpendRow]:
@@ -265,9 +266,11 @@ def _execute_one_statement(cursor: Any, trace: TraceRecord) -> None:
     upstream = [s for s in trace.spans if s.is_upstream_call]
     spend = summed_spend([spend_row(trace, s) for s in upstream])
     params = trace_insert.params(_trace_values(trace, upstream))
+    trace_id_at = [name for name, _ in span_insert.adapters].index("trace_id")  # the statement fills it in
     for span in trace.spans:
-        values = _span_values(0, span)
-        params += [p for (name, _), p in zip(span_insert.adapters, span_insert.params(values), strict=True) if name != "trace_id"]
+        span_params = span_insert.params(_span_values(0, span))
+        del span_params[trace_id_at]
+        params += span_params
     for row in spend:
         params += row
     # Prepared: parsing and planning the CTEs was a third of the statement's time.
