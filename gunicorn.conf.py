@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from marina.env import ConfigError, env_bool, env_int, env_str, load_env_file
+from kernel.env import ConfigError, env_bool, env_int, env_str, load_env_file
 
 # Blank means the default here too (.env.example), and a malformed value stops
 # start-up with one line naming it: gunicorn prints a config file's exception

@@ -7,7 +7,7 @@ if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "marina.settings")
     from django.core.management import execute_from_command_line
 
-    from marina.env import ConfigError
+    from kernel.env import ConfigError
 
     try:
         execute_from_command_line(sys.argv)

@@ -12,6 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from kernel.money import dollars
 from ledger.admin_scale import CappedCountPaginator, CostSourceFilter, StatusFilter
 from ledger.lessons import services as lessons
 from ledger.models import (
@@ -28,7 +29,6 @@ from ledger.models import (
 from ledger.reports.selectors import cost_source_label
 from ledger.spend import keys as stored_keys
 from ledger.spend.selectors import spend_sums
-from marina.money import dollars
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -106,7 +106,7 @@ class BenchmarkItemAdmin(ReadOnlyAdmin):
         "item_id", "run_link", "task_id", "trial", "reward_shown", "correct", "infra_error",
         "termination_reason", "duration", "agent_cost", "user_cost",
     ]  # fmt: skip
-    # Floats as the reports show them (marina.money for dollars), never as raw
+    # Floats as the reports show them (kernel.money for dollars), never as raw
     # binary floats such as 597.0618970000032.
     exclude = ["reward", "duration_s", "agent_cost_usd", "user_cost_usd"]
     readonly_fields = ["reward_shown", "duration", "agent_cost", "user_cost"]

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.db import models
 
-from marina.money import to_usd
+from kernel.money import to_usd
 
 
 class SpendDaily(models.Model):
@@ -72,7 +72,7 @@ class Trace(models.Model):
     completion_tokens = models.BigIntegerField(default=0)
     cost_nanousd = models.BigIntegerField(null=True)
     body = models.JSONField(null=True, blank=True)  # only with MARINA_TRACE_BODIES=on, redacted
-    # What identifies the request's conversation, never its content (marina/conversation.py):
+    # What identifies the request's conversation, never its content (kernel/conversation.py):
     # the body's `seed` and short hashes of the opening messages and of the system texts.
     conv_seed = models.BigIntegerField(null=True, blank=True)
     conv_opening = models.CharField(max_length=16, blank=True)
@@ -208,7 +208,7 @@ class BenchmarkItem(models.Model):
     agent_cost_usd = models.FloatField(null=True, blank=True)  # τ²'s own LiteLLM estimate
     user_cost_usd = models.FloatField(null=True, blank=True)
     reward_breakdown = models.JSONField(default=dict, blank=True)  # DB, ACTION, COMMUNICATE, NL_ASSERTION...
-    # The simulation's conversation identity (marina/conversation.py), from the results file.
+    # The simulation's conversation identity (kernel/conversation.py), from the results file.
     seed = models.BigIntegerField(null=True, blank=True)
     opening_agent = models.CharField(max_length=16, blank=True)
     opening_user = models.CharField(max_length=16, blank=True)

@@ -27,9 +27,9 @@ from pydantic import BaseModel, Field
 
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult, import_ledger, import_tau2
-from marina.intake import admitted
 from passthru import auth
 from passthru.errors import UPLOAD_LIMIT, ApiError, check_request_size, declared_size
+from passthru.intake import admitted
 from passthru.schemas import ErrorEnvelope, inline_schema
 
 router = Router(tags=["benchmarks"])
@@ -53,7 +53,7 @@ def _bad(message: str, param: str | None = None) -> ApiError:
 
 
 def _read_body(request: HttpRequest) -> bytes:
-    # marina/intake.py has refused an over-limit body before Django read it
+    # passthru/intake.py has refused an over-limit body before Django read it
     # all; this is the check for a server without it (WSGI).
     check_request_size(declared_size({k.lower(): v for k, v in request.headers.items()}), UPLOAD_LIMIT)
     # request.read, not request.body: the body cap for chat requests is smaller than an upload's.
@@ -120,7 +120,7 @@ def _import(data: dict[str, Any]) -> ImportResult:
 )
 async def upload_run(request: HttpRequest) -> HttpResponse:
     headers = {k.lower(): v for k, v in request.headers.items()}
-    # The key (and the size) were checked before the body was read (marina/intake.py).
+    # The key (and the size) were checked before the body was read (passthru/intake.py).
     caller = admitted(request) or await auth.authenticate(headers.get("authorization"), headers.get("x-marina-agent"))
     if not caller.keyed and not settings.MARINA_OPEN_API_UPLOADS:
         raise ApiError(

@@ -47,7 +47,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 from django.utils.module_loading import import_string
 
-from marina.intake import ASGIApp, Receive, Scope, Send
+from passthru.intake import ASGIApp, Receive, Scope, Send
 
 API_PREFIX = "/v1/"
 SITE_UNDER_API = "/v1/benchmarks/"  # the NinjaAPI's upload routes, served with the site

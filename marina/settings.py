@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from marina.env import (
+from kernel.env import (
     ConfigError,
     env_bool,
     env_float,
@@ -315,3 +315,6 @@ TAU2_BIN = env_str("TAU2_BIN")
 MARINA_LESSONS = env_str("MARINA_LESSONS", "on").lower()
 if MARINA_LESSONS not in ("on", "observe", "off"):
     raise ConfigError(f"MARINA_LESSONS must be on, observe or off, not {MARINA_LESSONS!r}")
+# The judge learn_lessons and import_tau2 --learn ask, named here rather than imported by the
+# ledger: it goes through passthru's upstream path, and the ledger sits below passthru.
+MARINA_LESSONS_JUDGE = "passthru.lessons_judge.UpstreamJudge"

@@ -16,8 +16,10 @@ class ObservabilityConfig(AppConfig):
 
         from ledger.spend import services
         from observability import metrics
+        from passthru import upstream
 
         services.add_observer(metrics.OBSERVER)
+        upstream.watch_queue(metrics.UPSTREAM_QUEUED.inc)
         if settings.MARINA_OTEL_EXPORT:
             # Only now is OpenTelemetry imported: unset, it costs nothing.
             from observability import otel

@@ -22,9 +22,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from kernel.money import to_usd
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.services import WriterObserver
-from marina.money import to_usd
 
 # Latency buckets in seconds. Upstream calls run from tens of milliseconds to
 # minutes (reasoning models); Marina's own overhead is a few milliseconds.

@@ -22,7 +22,7 @@ here.
   totals as `marina.*` (cost) for dashboards.
 - Message content (`gen_ai.input.messages`, `gen_ai.output.messages`) only
   with MARINA_TRACE_BODIES=on, from the bodies as stored (credentials
-  redacted by marina/redact.py before they were stored), and only on the
+  redacted by kernel/redact.py before they were stored), and only on the
   upstream calls, where the conventions put it: on the root too it would
   double the largest attribute of every export.
 """

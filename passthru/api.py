@@ -9,11 +9,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
-from marina.intake import admitted, headers_of
 from passthru import cors
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
+from passthru.intake import admitted, headers_of
 from passthru.models_list import list_models
 from passthru.responses import Outbound
 from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList, inline_schema
@@ -32,7 +32,7 @@ _ERRORS = {code: ErrorEnvelope for code in (400, 401, 404, 413, 429, 502, 503, 5
 
 def inbound(request: HttpRequest) -> Inbound:
     headers = headers_of(request)
-    caller = admitted(request)  # marina/intake.py checked the key and the size before the body
+    caller = admitted(request)  # passthru/intake.py checked the key and the size before the body
     check_request_size(declared_size(headers))
     try:
         body = request.body

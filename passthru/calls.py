@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from kernel.redact import redact
 from ledger.spend.records import SpanRecord
-from marina.redact import redact
 from passthru import spendcap, upstream
 from passthru.bodyprep import prepare
 from passthru.context import RequestContext

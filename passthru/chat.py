@@ -11,11 +11,11 @@ from typing import Any
 
 from django.conf import settings
 
+from kernel import money
+from kernel.conversation import identify
+from kernel.redact import redact
 from ledger.spend import services
 from ledger.spend.records import TraceRecord
-from marina import money
-from marina.conversation import identify
-from marina.redact import redact
 from passthru import auth, cors, crews, fallback, formations, ratelimit, spendcap, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext

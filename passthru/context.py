@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kernel.conversation import NONE as NO_IDENTITY
+from kernel.conversation import Identity
 from ledger.spend.records import SpanRecord, TraceRecord
-from marina.conversation import NONE as NO_IDENTITY
-from marina.conversation import Identity
 from passthru.errors import ApiError
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Operations never catch these: marina/api.py maps each class to its status and
 envelope once (STYLE practice 3). The two errors every edge may raise on its
-own (marina/intake.py, the Ninja route, the core) are built here only, so
+own (passthru/intake.py, the Ninja route, the core) are built here only, so
 their wording cannot drift apart: `internal_error` (the 500) and
 `check_request_size` (the 413)."""
 from __future__ import annotations
@@ -103,7 +103,7 @@ def check_request_size(size: int | None, limit: str = REQUEST_LIMIT) -> None:
 
 def request_too_large(limit: str = REQUEST_LIMIT) -> ApiError:
     """The 413, one wording whether the size was declared or found by reading.
-    It never states the size: reading stops at the limit (marina/intake.py),
+    It never states the size: reading stops at the limit (passthru/intake.py),
     so a chunked body's size is never known."""
     return ApiError(
         413, f"Request body is too large; the limit is {limit}={getattr(settings, limit)}.", code="request_too_large"

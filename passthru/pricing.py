@@ -18,7 +18,7 @@ from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
 
-from marina.money import to_nanousd
+from kernel.money import to_nanousd
 
 # Cost sources stored with every call.
 SOURCE_PROVIDER = "provider"

@@ -75,9 +75,9 @@ from django.db import DatabaseError, close_old_connections, connection
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 
+from kernel.money import dollars, to_nanousd
 from ledger.spend.selectors import utc_today
 from ledger.spend.services import write_turn as sqlite_write_turn
-from marina.money import dollars, to_nanousd
 from passthru.errors import ApiError
 from passthru.rawcursor import PerConnection, RawCursor
 

@@ -17,7 +17,7 @@ import logging
 import resource
 import urllib.request
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -25,7 +25,6 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from observability.metrics import UPSTREAM_QUEUED
 from passthru.errors import UpstreamError
 from passthru.providers import Provider
 from passthru.wire import LeanTransport
@@ -98,6 +97,20 @@ def client() -> httpx.AsyncClient:
     return existing
 
 
+_queue_watchers: list[Callable[[int], None]] = []
+
+
+def watch_queue(watcher: Callable[[int], None]) -> None:
+    """Call watcher(+1 / -1) as calls start and stop waiting for a pooled connection.
+    observability registers its gauge here (its AppConfig.ready), so passthru runs without it."""
+    _queue_watchers.append(watcher)
+
+
+def _tell_queue(delta: int) -> None:
+    for watcher in _queue_watchers:
+        watcher(delta)
+
+
 @lru_cache(maxsize=64)
 def _proxied(base_url: str) -> bool:
     """Whether an environment proxy applies to this base URL (as httpx would use it)."""
@@ -129,7 +142,7 @@ async def _send(provider: Provider, body: bytes, headers: dict[str, str]) -> htt
             transport = _lean[loop] = LeanTransport(
                 max_connections=max_connections(),
                 max_keepalive=MAX_KEEPALIVE,
-                on_queue=UPSTREAM_QUEUED.inc,
+                on_queue=_tell_queue,
                 limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
             )
     ours = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from marina import money
+from kernel import money
 from repro import tau2cli
 from repro.arms import Arm, parse_arms
 from repro.budget import ArmEstimate, estimate_arm

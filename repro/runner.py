@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel import money
 from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import render_text
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
@@ -34,7 +35,6 @@ from ledger.benchmarks.importers import import_tau2
 from ledger.benchmarks.tau2.results import read_results
 from ledger.models import Experiment
 from ledger.spend.selectors import spent_by_key
-from marina import money
 from passthru.auth import KeyRefused, create_key, revoke_key
 from repro import tau2cli
 from repro.plan import Plan, PlannedRun

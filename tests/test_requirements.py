@@ -14,8 +14,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER_PACKAGES = ("marina", "passthru", "ledger", "observability")
-TEST_TOOLS = {"pytest", "pytest-django", "openai", "litellm", "playwright", "schemathesis", "ruff", "mypy", "django-stubs"}
+SERVER_PACKAGES = ("kernel", "marina", "passthru", "ledger", "observability", "repro")
+TEST_TOOLS = {"pytest", "pytest-django", "openai", "litellm", "playwright", "schemathesis", "ruff", "mypy", "django-stubs", "import-linter"}
 TEST_MODULES = ("pytest", "pytest_django", "openai", "litellm", "playwright", "schemathesis", "mypy", "django_stubs_ext")
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from marina.redact import SECRET_VALUES
+from kernel.redact import SECRET_VALUES
 
 # No simulation costs a million dollars: a larger figure is a unit or parsing
 # error, and summed over a run it would overflow the ledger's nano-dollar totals.

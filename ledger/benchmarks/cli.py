@@ -9,12 +9,12 @@ from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel import money
 from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult
 from ledger.benchmarks.ledgerfile import Ledger
 from ledger.spend.selectors import SpendTotals, spend_per_model
-from marina import money
 
 
 def bad_input(exc: Exception) -> CommandError:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from kernel import money
 from ledger.benchmarks import stats
 from ledger.benchmarks.decisions import patterns as decision_patterns
 from ledger.benchmarks.metrics import is_successful, summarize
 from ledger.models import BenchmarkItem, BenchmarkRun
-from marina import money
 
 
 class CompareError(Exception):

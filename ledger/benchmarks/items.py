@@ -54,7 +54,7 @@ class LedgerItem:
     start_time: str | None = None
     end_time: str | None = None
     reward_breakdown: dict[str, Any] = field(default_factory=dict)
-    # What links the item to Marina's traces (marina/conversation.py): the trial's
+    # What links the item to Marina's traces (kernel/conversation.py): the trial's
     # seed and the opening's hash as the agent's and the user simulator's requests carry it.
     seed: int | None = None
     opening_agent: str = ""

@@ -2,7 +2,7 @@
 
 τ² sends no per-simulation header. Every request of one simulation carries the
 trial's `seed` and repeats the conversation's opening; Marina records both on
-each trace as a seed and two hashes, never the text (marina/conversation.py).
+each trace as a seed and two hashes, never the text (kernel/conversation.py).
 The results file holds each simulation's seed and its first two messages, from
 which the reader computes the hashes the agent's requests carry and the ones
 the user simulator's carry (roles swapped). So, within the run's time window

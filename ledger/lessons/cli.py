@@ -1,18 +1,20 @@
 """What learn_lessons and import_tau2 --learn share: the options, and one
-call that wires the upstream judge (marina/lessons_judge.py) to the learning
-loop and prints its report."""
+call that wires the upstream judge (settings.MARINA_LESSONS_JUDGE, which is
+passthru/lessons_judge.py) to the learning loop and prints its report."""
 from __future__ import annotations
 
 import json
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.module_loading import import_string
 
+from kernel import money
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.lessons.learning import Report, learn
 from ledger.models import BenchmarkRun
-from marina import money
 
 
 def add_learn_options(parser: CommandParser, *, judge_required: bool) -> None:
@@ -33,7 +35,8 @@ def budget(options: dict[str, Any]) -> int | None:
 def run_learning(
     command: BaseCommand, results: str, options: dict[str, Any], run: BenchmarkRun | None, *, show: bool = True
 ) -> Report:
-    from marina.lessons_judge import UpstreamJudge  # the one place learning reaches passthru (see its doc)
+    # Named by a setting, not imported: the judge is passthru's, a layer above the ledger.
+    UpstreamJudge = import_string(settings.MARINA_LESSONS_JUDGE)
 
     limit = budget(options)
     try:

@@ -3,7 +3,7 @@ reward breakdown go to a judge model; each proposed rule is kept only if the
 leak guard passes it, and merged into an existing lesson it nearly repeats.
 
 The judge is handed in (a callable): the ledger makes no upstream calls of its
-own. marina/lessons_judge.py is the one that goes through Marina's upstream
+own. passthru/lessons_judge.py is the one that goes through Marina's upstream
 path (passthru.calls.call_json), so every judgement is priced, counted in
 spend_daily and traced like any other call."""
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from kernel import money
 from ledger.benchmarks.tau2.progress import bar
 from ledger.lessons import failures, leakguard, prompts, services
 from ledger.models import BenchmarkRun
-from marina import money
 
 
 @dataclass(frozen=True)

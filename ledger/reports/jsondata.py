@@ -11,12 +11,12 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from kernel import money
+from kernel.redact import redact
 from ledger.benchmarks.cli import spend_dict
 from ledger.models import BenchmarkItem, BenchmarkRun, Trace
 from ledger.reports.selectors import RunReport, SpanNode, cost_source_label
 from ledger.spend.selectors import SpendByModel, SpendTotals
-from marina import money
-from marina.redact import redact
 
 
 def _usd(nanousd: int | None) -> str | None:

@@ -17,11 +17,11 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
 
+from kernel.money import to_nanousd
 from ledger.benchmarks.stats import percentile
 from ledger.models import BenchmarkRun, Span, SpendDaily, Trace
 from ledger.reports.selectors import runs
 from ledger.spend.selectors import utc_today
-from marina.money import to_nanousd
 
 # Percentiles are computed over at most this many of the window's newest requests.
 LATENCY_SAMPLE = 10_000

@@ -16,9 +16,9 @@ from datetime import date
 
 from django.db import connection
 
+from kernel import money
 from ledger.reports.csvcells import FORMULA_START, safe_cell
 from ledger.spend.selectors import spend_rows
-from marina import money
 
 COLUMNS = [
     "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",

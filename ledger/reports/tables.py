@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django_tables2.utils import A
 
+from kernel import money
 from ledger.models import BenchmarkRun, Trace
-from marina import money
 
 ATTRS = {"class": "report"}
 

@@ -14,6 +14,8 @@ from django.utils.safestring import mark_safe
 from django_tables2 import RequestConfig
 from django_tables2.paginators import LazyPaginator
 
+from kernel import money
+from kernel.redact import redact
 from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
@@ -31,8 +33,6 @@ from ledger.reports.tables import (
     TraceTable,
 )
 from ledger.spend import selectors as spend_selectors
-from marina import money
-from marina.redact import redact
 
 # Stacks beyond this many models are summed into "other" in the spend chart.
 CHART_MODELS = 7

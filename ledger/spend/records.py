@@ -54,7 +54,7 @@ class TraceRecord:
     error_message: str = ""
     body: Any = None
     spans: list[SpanRecord] = field(default_factory=list)
-    # The conversation's identity, never its content (marina/conversation.py).
+    # The conversation's identity, never its content (kernel/conversation.py).
     conv_seed: int | None = None
     conv_opening: str = ""
     conv_system: str = ""

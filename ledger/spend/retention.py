@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from ledger.models import Span, Trace
-from ledger.spend import services
+from ledger.spend import writer
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def retention_cutoff(now: datetime | None = None) -> datetime | None:
 def prune_batch(before: datetime, size: int = BATCH) -> tuple[int, int]:
     """Delete up to `size` of the oldest traces started before `before`, with
     their spans and links, in one transaction. Returns (traces, spans)."""
-    with services.write_turn(), transaction.atomic():
+    with writer.write_turn(), transaction.atomic():
         ids = list(
             Trace.objects.filter(started_at__lt=before).order_by("started_at").values_list("pk", flat=True)[:size]
         )
@@ -100,7 +100,7 @@ def maybe_prune_in_background() -> None:
     _last_prune = now
     cutoff = retention_cutoff()
     if cutoff is not None:
-        services.submit(_prune_step, cutoff)
+        writer.submit(_prune_step, cutoff)
 
 
 def _prune_step(cutoff: datetime) -> None:
@@ -110,4 +110,4 @@ def _prune_step(cutoff: datetime) -> None:
         log.exception("pruning traces before %s failed", cutoff)
         return
     if traces:
-        services.submit(_prune_step, cutoff)
+        writer.submit(_prune_step, cutoff)

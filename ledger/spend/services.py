@@ -3,21 +3,23 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import fcntl
 import logging
-import os
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
 
-from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from ledger.models import Trace
+from ledger.spend import retention
 from ledger.spend.records import TraceRecord
 from ledger.spend.trace_writer import insert_traces, one_statement_each
+from ledger.spend.writer import close_writer_connection, submit, write_turn
+
+__all__ = [  # the writer's own names, re-exported: callers know this module only
+    "close_writer_connection", "submit", "write_turn", "record_request", "record_requests", "submit_record",
+    "arecord_request", "add_observer", "remove_observer", "WriterObserver",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ def record_requests(traces: Sequence[TraceRecord], *, notify: bool = True) -> li
         if notify and _observers:
             notify_committed(traces)
         return ids
-    with _sqlite_write_turn(), transaction.atomic():
+    with write_turn(), transaction.atomic():
         ids = insert_traces(traces)
         if notify and _observers:
             transaction.on_commit(lambda: notify_committed(traces))
@@ -91,66 +93,6 @@ def notify_committed(traces: Sequence[TraceRecord]) -> None:
         _tell(lambda o: o.committed(traces))
 
 
-_turn_files: dict[str, int] = {}
-_turn_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _sqlite_write_turn() -> Iterator[None]:
-    """On a SQLite file, wait for this process's turn to write on an flock.
-
-    Several gunicorn workers write the same file. SQLite makes a writer that
-    finds the lock taken sleep and retry (1, 2, 5, ... up to 100 ms per try),
-    and under load the other worker keeps winning: p99 went to 1.4 s at
-    concurrency 32. Blocking on an flock first wakes the next writer as soon
-    as the lock is free. PostgreSQL needs nothing of the kind. (The rate
-    limiter's upserts, passthru/ratelimit.py, take the same turn.)"""
-    name = connection.settings_dict["NAME"]
-    if connection.vendor != "sqlite" or connection.in_atomic_block or not name or str(name).startswith((":memory:", "file:")):
-        yield
-        return
-    with _turn_lock:
-        fd = _turn_files.get(str(name))
-        if fd is None:
-            fd = _turn_files[str(name)] = os.open(f"{name}-write-turn", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-# One writer thread per process, holding one persistent connection: Django's
-# usual sync_to_async starts a thread and a connection per call, which
-# was measured at twice the cost of the whole request (docs/performance.md).
-_writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
-
-
-# Django's connection health check is a round trip (PostgreSQL: SELECT 1)
-# each time close_old_connections() runs; once per job it cost PostgreSQL
-# writes a third of their throughput. Once a second is enough: a write that
-# fails on a dead connection closes it and is retried on a new one.
-HEALTH_CHECK_SECONDS = 1.0
-_checked_at = 0.0
-
-
-_T = TypeVar("_T")
-
-
-def _in_writer(fn: Callable[..., _T], *args: Any) -> _T:
-    global _checked_at
-    now = time.monotonic()
-    if now - _checked_at >= HEALTH_CHECK_SECONDS:
-        _checked_at = now
-        close_old_connections()
-    return fn(*args)
-
-
-def submit(fn: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:
-    """Run a sync ledger function on the writer thread; the caller may await it or not."""
-    return _writer.submit(_in_writer, fn, *args)
-
-
 # Traces waiting for the writer. Under load, requests finish faster than one
 # transaction each can commit; the writer takes all that are waiting into one
 # transaction (group commit), and each caller still waits for its own commit.
@@ -194,24 +136,11 @@ def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
     """Queue a trace for the writer; the future resolves when it is committed."""
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
     _waiting.append((trace, done))
-    _writer.submit(_in_writer, _write_waiting)
+    submit(_write_waiting)
     retention.maybe_prune_in_background()
     return done
-
-
-# Other writers of the ledger (trace retention) take the same turn on SQLite.
-write_turn = _sqlite_write_turn
 
 
 async def arecord_request(trace: TraceRecord) -> None:
     """record_request from async code, awaited so the ledger is exact on return."""
     await asyncio.wrap_future(submit_record(trace))
-
-
-def close_writer_connection() -> None:
-    """Close the writer thread's connection (tests do, before dropping a database)."""
-    # `connection` must be looked up on the writer thread: it is per-thread.
-    submit(lambda: connection.close()).result()
-
-
-from ledger.spend import retention  # noqa: E402  (retention uses this module's writer)

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from django import template
 
-from marina import money
+from kernel import money
 
 register = template.Library()
 

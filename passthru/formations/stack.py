@@ -21,7 +21,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from marina import money
+from kernel import money
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.formations import argcheck as argcheck_module

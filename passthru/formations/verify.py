@@ -21,8 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
+from kernel import money
 from ledger.spend.records import SpanRecord
-from marina import money
 from passthru.calls import Completion, call_json
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from marina.money import dollars
+from kernel.money import dollars
 from passthru.spendcap import estimate_nanousd
 from tests.conftest import MARINA_KEY
 from tests.e2e.servers import wait_until_no_holds

@@ -14,10 +14,10 @@ import pytest
 
 from ledger.lessons.learning import learn
 from ledger.models import Lesson, Trace
-from marina.lessons_judge import UpstreamJudge
 from passthru.formations import lessons as recall
 from passthru.formations import obligations_prompts
 from passthru.formations.verify_prompts import CHECKER_MARKER
+from passthru.lessons_judge import UpstreamJudge
 from tests.conftest import MARINA_KEY
 from tests.ledger.lessons.judge_play import CONFIRM, POLICY, JudgePlay
 from tests.ledger.tau2files import results

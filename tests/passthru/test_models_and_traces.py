@@ -95,9 +95,9 @@ def test_bodies_are_stored_redacted_when_asked(client, marina_config):
 
 
 def test_a_trace_carries_its_conversation_identity_and_no_content(client, upstream):
-    """τ²'s seed and hashes of the opening and the system texts (marina/conversation.py),
+    """τ²'s seed and hashes of the opening and the system texts (kernel/conversation.py),
     forwarded unchanged upstream; the same opening gives the same hash on every call."""
-    from marina.conversation import digest, identify
+    from kernel.conversation import digest, identify
 
     opening = [
         {"role": "system", "content": "policy"},

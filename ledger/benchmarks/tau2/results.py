@@ -9,7 +9,7 @@ single non-conversation value, not by the file.
 Numbers only: from each simulation the reader keeps its task, trial, seed,
 termination reason, reward, the reward breakdown as counts, duration, costs
 and times, and never any conversation text: of the first two messages only
-their hashes (marina/conversation.py), which link the item to Marina's traces."""
+their hashes (kernel/conversation.py), which link the item to Marina's traces."""
 from __future__ import annotations
 
 import math
@@ -21,12 +21,12 @@ from typing import Any
 
 import ijson
 
+from kernel.conversation import opening_hash, text_of
 from ledger.benchmarks import checks, metrics
 from ledger.benchmarks.contentkey import ContentHash
 from ledger.benchmarks.credentials import WARNING, credential_paths, strip_secrets
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.benchmarks.tau2.progress import MeteredFile, bar_stream
-from marina.conversation import opening_hash, text_of
 
 INFRA_ERROR = "infrastructure_error"
 

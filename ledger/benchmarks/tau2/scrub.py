@@ -13,10 +13,10 @@ from typing import Any, TextIO
 
 import ijson
 
+from kernel.redact import REDACTED, SECRET_VALUES, is_secret_key
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.benchmarks.tau2.progress import MeteredFile, bar_stream
 from ledger.benchmarks.tau2.results import json_error
-from marina.redact import REDACTED, SECRET_VALUES, is_secret_key
 
 _FLUSH_AT = 1 << 20
 

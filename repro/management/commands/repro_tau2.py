@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kernel import money
 from ledger.benchmarks import experiments
-from marina import money
 from repro import doctor, tau2cli
 from repro.arms import ArmError
 from repro.plan import Options, build, render

@@ -12,12 +12,12 @@ import openai
 import pytest
 from django.utils import timezone
 
+from kernel.conversation import identify
 from ledger.benchmarks import decisions
 from ledger.benchmarks.compare import as_json, compare_runs, render_text
 from ledger.benchmarks.items import LedgerItem
 from ledger.benchmarks.links import plan_links
 from ledger.models import BenchmarkItem
-from marina.conversation import identify
 from tests.conftest import MARINA_KEY
 from tests.ledger.builders import make_run
 from tests.passthru.formation_play import (

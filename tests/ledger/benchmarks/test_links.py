@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from kernel.conversation import identify
 from ledger.benchmarks.importers import convert_tau2, import_ledger, import_tau2
 from ledger.benchmarks.tau2.results import parse_time
 from ledger.models import BenchmarkItem, BenchmarkItemTrace, Trace
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.trace_writer import insert_traces
-from marina.conversation import identify
 from tests.ledger.tau2files import results
 
 AGENT, USER = "openrouter/oracle-agent", "openrouter/oracle-user"

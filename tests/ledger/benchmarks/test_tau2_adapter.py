@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.redact import redact
 from ledger.benchmarks.board import reasoning_effort
 from ledger.benchmarks.errors import LedgerInputError
 from ledger.benchmarks.items import LedgerItem, LedgerRun, Participant
@@ -16,7 +17,6 @@ from ledger.benchmarks.ledgerfile import read_ledger, write_ledger
 from ledger.benchmarks.tau2 import assess, read_results, to_ledger
 from ledger.benchmarks.tau2.progress import MeteredFile
 from ledger.benchmarks.tau2.scrub import scrub
-from marina.redact import redact
 from tests.ledger.tau2files import (
     FAKE_KEY,
     NAMES,

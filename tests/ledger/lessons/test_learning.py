@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from ledger.lessons.learning import learn
 from ledger.models import BenchmarkRun, Lesson, SpendDaily, Trace
-from marina.lessons_judge import KEY_NAME, UpstreamJudge
+from passthru.lessons_judge import KEY_NAME, UpstreamJudge
 from tests.ledger.lessons.judge_play import CONFIRM, COST, POLICY, JudgePlay
 from tests.ledger.tau2files import FAKE_KEY, results
 

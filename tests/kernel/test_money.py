@@ -1,4 +1,4 @@
-"""marina.money: nano-dollars to text, exactly."""
+"""kernel.money: nano-dollars to text, exactly."""
 from __future__ import annotations
 
 import random
@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from marina import money
+from kernel import money
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,10 @@ simulation, through Marina's own upstream path: passthru.calls.call_json, so
 each judgement is priced, checked against the daily cap, counted in
 spend_daily and traced (route `learn`, key `learn_lessons`) like any /v1 call.
 
-Lives in marina/ because it needs both rooms: passthru's upstream path and the
-ledger's trace writer (ledger never imports passthru). The management
-commands hand it to ledger.lessons.learning.learn."""
+Lives in passthru/ because it needs passthru's upstream path (and the ledger's
+trace writer, below it). The ledger never imports passthru: its commands find
+this class through settings.MARINA_LESSONS_JUDGE and hand it to
+ledger.lessons.learning.learn."""
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,4 @@
-"""Refused before the body is read (marina/intake.py), through /v1's handler
+"""Refused before the body is read (passthru/intake.py), through /v1's handler
 and through the whole site's (marina/asgi.py).
 
 Each request is a chunked body that is never finished: the client sends the

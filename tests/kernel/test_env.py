@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from marina.env import ConfigError, env_float, env_int, env_money_or_off
+from kernel.env import ConfigError, env_float, env_int, env_money_or_off
 from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
 
 SETTINGS = (
