@@ -132,7 +132,8 @@ def request_headers(conversation: int) -> dict[str, str]:
 
 
 def _replies() -> dict[str, bytes]:
-    from passthru.formations import argcheck_prompts, obligations_prompts
+    from passthru.formations.argcheck import prompts as argcheck_prompts
+    from passthru.formations.obligations import prompts as obligations_prompts
 
     def reply(message: dict[str, Any]) -> bytes:
         usage = {"prompt_tokens": 6000, "completion_tokens": 40, "total_tokens": 6040, "cost": 0.0012}
@@ -216,10 +217,10 @@ def _fill(conversations: Conversations) -> int:
 def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, float]]:
     """Microseconds per call of the formation's own pieces, each timed alone."""
     from passthru.formations import state
-    from passthru.formations.argcheck_values import channels_of, extract_values, grade
+    from passthru.formations.argcheck.values import channels_of, extract_values, grade
     from passthru.formations.conversation import read_history, with_trailing_note
-    from passthru.formations.obligations_ledger import Ledger
-    from passthru.formations.obligations_prompts import reminder_note
+    from passthru.formations.obligations.ledger import Ledger
+    from passthru.formations.obligations.prompts import reminder_note
 
     state.prepare_connection()  # as the state thread's connection is
     body = conversations.body("", 7, conversations.turns[7] + 1)

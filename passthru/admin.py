@@ -11,7 +11,8 @@ from django.http import HttpRequest
 
 from passthru import crews, providers
 from passthru.errors import ApiError
-from passthru.formations import stack, verify
+from passthru.formations import stack
+from passthru.formations.verify import formation as verify
 from passthru.models import Crew
 
 

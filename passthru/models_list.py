@@ -48,7 +48,7 @@ async def list_models(authorization: str | None) -> dict[str, Any]:
     for alias in aliases:
         ids.setdefault(alias, "marina")
     bases = aliases + (["default"] if settings.MARINA_DEFAULT_MODEL and _routes("default") else [])
-    for formation in formations.REGISTRY:
+    for formation in formations.FORMATIONS:
         for example in getattr(formation, "listed_ids", ()):
             ids.setdefault(example, "marina")
         for base in bases:

@@ -29,7 +29,7 @@ from typing import Any
 VERIFY, OBLIGATIONS, ARGCHECK = "verify", "obligations", "argcheck"
 STACKED = (OBLIGATIONS, ARGCHECK)
 
-# Labels meaning a retry ran (passthru/formations/obligations.py and argcheck.py `_retry`).
+# Labels meaning a retry ran (passthru/formations/obligations/formation.py and argcheck.py `_retry`).
 NUDGED = frozenset({"nudged-acted", "nudged-kept", "nudged-changed", "nudge-failed", "nudge-unparsed"})
 # Labels meaning the formation had nothing to judge on that call: folded in `pattern`.
 ROUTINE = {

@@ -1,11 +1,18 @@
 """Formations: model ids that wrap a plain request in extra steps.
 
-Each formation is one module exposing an object with a `name`, the model-id
-`prefix` it answers to, optional `listed_ids` (templates for /v1/models) and
-`async run(ctx, body) -> Outbound`. Adding a formation means adding a module
-and a line in REGISTRY. The obligations ledger and the argument check stack
-(passthru/formations/stack.py): `choose` decides from the id and the opt-in
-headers which one answers."""
+A family is a folder (`verify/`, `obligations/`, `argcheck/`: the formation,
+its prompts, its pure logic); what they share sits beside them: `stack.py`
+(obligations and argcheck stacked, around a plain or verify id), `state.py`
+(per-conversation memory), `turn.py` (one answer of a step), `streamed.py` (a
+formation's answer as SSE), `conversation.py`, `tooleffect.py`, `optin.py`,
+`lessons.py` (recall).
+
+A formation exposes a `name`, the model-id `prefix` it answers to, optional
+`listed_ids` (its id templates, for the docs and listings) and
+`async run(ctx, body) -> Outbound`. `choose` decides from the id and the opt-in
+headers which one answers: the stack when a stacking prefix or header is
+present (built per request from `stack.plan`), else a formation of
+BY_PREFIX, else the plain passthru."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -13,7 +20,7 @@ from typing import Any, Protocol
 
 from passthru.context import RequestContext
 from passthru.formations.stack import StackFormation, plan
-from passthru.formations.verify import VERIFY
+from passthru.formations.verify.formation import VERIFY
 from passthru.responses import Outbound
 
 
@@ -24,13 +31,15 @@ class Formation(Protocol):
     async def run(self, ctx: RequestContext, body: dict[str, Any]) -> Outbound: ...
 
 
-REGISTRY: list[Any] = [VERIFY, StackFormation]
+# Every formation (the stack as its class: it is built per request), for what
+# describes them by their listed_ids.
+FORMATIONS: tuple[Any, ...] = (VERIFY, StackFormation)
+# The formations found by their id's prefix alone.
+BY_PREFIX: tuple[Formation, ...] = (VERIFY,)
 
 
 def find(model_id: str) -> Formation | None:
-    for formation in REGISTRY:
-        if isinstance(formation, type):
-            continue
+    for formation in BY_PREFIX:
         if model_id.startswith(formation.prefix):
             return formation
     return None

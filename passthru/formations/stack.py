@@ -24,15 +24,15 @@ from typing import Any
 from kernel import money
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
-from passthru.formations import argcheck as argcheck_module
 from passthru.formations import lessons, state
-from passthru.formations import obligations as obligations_module
-from passthru.formations.argcheck import ArgCheck
-from passthru.formations.obligations import ObligationsCheck
+from passthru.formations.argcheck import formation as argcheck_module
+from passthru.formations.argcheck.formation import ArgCheck
+from passthru.formations.obligations import formation as obligations_module
+from passthru.formations.obligations.formation import ObligationsCheck
 from passthru.formations.optin import header_mode
 from passthru.formations.turn import Answer, Turn
-from passthru.formations.verify import PREFIX as VERIFY_PREFIX
-from passthru.formations.verify import split_id
+from passthru.formations.verify.formation import PREFIX as VERIFY_PREFIX
+from passthru.formations.verify.formation import split_id
 from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
 from passthru.responses import Outbound, json_out
@@ -150,7 +150,7 @@ class StackFormation:
 
         recalled = lessons.OFF
         lessons_wanted = planned.lessons or lessons.requested(ctx.inbound.headers) is not None
-        if lessons_wanted and not verify:  # verify recalls on its own (passthru/formations/verify.py)
+        if lessons_wanted and not verify:  # verify recalls on its own (passthru/formations/verify/formation.py)
             lessons_mode = lessons.mode(ctx.inbound.headers, default="on" if planned.lessons else "off")
             recalled = await lessons.recall(
                 ctx, lessons.opening_request(turn.messages), lessons_mode, query="opening", parent_seq=span.seq

@@ -65,7 +65,7 @@ class Turn:
         body = {**self.body, "messages": with_trailing_note(self.messages, note)} if note else self.body
         first = len(self.ctx.spans)
         if self.verify:
-            from passthru.formations.verify import VERIFY
+            from passthru.formations.verify.formation import VERIFY
 
             result = await VERIFY.produce(self.ctx, body, parent_seq=self.span.seq)
             answer = Answer(result.final, result.label, range(first, len(self.ctx.spans)), result.lessons)

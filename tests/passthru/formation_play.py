@@ -7,8 +7,9 @@ import json
 import os
 from typing import Any
 
-from passthru.formations import argcheck_prompts, obligations_prompts
-from passthru.formations.verify_prompts import CHECKER_MARKER, REVISION_MARKER
+from passthru.formations.argcheck import prompts as argcheck_prompts
+from passthru.formations.obligations import prompts as obligations_prompts
+from passthru.formations.verify.prompts import CHECKER_MARKER, REVISION_MARKER
 from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, Reset, ScriptedUpstream, completion, tool_call
 

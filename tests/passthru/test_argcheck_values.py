@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from passthru.formations.argcheck_values import (
+from passthru.formations.argcheck.values import (
     Value,
     as_date,
     canonical_number,

@@ -11,7 +11,8 @@ import openai
 import pytest
 
 from ledger.models import Trace
-from passthru.formations import argcheck_prompts, obligations_prompts
+from passthru.formations.argcheck import prompts as argcheck_prompts
+from passthru.formations.obligations import prompts as obligations_prompts
 from passthru.models import ConversationState
 from tests.conftest import MARINA_KEY
 from tests.passthru.formation_play import (

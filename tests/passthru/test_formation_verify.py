@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from ledger.models import SpendDaily, Trace
-from passthru.formations.verify import split_id
-from passthru.formations.verify_prompts import CHECKER_MARKER, REVISION_MARKER
+from passthru.formations.verify.formation import split_id
+from passthru.formations.verify.prompts import CHECKER_MARKER, REVISION_MARKER
 from tests.conftest import MARINA_KEY
 from tests.passthru.formation_play import TOOLS as PLAY_TOOLS
 from tests.upstream import Reply, Reset, ScriptedUpstream, completion, tool_call

@@ -15,8 +15,8 @@ import pytest
 from ledger.lessons.learning import learn
 from ledger.models import Lesson, Trace
 from passthru.formations import lessons as recall
-from passthru.formations import obligations_prompts
-from passthru.formations.verify_prompts import CHECKER_MARKER
+from passthru.formations.obligations import prompts as obligations_prompts
+from passthru.formations.verify.prompts import CHECKER_MARKER
 from passthru.lessons_judge import UpstreamJudge
 from tests.conftest import MARINA_KEY
 from tests.ledger.lessons.judge_play import CONFIRM, POLICY, JudgePlay

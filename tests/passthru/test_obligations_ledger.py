@@ -3,7 +3,7 @@ turn's changes on a ledger another turn changed meanwhile."""
 from __future__ import annotations
 
 from passthru.formations.conversation import Call, read_history, result_ok, with_trailing_note
-from passthru.formations.obligations_ledger import MAX_ITEMS, Ledger, replay, settle_call
+from passthru.formations.obligations.ledger import MAX_ITEMS, Ledger, replay, settle_call
 from passthru.formations.tooleffect import effects
 
 DECLARED = effects([

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from passthru.formations.tooleffect import effects
-from passthru.formations.verify_guard import (
+from passthru.formations.verify.guard import (
     Conflict,
     conversation_text,
     guard_revision,

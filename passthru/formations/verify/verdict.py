@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from passthru.formations.verify_guard import Conflict
+from passthru.formations.verify.guard import Conflict
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _NULLS = {"", "null", "none", "n/a", "-"}

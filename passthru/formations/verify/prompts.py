@@ -11,8 +11,8 @@ from typing import Any
 
 from passthru.formations.conversation import text_of
 from passthru.formations.tooleffect import READ_ONLY, Effect, call_effect
-from passthru.formations.verify_guard import tool_calls
-from passthru.formations.verify_verdict import Verdict
+from passthru.formations.verify.guard import tool_calls
+from passthru.formations.verify.verdict import Verdict
 
 RULES_CHARS = 24_000
 TOOL_DESCRIPTION_CHARS = 300

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from passthru.formations.argcheck_values import Channels, Value, where
+from passthru.formations.argcheck.values import Channels, Value, where
 from passthru.formations.conversation import clamp, outer_object, text_of
 
 JUDGE_MARKER = "You check the arguments of a tool call"

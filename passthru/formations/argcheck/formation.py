@@ -3,7 +3,7 @@
 
 Before a reply's state-changing tool calls go back to the client, their ids,
 amounts, dates and options are looked up in the conversation
-(argcheck_values). A call holding a value that neither the user stated nor a
+(argcheck/values.py). A call holding a value that neither the user stated nor a
 tool returned gets one judgement (MARINA_ARGCHECK_TRIGGER=all-writes: every
 write call does) and, if unsupported, one retry whose note names those values.
 Arguments are never rewritten, and a call that was nudged once passes when it
@@ -16,8 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
-from passthru.formations.argcheck_prompts import judge_messages, nudge_note, parse_judgement
-from passthru.formations.argcheck_values import Value, channels_of, extract_values, grade, signature
+from passthru.formations.argcheck.prompts import judge_messages, nudge_note, parse_judgement
+from passthru.formations.argcheck.values import Value, channels_of, extract_values, grade, signature
 from passthru.formations.conversation import calls_of, join_notes
 from passthru.formations.tooleffect import WRITE, call_effect, effects
 from passthru.formations.turn import Answer, Turn, reply_text

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from passthru.formations.conversation import Request, clamp, outer_object
-from passthru.formations.obligations_ledger import fold
+from passthru.formations.obligations.ledger import fold
 
 EXTRACT_MARKER = "You keep the obligations ledger"
 JUDGE_MARKER = "You check a drafted reply against the obligations ledger"

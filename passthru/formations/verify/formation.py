@@ -5,7 +5,7 @@ a checker reviews the draft against the rules, the user's requests and the
 tool results, and on a concrete problem the proposer writes the message once
 more with the reviewer's note as a trailing system message. A revision that
 changes a state-changing call without a cited conflict is discarded
-(verify_guard). Failures of the checker or of the revision fail open: the
+(verify/guard.py). Failures of the checker or of the revision fail open: the
 draft is returned.
 
 Every step is one metered upstream call (passthru.calls.call_json) traced as
@@ -30,9 +30,9 @@ from passthru.formations import lessons
 from passthru.formations.conversation import first_message, text_of
 from passthru.formations.tooleffect import Effect
 from passthru.formations.tooleffect import effects as tool_effects
-from passthru.formations.verify_guard import GuardDecision, guard_revision, tool_calls
-from passthru.formations.verify_prompts import checker_messages, revision_note
-from passthru.formations.verify_verdict import Verdict, parse_verdict
+from passthru.formations.verify.guard import GuardDecision, guard_revision, tool_calls
+from passthru.formations.verify.prompts import checker_messages, revision_note
+from passthru.formations.verify.verdict import Verdict, parse_verdict
 from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
 from passthru.responses import Outbound, json_out

@@ -18,8 +18,8 @@ from typing import Any
 from django.conf import settings
 
 from passthru.formations.conversation import History, join_notes, read_history
-from passthru.formations.obligations_ledger import DECLINED, SATISFIED, Ledger, replay, settle_call
-from passthru.formations.obligations_prompts import (
+from passthru.formations.obligations.ledger import DECLINED, SATISFIED, Ledger, replay, settle_call
+from passthru.formations.obligations.prompts import (
     extraction_messages,
     judge_messages,
     nudge_note,
