@@ -139,6 +139,21 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # 
     return _marina_server
 
 
+@pytest.fixture(scope="session")
+def _site_server(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
+    """A second live server: the whole site's Django handler alone (no /v1 door)."""
+    from marina.asgi import site_application
+
+    with serve_in_thread(site_application) as url:
+        yield url
+
+
+@pytest.fixture
+def urls(marina_url: str, _site_server: str) -> dict[str, str]:
+    """The same answer asked of /v1's door and of the site's handler (tests/marina/test_one_door.py)."""
+    return {"door": marina_url, "site": _site_server}
+
+
 # --- An OpenTelemetry collector ---------------------------------------------------
 @pytest.fixture
 def otlp_receiver() -> Iterator[OtlpReceiver]:
