@@ -1,0 +1,32 @@
+"""POST /v1/embeddings: passed through to the model's provider, metered from
+the reply's `usage` (prompt tokens, priced from the same tables as chat, or
+the provider's own `usage.cost`) and traced. The input is stored in the
+trace only with MARINA_TRACE_BODIES=on, as chat's bodies are."""
+from __future__ import annotations
+
+from typing import Any
+
+from passthru.context import Inbound, RequestContext
+from passthru.doors import common
+from passthru.endpoints import Endpoint, chat_usage, with_model
+from passthru.errors import ApiError
+from passthru.providers import plan
+from passthru.responses import Outbound
+from passthru.streaming import Meter
+
+# Embeddings have no stream: the meter is never used.
+EMBEDDINGS = Endpoint("embeddings", with_model, chat_usage, lambda route, span, hide: Meter(route, span, hide_usage_chunk=hide))
+
+
+async def embeddings(inbound: Inbound) -> Outbound:
+    return await common.serve(inbound, _embed)
+
+
+async def _embed(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
+    if "input" not in body:
+        raise ApiError(400, "'input' is required: a string, an array of strings or of token arrays.", param="input")
+    if body.get("stream"):
+        raise ApiError(400, "Embeddings are not streamed: drop 'stream'.", param="stream")
+    ctx.route = "passthru"
+    route, done = await common.first_json(ctx, plan(body["model"]), body, EMBEDDINGS)
+    return common.plain_out(route, done)
