@@ -113,6 +113,11 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="The /v1 doors that serve this id: /v1/chat/completions (all), /v1/responses and "
+        "/v1/embeddings (plain ids), /v1/messages (Anthropic models on anthropic or openrouter)",
+    )
 
 
 class ModelList(BaseModel):
