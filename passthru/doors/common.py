@@ -102,10 +102,37 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         )
     if len(model) > chat.MAX_MODEL_CHARS:
         raise ApiError(400, f"'model' must be at most {chat.MAX_MODEL_CHARS} characters.", param="model")
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise ApiError(400, "'stream' must be a boolean.", param="stream")
+    check_fields(body, stream="bool?")
     return body
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_fields(body: dict[str, Any], **kinds: str) -> None:
+    """The 400 for a field the door's published schema (passthru/schemas.py)
+    types otherwise, so that what the schema calls invalid never goes upstream.
+    Kinds: str, int, bool, objects (an array of objects), null (absent or null allowed)."""
+    for name, kind in kinds.items():
+        value = body.get(name)
+        optional = kind.endswith("?")
+        kind = kind.rstrip("?")
+        if value is None:
+            if optional:
+                continue
+            raise ApiError(400, f"'{name}' is required.", param=name)
+        ok = {
+            "str": isinstance(value, str),
+            "int": is_int(value),
+            "bool": isinstance(value, bool),
+            "objects": isinstance(value, list) and all(isinstance(v, dict) for v in value),
+            "str|objects": isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, dict) for v in value)),
+        }[kind]
+        if not ok:
+            what = {"str": "a string", "int": "an integer", "bool": "a boolean", "objects": "an array of objects",
+                    "str|objects": "a string or an array of objects"}[kind]
+            raise ApiError(400, f"'{name}' must be {what}.", param=name)
 
 
 def usage_headers(route: Route, usage: Usage) -> dict[str, str]:

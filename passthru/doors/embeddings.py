@@ -23,10 +23,25 @@ async def embeddings(inbound: Inbound) -> Outbound:
 
 
 async def _embed(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
-    if "input" not in body:
-        raise ApiError(400, "'input' is required: a string, an array of strings or of token arrays.", param="input")
+    if not _embeddable(body.get("input")):
+        raise ApiError(
+            400, "'input' is required: a string, or an array of strings, of token ids or of token id arrays.", param="input"
+        )
     if body.get("stream"):
         raise ApiError(400, "Embeddings are not streamed: drop 'stream'.", param="stream")
     ctx.route = "passthru"
     route, done = await common.first_json(ctx, plan(body["model"]), body, EMBEDDINGS)
     return common.plain_out(route, done)
+
+
+def _embeddable(value: Any) -> bool:
+    """What passthru/schemas.py's EmbeddingsRequest allows as `input`."""
+    if isinstance(value, str):
+        return True
+    if not isinstance(value, list):
+        return False
+    return (
+        all(isinstance(v, str) for v in value)
+        or all(common.is_int(v) for v in value)
+        or all(isinstance(v, list) and all(common.is_int(t) for t in v) for v in value)
+    )

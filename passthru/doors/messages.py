@@ -132,8 +132,12 @@ async def _messages(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
             "not on /v1/messages.",
             param="model",
         )
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
+    common.check_fields(body, max_tokens="int", messages="objects", system="str|objects?")
+    if not body["messages"]:
         raise ApiError(400, "messages: a non-empty array is required.", param="messages")
+    for i, message in enumerate(body["messages"]):
+        if not isinstance(message.get("role"), str):
+            raise ApiError(400, f"messages[{i}] must have a string 'role'.", param=f"messages[{i}]")
     ctx.route = "passthru"
     routes = plan(model)
     kept = tuple(r for r in routes.routes if r.provider.name in SPEAKERS)

@@ -93,6 +93,7 @@ async def responses(inbound: Inbound) -> Outbound:
 
 
 async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
+    common.check_fields(body, input="str|objects", instructions="str?", tools="objects?", max_output_tokens="int?")
     model = body["model"]
     if crews.is_crew_id(model) or formations.choose(model, ctx.inbound.headers)[0] is not None:
         raise ApiError(
