@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from django.conf import settings
 
 from kernel import money
 from kernel.redact import redact
-from passthru import auth, chat, fallback, ratelimit
+from passthru import auth, chat, crews, fallback, formations, ratelimit
 from passthru.calls import Completion, StreamReply, call_json, call_stream
 from passthru.context import Inbound, RequestContext
 from passthru.endpoints import Endpoint
@@ -82,6 +82,21 @@ async def refuse(inbound: Inbound, error: ApiError, envelope: Envelope, headers:
     out.headers.update(headers or {})
     await chat._finish(ctx, out, error_kind=error.code, error_message=error.message)
     return out
+
+
+def refuse_formations(model: str, headers: Mapping[str, str], door: str) -> None:
+    """Formations, crews and lessons (`marina/…`, `marina:…`, or opted into by
+    header) review and rewrite chat messages: they run on /v1/chat/completions.
+    Here they are a 400 naming that door, before anything is sent."""
+    formation, inner, lessons = formations.choose(model, headers)
+    if crews.is_crew_id(model) or formation is not None or lessons or inner != model:
+        raise ApiError(
+            400,
+            f"The model '{model}' asks for a formation, crew or lessons: those are served on "
+            f"POST /v1/chat/completions, not on {door}.",
+            code="formation_not_supported",
+            param="model",
+        )
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from ledger.spend.records import SpanRecord
-from passthru import crews, formations
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common
 from passthru.endpoints import Endpoint, with_model
@@ -125,13 +124,7 @@ async def messages(inbound: Inbound) -> Outbound:
 
 async def _messages(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     model = body["model"]
-    if crews.is_crew_id(model) or formations.choose(model, ctx.inbound.headers)[0] is not None:
-        raise ApiError(
-            400,
-            f"The model '{model}' is a formation or crew: those are served on POST /v1/chat/completions, "
-            "not on /v1/messages.",
-            param="model",
-        )
+    common.refuse_formations(model, ctx.inbound.headers, "/v1/messages")
     common.check_fields(body, max_tokens="int", messages="objects", system="str|objects?")
     if not body["messages"]:
         raise ApiError(400, "messages: a non-empty array is required.", param="messages")

@@ -19,11 +19,9 @@ import json
 from typing import Any
 
 from ledger.spend.records import SpanRecord
-from passthru import crews, formations
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
 from passthru.endpoints import CHAT, Endpoint, with_model
-from passthru.errors import ApiError
 from passthru.pricing import Usage, price
 from passthru.providers import Plan, Route, plan
 from passthru.responses import Outbound
@@ -95,14 +93,7 @@ async def responses(inbound: Inbound) -> Outbound:
 async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     common.check_fields(body, input="str|objects", instructions="str?", tools="objects?", max_output_tokens="int?")
     model = body["model"]
-    if crews.is_crew_id(model) or formations.choose(model, ctx.inbound.headers)[0] is not None:
-        raise ApiError(
-            400,
-            f"The model '{model}' is a formation or crew: those are served on POST /v1/chat/completions, "
-            "not on /v1/responses.",
-            code="formation_not_supported",
-            param="model",
-        )
+    common.refuse_formations(model, ctx.inbound.headers, "/v1/responses")
     ctx.route = "passthru"
     routes = plan(model)
     # A fallback plan keeps the routes of its first route's kind: one answer

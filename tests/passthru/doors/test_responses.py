@@ -150,6 +150,10 @@ def test_formations_are_refused_naming_the_chat_door(client, upstream, speakers)
         client.responses.create(model="marina/verify:openrouter/openai/gpt-5.2", input="hi")
     assert "/v1/chat/completions" in caught.value.message
     assert caught.value.body["param"] == "model"
+    for model, headers in (("marina/lessons:groq/llama-3.3-70b", {}), ("groq/llama-3.3-70b", {"x-marina-obligations": "on"})):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model=model, input="hi", extra_headers=headers)
+        assert caught.value.code == "formation_not_supported"
     assert upstream.requests == []
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="groq/llama-3.3-70b", input="hi", previous_response_id="resp_1")
