@@ -13,12 +13,13 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from kernel import money
 from kernel.redact import redact
 from passthru import auth, chat, crews, fallback, formations, ratelimit
-from passthru.calls import Completion, StreamReply, call_json, call_stream
+from passthru.calls import Completion, StreamReply, call_json, call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.endpoints import Endpoint
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
@@ -252,7 +253,17 @@ async def relay_and_record(
 
 def sse(event: str, payload: dict[str, Any]) -> bytes:
     """One named server-sent event (Responses and Anthropic streams name theirs)."""
-    return b"event: " + event.encode() + b"\ndata: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + encode(payload) + b"\n\n"
+
+
+def loads(data: bytes) -> Any:
+    """JSON from an upstream event: orjson (several times faster on every
+    chunk of a translated stream), json for what orjson refuses (a lone
+    surrogate escape); ValueError if it is not JSON."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def event_data(event: bytes) -> bytes | None:

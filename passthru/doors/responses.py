@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from ledger.spend.records import SpanRecord
+from passthru.calls import encode
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
 from passthru.endpoints import CHAT, Endpoint, with_model
@@ -125,7 +126,7 @@ async def _translated(ctx: RequestContext, routes: Plan, body: dict[str, Any]) -
         if not done.ok or done.payload is None:
             return common.plain_out(route, done)
         reply = translate.to_response(done.payload, body)
-        return common.plain_out(route, done, json.dumps(reply, ensure_ascii=False).encode())
+        return common.plain_out(route, done, encode(reply))
     route, stream = await common.first_stream(ctx, routes, chat_body, CHAT)
     if stream.events is None:
         return await common.relayed_error(ctx, stream)

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from passthru.doors.common import event_data, sse
+from passthru.doors.common import event_data, loads, sse
 from passthru.errors import ApiError
 
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -285,7 +285,7 @@ async def to_events(events: AsyncGenerator[bytes, None], request: dict[str, Any]
             if not data or data == b"[DONE]":
                 continue
             try:
-                chunk = json.loads(data)
+                chunk = loads(data)
             except ValueError:
                 continue
             if not isinstance(chunk, dict):
