@@ -59,7 +59,7 @@ def test_schemathesis_finds_no_5xx_and_no_contract_violation(server, upstream, t
         cwd=tmp_path,  # it keeps a .schemathesis/ folder in the working directory
         capture_output=True,
         text=True,
-        timeout=480,  # 12 operations (the doors: 3 more), 100 examples each, on a shared machine
+        timeout=600,  # 12 operations (the doors: 3 more), 100 examples each, on a shared machine
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "passed" in result.stdout
