@@ -125,3 +125,16 @@ def test_errors_are_anthropics_envelope(marina_url, client, upstream, speakers):
         client.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
     assert overloaded.value.status_code == 529 and overloaded.value.body["error"]["type"] == "overloaded_error"
     assert Trace.objects.filter(path="/v1/messages", status="error").count() == 4
+
+
+def test_wrong_method_and_missing_key_in_anthropics_envelope(marina_url, speakers):
+    import httpx
+
+    wrong = httpx.get(f"{marina_url}/v1/messages", headers={"x-api-key": MARINA_KEY})
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+    assert wrong.json()["type"] == "error" and wrong.json()["error"]["type"] == "invalid_request_error"
+    keyless = httpx.post(f"{marina_url}/v1/messages", json={"model": "anthropic/x", "max_tokens": 1, "messages": []})
+    assert keyless.status_code == 401 and keyless.json()["error"]["type"] == "authentication_error"
+    # x-api-key is Anthropic's way; on the OpenAI doors the key is a Bearer.
+    other = httpx.post(f"{marina_url}/v1/responses", json={"model": "openrouter/x", "input": "hi"}, headers={"x-api-key": MARINA_KEY})
+    assert other.status_code == 401 and other.json()["error"]["code"] == "invalid_api_key"
