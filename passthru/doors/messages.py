@@ -20,6 +20,7 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from kernel.conversation import identify
 from ledger.spend.records import SpanRecord
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common
@@ -132,6 +133,9 @@ async def _messages(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
         if not isinstance(message.get("role"), str):
             raise ApiError(400, f"messages[{i}] must have a string 'role'.", param=f"messages[{i}]")
     ctx.route = "passthru"
+    system = body.get("system")
+    opening = [{"role": "system", "content": system}] if system else []
+    ctx.conversation = identify({"seed": None, "messages": opening + body["messages"]})  # hashes, as chat's traces
     routes = plan(model)
     kept = tuple(r for r in routes.routes if r.provider.name in SPEAKERS)
     if not kept:

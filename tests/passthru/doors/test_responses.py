@@ -8,6 +8,7 @@ import json
 import openai
 import pytest
 
+from kernel.conversation import identify
 from ledger.models import SpendDaily, Trace
 from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, Sse, completion, sse_chunks, tool_call
@@ -104,6 +105,9 @@ def test_translated_plain_response_for_a_chat_only_provider(client, upstream, sp
     }
     trace = Trace.objects.get()
     assert trace.route == "passthru:translated"
+    # The conversation's identity is chat's for the same conversation (τ² items link to traces by it).
+    same = identify(sent.body)
+    assert (trace.conv_opening, trace.conv_system) == (same.opening, same.system) and same.system
     assert trace.spans.get().cost_nanousd == 500_000 == SpendDaily.objects.get().cost_nanousd
 
 
