@@ -24,7 +24,6 @@ from passthru.calls import encode
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
 from passthru.endpoints import CHAT, Endpoint, with_model
-from passthru.errors import ApiError
 from passthru.pricing import Usage, price
 from passthru.providers import Plan, Route, plan
 from passthru.responses import Outbound
@@ -104,11 +103,9 @@ async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     native = routes.routes[0].provider.name in NATIVE
     kept = tuple(r for r in routes.routes if (r.provider.name in NATIVE) == native)
     routes = Plan(routes.requested, kept, routes.fallback)
+    # The conversation's identity (seed, opening and system hashes), as chat's traces carry it.
+    ctx.conversation = identify(translate.conversation_of(body))
     if native:
-        try:  # the conversation's identity (seed, opening, system hashes) as chat's would be
-            ctx.conversation = identify(translate.to_chat(body))
-        except ApiError:
-            pass  # a request only a native provider can serve: no identity, still served
         return await _native(ctx, routes, body)
     return await _translated(ctx, routes, body)
 
@@ -127,7 +124,6 @@ async def _translated(ctx: RequestContext, routes: Plan, body: dict[str, Any]) -
     """A provider without /responses: the request as a chat completion, the answer back as Responses'."""
     ctx.route = "passthru:translated"
     chat_body = translate.to_chat(body)
-    ctx.conversation = identify(chat_body)
     if not ctx.stream:
         route, done = await common.first_json(ctx, routes, chat_body, CHAT)
         if not done.ok or done.payload is None:

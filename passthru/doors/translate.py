@@ -160,6 +160,31 @@ def _tool_choice(choice: Any) -> Any:
     raise _unsupported("This 'tool_choice'", "tool_choice")
 
 
+def conversation_of(body: dict[str, Any]) -> dict[str, Any]:
+    """What kernel.conversation.identify reads (the seed, the system texts, the
+    opening messages) of the chat request a Responses request amounts to,
+    without translating the rest: cheap enough for every native call too."""
+    messages: list[dict[str, Any]] = []
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and instructions:
+        messages.append({"role": "system", "content": instructions})
+    items = body.get("input")
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+    elif isinstance(items, list):
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type", "message")
+            if kind == "message":
+                messages.append({"role": _ROLES.get(item.get("role", ""), "user"), "content": item.get("content")})
+            elif kind == "function_call":
+                messages.append({"role": "assistant", "content": None})
+            elif kind == "function_call_output":
+                messages.append({"role": "tool", "content": item.get("output")})
+    return {"seed": body.get("seed"), "messages": messages}
+
+
 # --- chat completion -> response ----------------------------------------------
 
 
