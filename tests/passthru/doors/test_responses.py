@@ -164,7 +164,7 @@ def test_formations_are_refused_naming_the_chat_door(client, upstream, speakers)
     assert caught.value.body["param"] == "previous_response_id"
 
 
-def _agent_run(marina_url: str, model: str) -> tuple[str, list[str]]:
+def _agent_run(marina_url: str, model: str, *, streamed: bool = False) -> tuple[str, list[str]]:
     from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 
     set_tracing_disabled(True)  # the SDK's own trace export would go to OpenAI
@@ -185,8 +185,17 @@ def _agent_run(marina_url: str, model: str) -> tuple[str, list[str]]:
         model=OpenAIResponsesModel(model=model, openai_client=client),
         tools=[get_user_details],
     )
-    result = asyncio.run(Runner.run(agent, "Who is u1?"))
-    return str(result.final_output), asked
+    if not streamed:
+        result = asyncio.run(Runner.run(agent, "Who is u1?"))
+        return str(result.final_output), asked
+
+    async def run_streamed() -> str:
+        running = Runner.run_streamed(agent, "Who is u1?")
+        async for _ in running.stream_events():
+            pass
+        return str(running.final_output)
+
+    return asyncio.run(run_streamed()), asked
 
 
 def test_agents_sdk_with_a_tool_through_the_translation(marina_url, upstream, speakers):
@@ -213,3 +222,21 @@ def test_agents_sdk_with_a_tool_natively(marina_url, upstream, speakers):
     outputs = [i for i in upstream.requests[1].body["input"] if i.get("type") == "function_call_output"]
     assert outputs[0]["call_id"] == "call_3"
     assert SpendDaily.objects.get().cost_nanousd == 840_000
+
+
+def test_agents_sdk_streamed_with_a_tool_through_the_translation(marina_url, upstream, speakers):
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    call = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+            {"index": 0, "id": "call_5", "type": "function", "function": {"name": "get_user_details", "arguments": ""}}]}}]},
+        {**base, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"user_id": "u1"}'}}]}}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    upstream.script(
+        Sse(chunks=call, usage={"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59, "cost": 0.0001}),
+        Sse(chunks=sse_chunks("u1 is Ada."), usage={"prompt_tokens": 80, "completion_tokens": 5, "total_tokens": 85, "cost": 0.0002}),
+    )
+    output, asked = _agent_run(marina_url, "groq/llama-3.3-70b", streamed=True)
+    assert (output, asked) == ("u1 is Ada.", ["u1"])
+    assert upstream.requests[1].body["messages"][-1]["tool_call_id"] == "call_5"
+    assert SpendDaily.objects.get().cost_nanousd == 300_000
