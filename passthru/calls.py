@@ -127,7 +127,7 @@ async def call_json(
     is not JSON raise UpstreamError."""
     body = endpoint.prepare(route, body)  # the upstream id, and only the changes this provider needs
     data = encode(body)
-    await _hold(ctx, route, body, data)
+    await _hold(ctx, route, endpoint.cap_view(body) if endpoint.cap_view else body, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}
@@ -247,7 +247,7 @@ async def call_stream(
     client_wants_usage = not endpoint.asks_for_usage or wants_usage(body)
     sent = endpoint.prepare(route, body if client_wants_usage else with_usage_requested(body))
     data = encode(sent)
-    await _hold(ctx, route, sent, data)
+    await _hold(ctx, route, endpoint.cap_view(sent) if endpoint.cap_view else sent, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}

@@ -44,6 +44,10 @@ class Endpoint:
     # Chat streams report usage only when asked (stream_options.include_usage);
     # the other APIs always do.
     asks_for_usage: bool = False
+    # The body as the daily cap's estimate reads it (passthru/spendcap.py looks
+    # for max_tokens / max_completion_tokens): an API that names its limit
+    # otherwise maps it here.
+    cap_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def _chat_meter(route: Route, span: SpanRecord, hide: bool) -> Meter:

@@ -85,7 +85,13 @@ def _meter(route: Route, span: SpanRecord, hide: bool) -> Meter:
     return ResponsesMeter(route, span, hide_usage_chunk=False)
 
 
-RESPONSES = Endpoint("responses", with_model, _usage, _meter)
+def _cap_view(body: dict[str, Any]) -> dict[str, Any]:
+    """The cap's estimate reads max_tokens: the Responses API calls it max_output_tokens."""
+    limit = body.get("max_output_tokens")
+    return {**body, "max_tokens": limit} if isinstance(limit, int) and not isinstance(limit, bool) else body
+
+
+RESPONSES = Endpoint("responses", with_model, _usage, _meter, cap_view=_cap_view)
 
 
 async def responses(inbound: Inbound) -> Outbound:

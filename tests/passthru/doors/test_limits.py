@@ -57,6 +57,19 @@ def test_the_daily_cap_holds_on_the_doors(clients, upstream, speakers):
     assert len(upstream.requests) == 1
 
 
+def test_the_caps_estimate_reads_max_output_tokens(clients, upstream, speakers):
+    # openai/gpt-5.2 on OpenRouter: $14 per million output tokens. Held at the
+    # default 1024 output tokens ($0.014) the call does not fit under $0.005;
+    # held at the 10 the request allows, it does.
+    speakers.MARINA_DAILY_SPEND_CAP_USD = Decimal("0.005")
+    oa, _ = clients
+    with pytest.raises(openai.RateLimitError):
+        oa.responses.create(model="openrouter/openai/gpt-5.2", input="x")
+    upstream.script(Reply(json=response_object()))
+    assert oa.responses.create(model="openrouter/openai/gpt-5.2", input="x", max_output_tokens=10).output_text
+    assert len(upstream.requests) == 1
+
+
 def test_a_stream_cut_upstream_ends_in_anthropics_error_event(clients, upstream, speakers):
     _, claude = clients
     upstream.script(Sse(chunks=message_events(), usage=None, named=True, done=False, reset_after=4))
