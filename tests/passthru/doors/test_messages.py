@@ -11,7 +11,7 @@ from tests.upstream import Reply, Sse
 
 # Claude Sonnet 4.5's list prices, per million tokens: input 3, output 15,
 # cache read 0.30, cache write (5 minutes) 3.75. 100 input, 5000 read, 2000
-# written, 20 out: 300 + 1500 + 7500 + 300 = 9600 micro-dollars per million.
+# written, 20 out: 300 + 1500 + 7500 + 300 = 9600 micro-dollars ($0.0096).
 USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 2000, "cache_read_input_tokens": 5000}
 COST_NANOUSD = 9_600_000
 
