@@ -31,6 +31,50 @@ class ChatCompletionRequest(BaseModel):
     stream_options: dict[str, Any] | None = None
 
 
+_MODEL = Field(
+    min_length=1,
+    max_length=200,
+    pattern=r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$",
+    description="`<provider>/<model id>` or an alias",
+)
+
+
+class ResponsesRequest(BaseModel):
+    """POST /v1/responses: OpenAI's Responses API. Sent as it is to openai and
+    openrouter; translated to a chat completion for other providers (function
+    tools, text and image input; no previous_response_id or built-in tools there).
+    Formation ids are refused (400): they run on /v1/chat/completions."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = _MODEL
+    input: str | list[dict[str, Any]] = Field(examples=["Hello"])
+    instructions: str | None = None
+    stream: bool | None = None
+    tools: list[dict[str, Any]] | None = None
+    max_output_tokens: int | None = None
+
+
+class EmbeddingsRequest(BaseModel):
+    """POST /v1/embeddings: passed through, metered from the reply's usage."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = _MODEL
+    input: str | list[str] | list[int] | list[list[int]] = Field(examples=["The food was delicious."])
+
+
+class MessagesRequest(BaseModel):
+    """POST /v1/messages: Anthropic's Messages API, for anthropic/<model> and
+    openrouter/anthropic/<model>; the key as x-api-key or Authorization: Bearer;
+    cache_control kept. Errors in Anthropic's envelope."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = _MODEL
+    max_tokens: int
+    messages: list[ChatMessage] = Field(min_length=1, examples=[[{"role": "user", "content": "Hello"}]])
+    system: str | list[dict[str, Any]] | None = None
+    stream: bool | None = None
+
+
 def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema with its `$defs` inlined.
 
@@ -69,6 +113,11 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="The /v1 doors that serve this id: /v1/chat/completions (all), /v1/responses and "
+        "/v1/embeddings (plain ids), /v1/messages (Anthropic models on anthropic or openrouter)",
+    )
 
 
 class ModelList(BaseModel):
@@ -79,3 +128,15 @@ class ModelList(BaseModel):
 class Health(BaseModel):
     status: str
     engine: str
+
+
+class AnthropicErrorBody(BaseModel):
+    type: str
+    message: str
+
+
+class AnthropicErrorEnvelope(BaseModel):
+    """/v1/messages' errors, as Anthropic words them."""
+
+    type: Literal["error"] = "error"
+    error: AnthropicErrorBody

@@ -308,7 +308,7 @@ def test_body_over_the_limit_is_413(http, settings, upstream):
     assert upstream.requests == []
 
 
-@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/embeddings"), ("GET", "/v1/nothing/here"), ("POST", "/v1/completions")])
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/audio/speech"), ("GET", "/v1/nothing/here"), ("POST", "/v1/completions")])
 def test_unknown_path_is_404(http, method, path):
     response = http.request(method, path, json={"model": MODEL})
     error = error_of(response, 404)
