@@ -40,12 +40,12 @@ class UploadRequest(BaseModel):
     below so the size limit applies before anything is read)."""
 
     result: dict[str, Any] = Field(description="a ledger file (Marina's or the original's) or a τ² results.json")
-    targetKind: Literal["model", "crew"]  # noqa: N815 (the reference's field names)
+    targetKind: Literal["model", "crew"]  # camelCase: the reference's field names
     target: str = Field(min_length=1, max_length=200)
     label: str | None = None
     judge: str | None = None
-    costUsd: float | None = Field(default=None, ge=0)  # noqa: N815
-    replicateGroup: str | None = None  # noqa: N815
+    costUsd: float | None = Field(default=None, ge=0)
+    replicateGroup: str | None = None
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:

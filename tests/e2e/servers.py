@@ -318,7 +318,7 @@ def start_gunicorn(
             **env,
         }
     )
-    log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+    log_file = open(log_path, "ab")  # handed to the child, closed below
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "marina.asgi:application"],

@@ -8,14 +8,14 @@ import os
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before litellm is imported: stay offline
 
-import litellm  # noqa: E402
-import openai  # noqa: E402
-import pytest  # noqa: E402
+import litellm
+import openai
+import pytest
 
-from ledger.models import Trace  # noqa: E402
-from passthru.fallback import FAILED, NOT_HERE, SERVED, outcome  # noqa: E402
-from tests.conftest import MARINA_KEY  # noqa: E402
-from tests.upstream import Reply, Reset, Sse, completion  # noqa: E402
+from ledger.models import Trace
+from passthru.fallback import FAILED, NOT_HERE, SERVED, outcome
+from tests.conftest import MARINA_KEY
+from tests.upstream import Reply, Reset, Sse, completion
 
 HELLO = [{"role": "user", "content": "hello"}]
 ANTHROPIC_404 = {"type": "error", "error": {"type": "not_found_error", "message": "model: gpt-4.1-mini"}}
