@@ -114,13 +114,19 @@ def test_a_server_prunes_on_its_own_when_retention_is_set(marina_url, marina_con
 def test_the_setting_is_read_from_the_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import subprocess
     import sys
+    from concurrent.futures import ThreadPoolExecutor
 
     probe = "import django; django.setup(); from django.conf import settings; print(settings.MARINA_TRACE_RETENTION_DAYS)"
     env = {"DJANGO_SETTINGS_MODULE": "marina.settings", "PATH": "/usr/bin:/bin"}
-    for raw, shown in [("", "None"), ("keep", "None"), ("30", "30")]:
-        out = subprocess.run([sys.executable, "-c", probe], env={**env, "MARINA_TRACE_RETENTION_DAYS": raw},
-                             capture_output=True, text=True, check=True)  # fmt: skip
+
+    def start(raw: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", probe], env={**env, "MARINA_TRACE_RETENTION_DAYS": raw},
+                              capture_output=True, text=True)  # fmt: skip
+
+    # Four interpreters starting Django: at once, not one after another (seconds each).
+    with ThreadPoolExecutor(4) as pool:
+        *good, bad = pool.map(start, ["", "keep", "30", "0"])
+    for out, shown in zip(good, ["None", "None", "30"]):
+        assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == shown
-    bad = subprocess.run([sys.executable, "-c", probe], env={**env, "MARINA_TRACE_RETENTION_DAYS": "0"},
-                         capture_output=True, text=True)  # fmt: skip
     assert bad.returncode != 0 and "MARINA_TRACE_RETENTION_DAYS must be at least 1" in bad.stderr
