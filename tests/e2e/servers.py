@@ -97,7 +97,7 @@ class Ledger:
         import psycopg
 
         with psycopg.connect(self.url, autocommit=True) as conn:
-            return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+            return conn.execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self.rows(sql, params)[0][0]

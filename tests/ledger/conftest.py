@@ -30,7 +30,7 @@ def import_fixture(name: str, **options: Any) -> BenchmarkRun:
 
 
 @pytest.fixture
-def runs(db) -> dict[str, BenchmarkRun]:  # type: ignore[no-untyped-def]
+def runs(db) -> dict[str, BenchmarkRun]:
     """Two imported airline runs (the second with two infrastructure errors) and a retail run."""
     return {
         "oracle": import_fixture("airline-oracle", target="openrouter/oracle-agent", group="arm-a", cost_usd=0.8),
@@ -42,7 +42,7 @@ def runs(db) -> dict[str, BenchmarkRun]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def user_client(db) -> Client:  # type: ignore[no-untyped-def]
+def user_client(db) -> Client:
     """A logged-in user who is not staff: the reports need a login, not admin rights."""
     user = User.objects.create_user("reader", password="not-a-real-password-1")
     client = Client()

@@ -20,7 +20,7 @@ from tests.upstream import Reply, Sse, completion
 MESSAGES = [{"role": "system", "content": "You are an airline agent."}, {"role": "user", "content": "Cancel my trip."}]
 
 
-def tau2_completion(marina_url: str, **kwargs):  # type: ignore[no-untyped-def]
+def tau2_completion(marina_url: str, **kwargs):
     litellm.drop_params = True
     return litellm.completion(
         model="openai/openrouter/openai/gpt-5.2",

@@ -23,7 +23,7 @@ OPENAI_404 = {"error": {"message": "The model `x` does not exist", "type": "inva
 
 
 @pytest.fixture
-def routed(marina_config, upstream):  # type: ignore[no-untyped-def]
+def routed(marina_config, upstream):
     """anthropic, openai and openrouter keyed, tried in that order; together keyless."""
     root = upstream.base_url.removesuffix("/v1")
     providers = {name: dict(conf) for name, conf in marina_config.MARINA_PROVIDERS.items()}
@@ -40,7 +40,7 @@ def client(marina_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
-def asked(upstream) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+def asked(upstream) -> list[tuple[str, str]]:
     """(provider, model sent) of every upstream request, in order."""
     return [(r.path.split("/")[1], r.body["model"]) for r in upstream.requests]
 
