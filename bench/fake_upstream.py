@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import door_bodies  # noqa: E402
+import door_bodies
 
 STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
 CONTENT_CHUNKS = 16

@@ -53,9 +53,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import door_bodies  # noqa: E402
-import tau2_body  # noqa: E402
-from common import (  # noqa: E402
+import door_bodies
+import tau2_body
+from common import (
     LOOPBACK_ONLY_ENV,
     ROOT,
     Server,
@@ -482,6 +482,88 @@ def databases(spec: str) -> list[str]:
     return names
 
 
+def measure_runs(
+    args: argparse.Namespace, wrk_bin: str, targets: list[tuple[str, Server | None, str, str]], upstream: Server,
+    bodies: dict[tuple[str, str], Path], modes: list[str], levels: list[int], ttfb_levels: list[int],
+) -> tuple[list[Result], list[dict[str, Any]]]:
+    """The measured matrix, args.runs times: each (mode, c) over every target, then the streams' TTFB."""
+    results: list[Result] = []
+    ttfb_rows: list[dict[str, Any]] = []
+    # Targets interleave within each (mode, c), so that noise from the
+    # shared machine falls on all of them alike; each run ends with the
+    # streams' time to first byte, interleaved the same way.
+    for run in range(1, args.runs + 1):
+        for mode in modes:
+            for c in levels:
+                for name, server, url, key in targets:
+                    if not serves(name, mode):
+                        continue
+                    r = measure(wrk_bin, name, server, upstream, f"{url}{path_of(name)}",
+                                bodies[(name, mode)], key, mode, c, args.duration)
+                    r.run = run
+                    results.append(r)
+                    print(f"  run {run} {name:18} {mode:6} c={c:<4} {r.rps:8.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
+                          f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
+                          file=sys.stderr, flush=True)
+        for c in ttfb_levels:
+            for name, _, url, key in targets:
+                if path_of(name) != CHAT_PATH:
+                    continue  # time to first byte: chat's streams
+                row = {"run": run, "target": name, "c": c, **ttfb(url, bodies[(name, "stream")], key, c, args.duration)}
+                ttfb_rows.append(row)
+                print(f"  run {run} ttfb {name:13} c={c:<4} p50 {row['ttfb_p50_ms']:7.2f} ms", file=sys.stderr, flush=True)
+    return results, ttfb_rows
+
+
+def report(
+    args: argparse.Namespace, results: list[Result], ttfb_rows: list[dict[str, Any]], rss_idle: dict[str, Any],
+    rss: dict[str, Any], counts: dict[str, Any], database_of: dict[str, str],
+) -> None:
+    """The Markdown report on stdout (and args.json)."""
+    litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
+    print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
+          f"{args.duration:g} s per run; body {len(tau2_body.encoded('openai/' + MODEL))} bytes; "
+          f"ledger on {', '.join(args.database)}; LiteLLM {litellm_version})\n")
+    print(fmt_table(results))
+    if args.runs > 1:
+        print("\n### Added p50 at c=1 over the runs\n")
+        for line in fmt_runs(results):
+            print(f"- {line}")
+    if ttfb_rows:
+        print("\n### Streams: time to first byte (first SSE event), keep-alive connections\n")
+        print(fmt_ttfb(ttfb_rows))
+    print("\n### Marina's ratios (same run)\n")
+    print(fmt_ratios(results))
+    print("\n### Memory (resident MB per worker)\n")
+    for name in rss:
+        print(f"- {name}: idle {', '.join(f'{v:.0f}' for v in rss_idle.get(name, []))}; "
+              f"after load {', '.join(f'{v:.0f}' for v in rss[name])}")
+    measured = sum(r.requests for r in results if r.target.startswith("marina"))
+    print("\n### Ledger\n")
+    for name, (traces, statuses, calls) in counts.items():
+        print(f"- {name}: traced {traces} requests ({', '.join(f'{k.strip()}: {v}' for k, v in sorted(statuses.items()))}); "
+              f"spend_daily counts {calls} calls")
+    print(f"- wrk counted {measured} completed through Marina in the measured runs (plus warm-up and TTFB streams; "
+          "`cancelled client_disconnected` are the streams wrk cut off when each run's time was up)")
+    print("\n### Goals\n")
+    for g in goals(results, ttfb_rows, rss, database_of):
+        print(f"- {g}")
+    if args.json:
+        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "ttfb": ttfb_rows, "rss_mb": rss,
+                                         "rss_idle_mb": rss_idle, "ledger": counts}, indent=2))
+
+
+def marina_settings(args: argparse.Namespace, up_port: int) -> dict[str, str]:
+    """--marina-env's settings; with --doors, anthropic and groq (no /responses: translated)
+    pointed at the fake upstream too."""
+    settings = dict(item.split("=", 1) for item in args.marina_env)
+    if args.doors:
+        for name in ("anthropic", "groq"):
+            settings.setdefault(f"{name.upper()}_API_KEY", "sk-fake-upstream-key")
+            settings.setdefault(f"MARINA_{name.upper()}_BASE_URL", f"http://127.0.0.1:{up_port}/v1")
+    return settings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per wrk run (default 6)")
@@ -534,11 +616,7 @@ def main() -> None:
                 dbs.append(url)
                 return url
 
-            settings = dict(item.split("=", 1) for item in args.marina_env)
-            if args.doors:  # anthropic and groq (no /responses: translated) pointed at the fake upstream too
-                for name in ("anthropic", "groq"):
-                    settings.setdefault(f"{name.upper()}_API_KEY", "sk-fake-upstream-key")
-                    settings.setdefault(f"MARINA_{name.upper()}_BASE_URL", f"http://127.0.0.1:{up_port}/v1")
+            settings = marina_settings(args, up_port)
             marina = start_marina(tmp, up_port, database("marina"), extra=settings)
             servers.append(marina)
             by_id: dict[str, Server] = {i: marina for i in ids if i != "marina-ratelimit"}
@@ -585,69 +663,14 @@ def main() -> None:
                     if serves(name, mode):
                         wrk(wrk_bin, f"{url}{path_of(name)}", bodies[(name, mode)], key, 8, 1)
 
-            results: list[Result] = []
-            ttfb_rows: list[dict[str, Any]] = []
-            # Targets interleave within each (mode, c), so that noise from the
-            # shared machine falls on all of them alike; each run ends with the
-            # streams' time to first byte, interleaved the same way.
-            for run in range(1, args.runs + 1):
-                for mode in modes:
-                    for c in levels:
-                        for name, server, url, key in targets:
-                            if not serves(name, mode):
-                                continue
-                            r = measure(wrk_bin, name, server, upstream, f"{url}{path_of(name)}",
-                                        bodies[(name, mode)], key, mode, c, args.duration)
-                            r.run = run
-                            results.append(r)
-                            print(f"  run {run} {name:18} {mode:6} c={c:<4} {r.rps:8.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
-                                  f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
-                                  file=sys.stderr, flush=True)
-                for c in ttfb_levels:
-                    for name, _, url, key in targets:
-                        if path_of(name) != CHAT_PATH:
-                            continue  # time to first byte: chat's streams
-                        row = {"run": run, "target": name, "c": c, **ttfb(url, bodies[(name, "stream")], key, c, args.duration)}
-                        ttfb_rows.append(row)
-                        print(f"  run {run} ttfb {name:13} c={c:<4} p50 {row['ttfb_p50_ms']:7.2f} ms", file=sys.stderr, flush=True)
+            results, ttfb_rows = measure_runs(args, wrk_bin, targets, upstream, bodies, modes, levels, ttfb_levels)
             rss = {name: s.worker_rss() for name, s in processes.items()}
             counts = {url.rsplit("/", 1)[1]: ledger_counts(url) for url in dbs}
         finally:
             for server in reversed(servers):
                 server.stop()
 
-    litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
-    print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
-          f"{args.duration:g} s per run; body {len(tau2_body.encoded('openai/' + MODEL))} bytes; "
-          f"ledger on {', '.join(args.database)}; LiteLLM {litellm_version})\n")
-    print(fmt_table(results))
-    if args.runs > 1:
-        print("\n### Added p50 at c=1 over the runs\n")
-        for line in fmt_runs(results):
-            print(f"- {line}")
-    if ttfb_rows:
-        print("\n### Streams: time to first byte (first SSE event), keep-alive connections\n")
-        print(fmt_ttfb(ttfb_rows))
-    print("\n### Marina's ratios (same run)\n")
-    print(fmt_ratios(results))
-    print("\n### Memory (resident MB per worker)\n")
-    for name in rss:
-        print(f"- {name}: idle {', '.join(f'{v:.0f}' for v in rss_idle.get(name, []))}; "
-              f"after load {', '.join(f'{v:.0f}' for v in rss[name])}")
-    measured = sum(r.requests for r in results if r.target.startswith("marina"))
-    print("\n### Ledger\n")
-    for name, (traces, statuses, calls) in counts.items():
-        print(f"- {name}: traced {traces} requests ({', '.join(f'{k.strip()}: {v}' for k, v in sorted(statuses.items()))}); "
-              f"spend_daily counts {calls} calls")
-    print(f"- wrk counted {measured} completed through Marina in the measured runs (plus warm-up and TTFB streams; "
-          "`cancelled client_disconnected` are the streams wrk cut off when each run's time was up)")
-    print("\n### Goals\n")
-    for g in goals(results, ttfb_rows, rss, database_of):
-        print(f"- {g}")
-    if args.json:
-        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "ttfb": ttfb_rows, "rss_mb": rss,
-                                         "rss_idle_mb": rss_idle, "ledger": counts}, indent=2))
-
+    report(args, results, ttfb_rows, rss_idle, rss, counts, database_of)
 
 if __name__ == "__main__":
     main()

@@ -29,7 +29,7 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, _upstream_server, sqlite_template) -> Iterator[Gunicorn]:  # type: ignore[no-untyped-def]
+def server(tmp_path_factory, _upstream_server, sqlite_template) -> Iterator[Gunicorn]:
     """One server for this module's tests (the scripted upstream answers every call)."""
     with ExitStack() as stack:
         fleet = Servers(tmp_path_factory.mktemp("bad-input"), _upstream_server, sqlite_template, stack)

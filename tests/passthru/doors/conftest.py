@@ -7,7 +7,7 @@ from tests.upstream import ScriptedUpstream
 
 
 @pytest.fixture
-def speakers(marina_config, upstream: ScriptedUpstream):  # type: ignore[no-untyped-def]
+def speakers(marina_config, upstream: ScriptedUpstream):
     """openai, anthropic and groq (a provider without /responses) keyed and pointed at the scripted upstream."""
     providers = {name: dict(conf) for name, conf in marina_config.MARINA_PROVIDERS.items()}
     for name in ("openai", "anthropic", "groq"):
