@@ -23,8 +23,8 @@ from ledger.models import BenchmarkRun, Experiment, Trace
 from ledger.reports import overview, selectors, spendcsv
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
+from ledger.reports.insight_views import disagreement_table
 from ledger.reports.tables import (
-    DisagreementTable,
     OutcomeColumn,
     RunTable,
     SpendTable,
@@ -263,7 +263,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             "comparison": comparison,
             "view": view,
             "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
-            "disagreements": DisagreementTable(view.disagreements),
+            "disagreements": disagreement_table(view.disagreements, data),  # each task linked to its trajectories
         }
     elif form.is_bound:  # a pick the page cannot use (unknown run or group, one side, the same twice): 400, as the filters
         return render(request, "ledger/compare.html", context, status=400)
