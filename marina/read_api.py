@@ -217,3 +217,15 @@ def trajectories(request: HttpRequest, query: Query[TrajectoryQuery]) -> dict[st
     except trajectory_data.TrajectoryError as exc:
         raise _not_found(str(exc)) from None
     return trajectory_data.as_json(view)
+
+
+@router.get("/experiments/{experiment_id}/progress", response={200: dict, **ERRORS},
+            summary="A repro_tau2 experiment per arm: finished of planned, spend, pass^1 so far, infrastructure errors, ETA")  # fmt: skip
+def experiment_progress(request: HttpRequest, experiment_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
+    from ledger.models import Experiment
+    from ledger.reports import live
+
+    experiment = Experiment.objects.filter(pk=experiment_id).first()
+    if experiment is None:
+        raise _not_found(f"No experiment #{experiment_id}.")
+    return live.as_json(live.experiment_progress(experiment))

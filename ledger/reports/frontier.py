@@ -205,7 +205,7 @@ def _point(key: str, members: list[_RunFigures], k: int, arms: dict[int, str]) -
     cost = None if unknown else sum(c for c, _ in costs if c is not None)
     basis = unknown or " + ".join(sorted({b for _, b in costs}))
     per_sim = None if cost is None or not simulations else (cost + simulations // 2) // simulations
-    value, lo, hi = _pass_k_interval(list(per_task.values()), k)
+    value, lo, hi = pass_k_interval(list(per_task.values()), k)
     arm = arms.get(first.pk) or first.group or first.label or f"run #{first.pk}"
     targets = sorted({f.run.target for f in members})
     return FrontierPoint(
@@ -215,7 +215,7 @@ def _point(key: str, members: list[_RunFigures], k: int, arms: dict[int, str]) -
     )  # fmt: skip
 
 
-def _pass_k_interval(per_task: list[list[int]], k: int) -> tuple[float | None, float | None, float | None]:
+def pass_k_interval(per_task: list[list[int]], k: int) -> tuple[float | None, float | None, float | None]:
     """τ²'s pass^k (mean over tasks) and its 95 % normal interval over tasks; None
     when a task has fewer than k evaluated trials (τ² caps k the same way)."""
     if not per_task or min(n for _, n in per_task) < k:

@@ -20,7 +20,7 @@ from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Experiment, Trace
-from ledger.reports import overview, selectors, spendcsv
+from ledger.reports import live, overview, selectors, spendcsv
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.insight_views import disagreement_table
@@ -287,6 +287,7 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "arms": table,
         "replicates": sorted({r.replicate for row in table for r in row.runs}),
         "comparisons": experiments.arm_comparisons(experiment),
+        "live": live.experiment_progress(experiment),  # per arm: progress, spend, pass^1 so far, errors, ETA
     }
     return render(request, "ledger/experiment_detail.html", context)
 
