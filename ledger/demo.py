@@ -113,7 +113,7 @@ def load_demo(*, days: int = 1, seed: int = 0, now: datetime | None = None) -> D
         traces = list(synthetic_traffic(days=days, seed=seed, now=now))
         for start in range(0, len(traces), 200):
             record_requests(traces[start : start + 200])
-        counts.traces = len(traces) + counts.linked_traces
+        counts.traces = _demo_traces().count()  # the day's traffic, the items' calls, the live experiment's
         counts.spans = Span.objects.filter(trace__in=_demo_traces()).count()
         counts.spend_rows = _demo_spend().count()
     return counts

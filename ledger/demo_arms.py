@@ -310,6 +310,18 @@ def live_experiment(*, now: datetime) -> Experiment:
         experiments.record_run(experiment, arm, 1, outcome=experiments.Outcome.PENDING, detail="running",
                                simulations=done, spent_nanousd=spent, progress=progress)  # fmt: skip
     experiments.note_spend(experiment, 3_210_000_000)
+    # Marina's own view: one agent call per simulation started (two more than finished: in flight).
+    calls = []
+    for model, started in (("demo/alpha-large", 28), ("marina/verify:demo/alpha-large", 19)):
+        for n in range(started):
+            at = now - timedelta(minutes=40) + timedelta(seconds=50 * n + 3)
+            calls.append(TraceRecord(
+                request_id=f"demo-live-{model.rsplit(':', 1)[0][:6]}-{n:03d}", started_at=at, path="/v1/chat/completions",
+                key_name=experiment.key_name, requested_model=model, route="passthru", conv_seed=300,
+                conv_opening=hashlib.sha256(f"{model}-{n}".encode()).hexdigest()[:16],
+                spans=[_call(rng, 0, None, "upstream", "alpha-large", at, 2600, 150)],
+            ))  # fmt: skip
+    record_requests(calls)
     experiment.refresh_from_db()
     return experiment
 

@@ -51,6 +51,11 @@ class FrontierForm(forms.Form):
         return data
 
 
+def _short(p: frontier_data.FrontierPoint) -> str:
+    """`#12` for a run, the arm for a group."""
+    return f"#{p.run_ids[0]}" if p.key.startswith("run:") else p.arm
+
+
 def _cost(value: float) -> str:
     return f"${value:.4g}"
 
@@ -70,7 +75,7 @@ def frontier(request: HttpRequest) -> HttpResponse:
         return render(request, "ledger/frontier.html", {"form": form, "error": str(error)}, status=400)
     dots = [
         Dot(p.key, p.label, None if p.cost_per_simulation_usd is None else float(p.cost_per_simulation_usd),
-            p.value, p.lo, p.hi, p.on_frontier)  # fmt: skip
+            p.value, p.lo, p.hi, p.on_frontier, short=_short(p))  # fmt: skip
         for p in result.points if p.value is not None
     ]
     chart = scatter_chart(

@@ -12,7 +12,7 @@ from html import escape
 from ledger.reports.charts import PALETTE, _fmt, _Svg, nice_ticks
 
 _LEFT, _RIGHT, _TOP, _BOTTOM = 60, 16, 16, 48
-_UNKNOWN_STRIP = 90
+_UNKNOWN_STRIP = 170
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Dot:
     lo: float | None = None
     hi: float | None = None
     on_frontier: bool = False
+    short: str = ""  # the label drawn beside a point off the frontier
 
 
 def scatter_chart(
@@ -34,7 +35,7 @@ def scatter_chart(
     y_title: str,
     x_format: Callable[[float], str],
     y_format: Callable[[float], str] = lambda v: f"{v:.2f}",
-    width: int = 900,
+    width: int = 1100,
     height: int = 440,
 ) -> str:
     svg = _Svg(width, height, title)
@@ -85,7 +86,7 @@ def scatter_chart(
         left = plot_right + 10
         svg.add(f'<rect class="unknown-strip" x="{_fmt(left)}" y="{_TOP}" width="{strip - 14}" height="{_fmt(plot_h)}" '
                 f'fill="#f6f6f6" stroke="#ddd"/>')  # fmt: skip
-        svg.add(f'<text class="xtick" x="{_fmt(left + (strip - 14) / 2)}" y="{_fmt(y_of(0) + 15)}" text-anchor="middle" '
+        svg.add(f'<text class="xtick" x="{_fmt(left + (strip - 14) / 2)}" y="{_TOP + 12}" text-anchor="middle" '
                 f'font-size="11" fill="#555">cost unknown</text>')  # fmt: skip
 
     for index, d in enumerate(dots):
@@ -104,13 +105,15 @@ def scatter_chart(
         cost = "cost unknown" if d.x is None else x_format(d.x)
         svg.add(f'<circle class="point" cx="{_fmt(x)}" cy="{_fmt(cy)}" r="4.5" fill="{colour}">'
                 f"<title>{escape(d.label)}: {escape(y_format(d.y))} at {escape(cost)}</title></circle>")  # fmt: skip
-        # Alternate labels above and below so neighbours overlap less.
-        dy = -9 if index % 2 == 0 else 15
-        anchor = "end" if d.x is not None and x > plot_right - 160 else "start"
+        # Frontier points carry their whole label (target · arm); the others a short one, so a
+        # crowded plot stays legible (the whole label is the point's tooltip and the table's row).
+        text = d.label if d.on_frontier or d.x is None else (d.short or d.label)
+        dy = -9 if index % 2 == 0 else 15  # alternate above and below: neighbours overlap less
+        anchor = "end" if d.x is not None and x > plot_right - 7 * len(text) else "start"
         dx = -6 if anchor == "end" else 6
         if d.x is None:
-            anchor, dx = "middle", 0
+            anchor, dx, text = "middle", 0, text if len(text) <= 26 else text[:25] + "…"
         svg.add(f'<text class="point-label" x="{_fmt(x + dx)}" y="{_fmt(cy + dy)}" text-anchor="{anchor}" '
-                f'font-size="10.5" fill="#333">{escape(d.label)}</text>')  # fmt: skip
+                f'font-size="10.5" fill="#333">{escape(text)}</text>')  # fmt: skip
         svg.add("</g>")
     return svg.render()

@@ -44,10 +44,10 @@ def test_demo_loads_two_groups_and_a_day_of_traffic_that_agree_with_spend(db) ->
     groups = dict(BenchmarkRun.objects.values_list("group").annotate(n=Sum("simulations")).values_list("group", "n"))
     assert groups == {"demo:airline-plain": 120, "demo:airline-verify": 120, "demo:retail-plain": 40,
                       "demo:airline-mini": 40, "demo:airline-local": 40}  # fmt: skip
-    assert made.traces == Trace.objects.count() and 900 < made.traces - made.linked_traces < 1500
+    assert made.traces == Trace.objects.count() and 900 < made.traces - made.linked_traces - 47 < 1500
     assert made.spans == Span.objects.count()
     # the day of traffic ends at NOW; the runs' items are linked to calls at the runs' own times
-    traffic = Trace.objects.filter(benchmark_items=None)
+    traffic = Trace.objects.filter(benchmark_items=None).exclude(request_id__startswith="demo-live-")
     first, last = traffic.order_by("started_at").values_list("started_at", flat=True)[::traffic.count() - 1]
     assert NOW - timedelta(days=1) <= first and last < NOW
     assert set(Trace.objects.values_list("route", flat=True)) == {"passthru", "verify", "obligations+argcheck"}
