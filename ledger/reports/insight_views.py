@@ -17,6 +17,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django_tables2 import Column
 
+from ledger.models import BenchmarkRun
 from ledger.reports import frontier as frontier_data
 from ledger.reports import trajectories as trajectory_data
 from ledger.reports.forms import DATE, _choice_field, _choices
@@ -37,8 +38,6 @@ class FrontierForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         known = run_choices()
-        from ledger.models import BenchmarkRun
-
         domains = sorted(BenchmarkRun.objects.order_by().values_list("domain", flat=True).distinct())
         _choice_field(self, "benchmark").choices = _choices(known.benchmarks, "the newest run's")
         _choice_field(self, "domain").choices = _choices([d for d in domains if d], "any domain")
