@@ -157,17 +157,19 @@ def _points(chosen: list[BenchmarkRun], *, k: int, by: str) -> list[FrontierPoin
         return []
     ids = [r.pk for r in chosen]
     figures = {r.pk: _RunFigures(r, {}) for r in chosen}
-    evaluated = BenchmarkItem.objects.filter(run_id__in=ids, infra_error=False).order_by()
-    for row in evaluated.values("run_id", "task_id").annotate(n=Count("id"), ok=Count("id", filter=Q(correct=True))):
-        figures[row["run_id"]].per_task[row["task_id"]] = (row["ok"], row["n"])
-    linked = BenchmarkItem.objects.filter(run_id__in=ids).order_by().values("run_id").annotate(
-        items=Count("id"), linked=Count("id", filter=Q(link_status="linked")),
-        unpriced=Sum("trace_unpriced"), cost=Sum("trace_cost_nanousd"),
+    # One pass over the items: per (run, task) the evaluated and passed counts and the linked calls' cost.
+    rows = BenchmarkItem.objects.filter(run_id__in=ids).order_by().values("run_id", "task_id").annotate(
+        items=Count("id"), n=Count("id", filter=Q(infra_error=False)), ok=Count("id", filter=Q(correct=True, infra_error=False)),
+        linked=Count("id", filter=Q(link_status="linked")), unpriced=Sum("trace_unpriced"), cost=Sum("trace_cost_nanousd"),
     )  # fmt: skip
-    for totals in linked:
-        f = figures[totals["run_id"]]
-        f.items, f.linked = totals["items"], totals["linked"]
-        f.unpriced, f.trace_cost = totals["unpriced"] or 0, totals["cost"] or 0
+    for row in rows:
+        f = figures[row["run_id"]]
+        if row["n"]:
+            f.per_task[row["task_id"]] = (row["ok"], row["n"])
+        f.items += row["items"]
+        f.linked += row["linked"]
+        f.unpriced += row["unpriced"] or 0
+        f.trace_cost += row["cost"] or 0
     arms = dict(
         ExperimentRun.objects.filter(run_id__in=ids).values_list("run_id", "arm")
     )  # an experiment's arm names the point better than its group
