@@ -175,7 +175,7 @@ class FrontierQuery(Schema):
     until: Day | None = Field(None, description="imported on or before this UTC day")
     k: int = Field(1, ge=1, le=16, description="pass^k's k")
     by: str = Field("run", pattern="^(run|group)$", description="a point per run or per group")
-    limit: int = Field(100, ge=1, le=500, description="the newest this many runs (or groups)")
+    limit: int | None = Field(None, ge=1, le=500, description="the newest this many runs (default 100) or groups (default 20)")
 
 
 @router.get("/frontier", response={200: dict, **ERRORS}, summary="Cost per simulation against pass^k, with the Pareto frontier")

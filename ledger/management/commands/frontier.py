@@ -32,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--until", type=_day, help="imported on or before (UTC day)")
         parser.add_argument("--k", type=int, default=1, help="pass^k's k (default 1)")
         parser.add_argument("--by", choices=["run", "group"], default="run")
-        parser.add_argument("--limit", type=int, default=100, help="the newest this many runs or groups (default 100)")
+        parser.add_argument("--limit", type=int, help="the newest this many runs (default 100) or groups (default 20)")
         parser.add_argument("--json", action="store_true", help="print /api/frontier's JSON")
 
     def handle(self, *args: Any, **o: Any) -> None:
