@@ -20,6 +20,17 @@ class Tracker:
     def __init__(self, planned: int | None) -> None:
         self.planned = planned
         self.first_at: str | None = None
+        self.last: tuple[int, dict[str, Any] | None] = (-1, None)
+
+    def update(self, results: Path, done: int) -> dict[str, Any] | None:
+        """`read`, parsed again only when τ² has saved another simulation (a results file with
+        conversations is tens of MB); None while nothing is saved or the file was caught half-written."""
+        if done and done != self.last[0]:
+            progress = self.read(results)
+            if progress is not None:
+                self.last = (done, progress)
+                return progress
+        return None
 
     def read(self, results: Path) -> dict[str, Any] | None:
         try:

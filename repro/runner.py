@@ -247,7 +247,7 @@ class Runner:
                     experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING,
                                            detail="running", simulations=done,
                                            spent_nanousd=self.spent - spent_before,
-                                           progress=tracker.read(inv.results) if done else None)  # fmt: skip
+                                           progress=tracker.update(inv.results, done))  # fmt: skip
                     experiments.note_spend(experiment, self.spent)
                 now = time.monotonic()
                 if done != shown[0] or (self.spent != shown[1] and now - shown_at >= PROGRESS_EVERY_SECONDS):

@@ -39,6 +39,9 @@ def test_the_tracker_reads_what_tau2_saved_so_far(tmp_path: Path) -> None:
     half = tmp_path / "results.json"
     half.write_bytes(source.read_bytes()[: source.stat().st_size // 2])  # caught mid-rewrite
     assert tracker.read(half) is None and tracker.read(tmp_path / "missing.json") is None
+    # the runner's call: parsed once per simulation count, a half-written file changes nothing
+    assert tracker.update(source, 38) is not None and tracker.update(source, 38) is None
+    assert tracker.update(half, 39) is None and tracker.update(source, 0) is None
 
 
 def _experiment(now: datetime) -> experiments.Experiment:
