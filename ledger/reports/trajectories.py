@@ -319,8 +319,8 @@ def _interventions(spans: list[Span]) -> list[Intervention]:
             out.append(Intervention("obligations-judge", f"verdicts: {json.dumps(d.get('verdicts'))[:500]}"))
         elif span.name == "argcheck-judge" and d.get("verdict"):
             out.append(Intervention("argcheck", f"{d.get('call', '')}: {d['verdict']}" + (f" ({d['doubt']})" if d.get("doubt") else "")))
-        for header in ("obligations", "argcheck"):
-            if isinstance(d.get(header), str) and "check=nudged" in d[header]:
+        for header in ("obligations", "argcheck"):  # a nudge whose retry left no span of its own
+            if isinstance(d.get(header), str) and "check=nudge" in d[header] and not any(x.name == "retry" for x in spans):
                 out.append(Intervention("nudge", f"{header}: {d[header]}"))
     return out
 

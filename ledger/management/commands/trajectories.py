@@ -5,7 +5,6 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kernel import money
 from ledger.reports.trajectories import TrajectoryError, as_json, side_by_side
 
 
@@ -41,10 +40,12 @@ class Command(BaseCommand):
             return
         for letter in ("a", "b"):
             s = data[letter]
+            cost = "unknown" if s["cost_usd"] is None else f"${s['cost_usd']}"
             self.stdout.write(f"{letter.upper()}: run #{s['run_id']} {s['target']} item {s['item']}: {s['outcome']}, "
-                              f"reward {s['reward']}, cost {money.dollars(None if s['cost_usd'] is None else money.to_nanousd(s['cost_usd']), unknown='unknown')}")  # fmt: skip
+                              f"reward {s['reward']}, cost {cost}")  # fmt: skip
             for row in s["reward_breakdown"]:
-                self.stdout.write(f"    {row['check']}: {row['result']} (reward {row['reward']})")
+                reward = "—" if row["reward"] is None else f"{row['reward']:.3f}"
+                self.stdout.write(f"    {row['check']}: {row['result']} (reward {reward}{'' if row['counts'] else ', not counted'})")
             for t in s["turns"]:
                 cost = "unknown" if t["cost_usd"] is None else f"${t['cost_usd']}"
                 self.stdout.write(f"  turn {t['n']} {t['request_id']} {t['status']} {t['formation_label']} {cost}")
@@ -55,3 +56,6 @@ class Command(BaseCommand):
                     self.stdout.write(f"    {m['role']}: {m['text'][:200]}" + (f" -> {calls}" if calls else ""))
                 if t["messages"] is None:
                     self.stdout.write("    calls: " + " -> ".join(f"{c['name']} {c['status']}" for c in t["calls"]))
+                    for tool in t["tools"]:
+                        named = ", ".join(tool["arguments"])
+                        self.stdout.write(f"    tool {tool['name']}" + (f" arguments {named}" if named else "") + f" ({tool['check']})")
