@@ -54,6 +54,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=20, help="timed requests per page (default 20)")
     parser.add_argument("--refill", action="store_true", help="drop what a previous run filled and fill again")
     parser.add_argument("--json", type=Path, help="also write the table here as JSON")
+    parser.add_argument("--only", default="", help="time only the pages whose name contains one of these (comma-separated, e.g. frontier,trajector)")
     args = parser.parse_args()
     if args.scale is None:
         args.scale = 1.0 if args.database == "postgres" else 0.1
@@ -314,12 +315,13 @@ def pages() -> list[tuple[str, str, float]]:
     from django.contrib import admin
     from django.urls import reverse
 
-    from ledger.models import BenchmarkRun, Trace
+    from ledger.models import BenchmarkItem, BenchmarkRun, Trace
 
     newest = BenchmarkRun.objects.order_by("-id").values_list("id", flat=True)[:2]
     run_a, run_b = list(newest)[1], list(newest)[0]
     groups = sorted(BenchmarkRun.objects.order_by().values_list("group", flat=True).distinct())[:2]
     trace = Trace.objects.order_by("-id").values_list("id", flat=True).first()
+    task = BenchmarkItem.objects.filter(run_id=run_b).order_by("pk").values_list("task_id", flat=True).first()
     found: list[tuple[str, str, float]] = [
         ("overview", "/reports/", PAGE_GOAL_MS),
         ("runs", "/reports/runs/", PAGE_GOAL_MS),
@@ -336,6 +338,12 @@ def pages() -> list[tuple[str, str, float]]:
         ("traces?model", f"/reports/traces/?model={MODELS[7]}", PAGE_GOAL_MS),
         ("traces?status=error", "/reports/traces/?status=error", PAGE_GOAL_MS),
         ("trace", f"/reports/traces/{trace}/", PAGE_GOAL_MS),
+        # What an arm did: the newest 100 runs (or groups) as points; two linked runs' trajectories of a task.
+        ("frontier", "/reports/frontier/", PAGE_GOAL_MS),
+        ("frontier by group, pass^2", "/reports/frontier/?by=group&k=2", PAGE_GOAL_MS),
+        ("api frontier", "/api/frontier", PAGE_GOAL_MS),
+        ("trajectories (linked)", f"/reports/trajectories/?a={run_a}&b={run_b}&task={task}", PAGE_GOAL_MS),
+        ("api trajectories", f"/api/trajectories?a={run_a}&b={run_b}&task={task}", PAGE_GOAL_MS),
         ("admin index", "/admin/", PAGE_GOAL_MS),
     ]
     for model, model_admin in admin.site._registry.items():
@@ -352,7 +360,7 @@ def pages() -> list[tuple[str, str, float]]:
     return found
 
 
-def time_pages(repeat: int) -> list[dict[str, Any]]:
+def time_pages(repeat: int, only: str = "") -> list[dict[str, Any]]:
     from django.contrib.auth import get_user_model
     from django.db import connection, reset_queries
     from django.test import Client
@@ -365,6 +373,8 @@ def time_pages(repeat: int) -> list[dict[str, Any]]:
     client.force_login(user)
     table = []
     for name, path, goal in pages():
+        if only and not any(part in name for part in only.split(",")):
+            continue
         times = []
         queries = 0
         status = 0
@@ -414,7 +424,7 @@ def main() -> int:
 
     print(f"\n{connection.vendor}, scale {args.scale}: {Trace.objects.order_by('-id').values_list('id', flat=True)[0]:,}"
           f" traces; {args.repeat} timed requests per page (server time, in process)\n", flush=True)
-    table = time_pages(args.repeat)
+    table = time_pages(args.repeat, args.only)
     if args.json:
         args.json.write_text(json.dumps({"database": connection.vendor, "scale": args.scale, "pages": table},
                                         indent=2))

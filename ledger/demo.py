@@ -23,9 +23,10 @@ from pathlib import Path
 from django.db import transaction
 from django.db.models import QuerySet
 
+from ledger import demo_arms
 from ledger.benchmarks.importers import import_ledger
 from ledger.benchmarks.options import ImportOptions
-from ledger.models import BenchmarkRun, SpendDaily, Trace
+from ledger.models import BenchmarkRun, Span, SpendDaily, Trace
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.services import record_requests
 
@@ -84,6 +85,7 @@ class DemoCounts:
     traces: int = 0
     spans: int = 0
     spend_rows: int = 0
+    linked_traces: int = 0  # of `traces`: the calls the runs' items are linked to
 
 
 def load_demo(*, days: int = 1, seed: int = 0, now: datetime | None = None) -> DemoCounts:
@@ -93,6 +95,7 @@ def load_demo(*, days: int = 1, seed: int = 0, now: datetime | None = None) -> D
     with transaction.atomic():
         remove_demo()
         counts = DemoCounts()
+        runs = []
         for stem, (target, group, cost) in RUNS.items():
             options = ImportOptions(
                 target=target, group=group, label="demo data (manage.py demo --remove deletes it)", cost_usd=Decimal(cost)
@@ -100,11 +103,19 @@ def load_demo(*, days: int = 1, seed: int = 0, now: datetime | None = None) -> D
             result = import_ledger(DATA / f"{stem}.ledger.json", options)
             counts.runs += 1
             counts.items += result.items
+            runs.append(result.run)
+        # More arms, each item linked to its calls, and a running experiment (ledger/demo_arms.py).
+        for run in demo_arms.add_derived_runs(DATA, "demo data (manage.py demo --remove deletes it)"):
+            counts.runs += 1
+            counts.items += run.simulations
+            runs.append(run)
+        counts.linked_traces = demo_arms.link_demo_items(runs, seed=seed, now=now)
+        demo_arms.live_experiment(now=now)
         traces = list(synthetic_traffic(days=days, seed=seed, now=now))
         for start in range(0, len(traces), 200):
             record_requests(traces[start : start + 200])
-        counts.traces = len(traces)
-        counts.spans = sum(len(t.spans) for t in traces)
+        counts.traces = _demo_traces().count()  # the day's traffic, the items' calls, the live experiment's
+        counts.spans = Span.objects.filter(trace__in=_demo_traces()).count()
         counts.spend_rows = _demo_spend().count()
     return counts
 
@@ -122,12 +133,13 @@ def remove_demo() -> DemoCounts:
         counts.spans = by_model.get("ledger.Span", 0)
         counts.spend_rows, _ = _demo_spend().delete()
         runs.delete()
+        demo_arms.demo_experiments().delete()
     return counts
 
 
 def demo_present() -> bool:
     """Whether demo rows are in the ledger (the pages say so)."""
-    return _demo_runs().exists() or _demo_spend().exists()
+    return _demo_runs().exists() or _demo_spend().exists() or demo_arms.demo_experiments().exists()
 
 
 def _demo_runs() -> QuerySet[BenchmarkRun]:

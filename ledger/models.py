@@ -361,6 +361,9 @@ class ExperimentRun(models.Model):
     detail = models.CharField(max_length=500, blank=True)
     simulations = models.PositiveIntegerField(default=0)  # finished, as τ²'s results file showed them
     spent_nanousd = models.BigIntegerField(default=0)
+    # While it runs, from τ²'s incrementally saved results (repro/progress.py): evaluated, passed,
+    # infra_errors, per_task {task: [passed, evaluated]}, planned, first_at, updated_at.
+    progress = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["experiment", "pk"]

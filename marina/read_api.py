@@ -165,3 +165,67 @@ def get_trace(request: HttpRequest, request_id: str) -> dict[str, Any]:
     if trace is None:
         raise _not_found(f"No trace with request id {request_id!r}.")
     return jsondata.trace(trace, selectors.span_tree(trace))
+
+
+class FrontierQuery(Schema):
+    benchmark: str = Field("", description="e.g. tau2-airline (default: the newest run's)")
+    domain: str = Field("", description="e.g. airline")
+    group: str = Field("", description="a replicate group, exactly")
+    since: Day | None = Field(None, description="imported on or after this UTC day")
+    until: Day | None = Field(None, description="imported on or before this UTC day")
+    k: int = Field(1, ge=1, le=16, description="pass^k's k")
+    by: str = Field("run", pattern="^(run|group)$", description="a point per run or per group")
+    limit: int | None = Field(None, ge=1, le=500, description="the newest this many runs (default 100) or groups (default 20)")
+
+
+@router.get("/frontier", response={200: dict, **ERRORS}, summary="Cost per simulation against pass^k, with the Pareto frontier")
+def frontier(request: HttpRequest, query: Query[FrontierQuery]) -> dict[str, Any]:
+    from ledger.reports import frontier as frontier_data  # the page's and `manage.py frontier`'s figures
+
+    if query.since and query.until and query.since > query.until:
+        raise _bad("`since` is after `until`.", "since")
+    try:
+        result = frontier_data.frontier(
+            benchmark=query.benchmark, domain=query.domain, group=query.group, since=query.since, until=query.until,
+            k=query.k, by=query.by, limit=query.limit,
+        )  # fmt: skip
+    except frontier_data.FrontierError as exc:
+        raise _bad(str(exc), "benchmark") from None
+    return frontier_data.as_json(result)
+
+
+class TrajectoryQuery(Schema):
+    a: int | None = Field(None, ge=1, le=MAX_ID, description="run A's id (or group_a)")
+    b: int | None = Field(None, ge=1, le=MAX_ID, description="run B's id (or group_b)")
+    group_a: str = Field("", description="group A, instead of a run")
+    group_b: str = Field("", description="group B")
+    task: str = Field(..., min_length=1, max_length=190, description="the τ² task id")
+    trial: int | None = Field(None, ge=0, le=10_000, description="a trial (default: a pair where the sides disagree)")
+
+
+@router.get("/trajectories", response={200: dict, **ERRORS}, summary="One task's simulation on each side, turn by turn")
+def trajectories(request: HttpRequest, query: Query[TrajectoryQuery]) -> dict[str, Any]:
+    from ledger.reports import trajectories as trajectory_data
+
+    for letter, run_id, group in (("a", query.a, query.group_a), ("b", query.b, query.group_b)):
+        if (run_id is None) == (not group):
+            raise _bad(f"Side {letter.upper()}: give `{letter}` (a run) or `group_{letter}`, one of them.", letter)
+    try:
+        view = trajectory_data.side_by_side(
+            a=query.a, b=query.b, group_a=query.group_a, group_b=query.group_b, task=query.task, trial=query.trial
+        )
+    except trajectory_data.TrajectoryError as exc:
+        raise _not_found(str(exc)) from None
+    return trajectory_data.as_json(view)
+
+
+@router.get("/experiments/{experiment_id}/progress", response={200: dict, **ERRORS},
+            summary="A repro_tau2 experiment per arm: finished of planned, spend, pass^1 so far, infrastructure errors, ETA")  # fmt: skip
+def experiment_progress(request: HttpRequest, experiment_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
+    from ledger.models import Experiment
+    from ledger.reports import live
+
+    experiment = Experiment.objects.filter(pk=experiment_id).first()
+    if experiment is None:
+        raise _not_found(f"No experiment #{experiment_id}.")
+    return live.as_json(live.experiment_progress(experiment))

@@ -39,6 +39,7 @@ from ledger.spend.selectors import spent_by_key
 from passthru.auth import KeyRefused, create_key, revoke_key
 from repro import tau2cli
 from repro.plan import Plan, PlannedRun
+from repro.progress import Tracker, bars
 
 Outcome = experiments.Outcome
 KEY_WAIT_SECONDS = 15.0  # a server reads new keys within a second of seeing one it does not know
@@ -232,6 +233,7 @@ class Runner:
                 inv.argv, env=tau2cli.child_env(inv.env), cwd=plan.run_dir, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
+        tracker = Tracker(total)  # pass^1 and infrastructure errors so far, from τ²'s saved results
         try:
             shown, shown_at, recorded = (-1, -1), 0.0, (-1, -1)
             while True:
@@ -245,7 +247,8 @@ class Runner:
                     recorded = (done, self.spent)
                     experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING,
                                            detail="running", simulations=done,
-                                           spent_nanousd=self.spent - spent_before)  # fmt: skip
+                                           spent_nanousd=self.spent - spent_before,
+                                           progress=tracker.update(inv.results, done))  # fmt: skip
                     experiments.note_spend(experiment, self.spent)
                 now = time.monotonic()
                 if done != shown[0] or (self.spent != shown[1] and now - shown_at >= PROGRESS_EVERY_SECONDS):
@@ -254,6 +257,8 @@ class Runner:
                         f"{label} {done}/{total if total is not None else '?'} simulations · spent "
                         f"{money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)}"
                     )
+                    for line in bars(experiment, plan.budget_nanousd):  # every arm, as the experiment page shows it
+                        self.progress(f"  {line}")
                 if finished:
                     break
                 if self.spent >= plan.budget_nanousd:

@@ -48,6 +48,7 @@ def open_experiment(
 def record_run(
     experiment: Experiment, arm: str, replicate: int, *, outcome: str, detail: str = "",
     run: BenchmarkRun | None = None, simulations: int | None = None, spent_nanousd: int | None = None,
+    progress: dict[str, Any] | None = None,
 ) -> None:  # fmt: skip
     """What came of one planned run (also called while it runs, for progress)."""
     fields: dict[str, Any] = {"outcome": outcome, "detail": detail[:500]}
@@ -57,6 +58,8 @@ def record_run(
         fields["simulations"] = simulations
     if spent_nanousd is not None:
         fields["spent_nanousd"] = spent_nanousd
+    if progress is not None:
+        fields["progress"] = progress
     ExperimentRun.objects.filter(experiment=experiment, arm=arm, replicate=replicate).update(**fields)
 
 

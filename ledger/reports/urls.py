@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from ledger.reports import views
+from ledger.reports import insight_views, views
 
 app_name = "reports"
 
@@ -18,4 +18,6 @@ urlpatterns = [
     path("spend.csv", views.spend_csv, name="spend_csv"),
     path("traces/", views.trace_list, name="traces"),
     path("traces/<int:pk>/", views.trace_detail, name="trace"),
+    path("frontier/", insight_views.frontier, name="frontier"),
+    path("trajectories/", insight_views.trajectories, name="trajectories"),
 ]

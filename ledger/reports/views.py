@@ -20,11 +20,11 @@ from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Experiment, Trace
-from ledger.reports import overview, selectors, spendcsv
+from ledger.reports import live, overview, selectors, spendcsv
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
+from ledger.reports.insight_views import disagreement_table
 from ledger.reports.tables import (
-    DisagreementTable,
     OutcomeColumn,
     RunTable,
     SpendTable,
@@ -263,7 +263,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             "comparison": comparison,
             "view": view,
             "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
-            "disagreements": DisagreementTable(view.disagreements),
+            "disagreements": disagreement_table(view.disagreements, data),  # each task linked to its trajectories
         }
     elif form.is_bound:  # a pick the page cannot use (unknown run or group, one side, the same twice): 400, as the filters
         return render(request, "ledger/compare.html", context, status=400)
@@ -287,6 +287,7 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "arms": table,
         "replicates": sorted({r.replicate for row in table for r in row.runs}),
         "comparisons": experiments.arm_comparisons(experiment),
+        "live": live.experiment_progress(experiment),  # per arm: progress, spend, pass^1 so far, errors, ETA
     }
     return render(request, "ledger/experiment_detail.html", context)
 

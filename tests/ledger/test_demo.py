@@ -12,7 +12,7 @@ from django.db.models import Sum
 
 from ledger import demo
 from ledger.benchmarks.compare import compare_groups
-from ledger.models import BenchmarkItem, BenchmarkRun, Span, SpendDaily, Trace
+from ledger.models import BenchmarkItem, BenchmarkRun, Experiment, Span, SpendDaily, Trace
 from tests.ledger.conftest import import_fixture
 from tests.ledger.report_builders import record_trace
 from tests.ledger.tau2files import intended_pass_hat_k
@@ -40,14 +40,21 @@ def test_the_plain_demo_runs_keep_the_fixtures_figures(db, stem: str, fixture: s
 
 def test_demo_loads_two_groups_and_a_day_of_traffic_that_agree_with_spend(db) -> None:
     made = demo.load_demo(now=NOW, seed=3)
-    assert made.runs == 7 and made.items == 280 == BenchmarkItem.objects.count()
+    assert made.runs == 9 and made.items == 360 == BenchmarkItem.objects.count()
     groups = dict(BenchmarkRun.objects.values_list("group").annotate(n=Sum("simulations")).values_list("group", "n"))
-    assert groups == {"demo:airline-plain": 120, "demo:airline-verify": 120, "demo:retail-plain": 40}
-    assert made.traces == Trace.objects.count() and 900 < made.traces < 1500
+    assert groups == {"demo:airline-plain": 120, "demo:airline-verify": 120, "demo:retail-plain": 40,
+                      "demo:airline-mini": 40, "demo:airline-local": 40}  # fmt: skip
+    assert made.traces == Trace.objects.count() and 900 < made.traces - made.linked_traces - 47 < 1500
     assert made.spans == Span.objects.count()
-    first, last = Trace.objects.order_by("started_at").values_list("started_at", flat=True)[::made.traces - 1]
+    # the day of traffic ends at NOW; the runs' items are linked to calls at the runs' own times
+    traffic = Trace.objects.filter(benchmark_items=None).exclude(request_id__startswith="demo-live-")
+    first, last = traffic.order_by("started_at").values_list("started_at", flat=True)[::traffic.count() - 1]
     assert NOW - timedelta(days=1) <= first and last < NOW
-    assert set(Trace.objects.values_list("route", flat=True)) == {"passthru", "verify"}
+    assert set(Trace.objects.values_list("route", flat=True)) == {"passthru", "verify", "obligations+argcheck"}
+    linked = BenchmarkItem.objects.filter(infra_error=False)
+    assert made.linked_traces > 0 and not linked.exclude(link_status="linked").exists()
+    assert set(BenchmarkRun.objects.values_list("cost_source", flat=True)) == {"spend", "none"}
+    assert BenchmarkRun.objects.get(group="demo:airline-local").cost_nanousd is None  # unpriced: unknown, never 0
     labels = set(Trace.objects.filter(route="verify").values_list("formation_label", flat=True))
     assert {"approved", "revised", "held-write"} <= labels
     assert Trace.objects.filter(status="error").exists()
@@ -74,10 +81,11 @@ def test_loading_again_replaces_and_remove_leaves_real_rows_alone(db) -> None:
     first = demo.load_demo(now=NOW)
     second = demo.load_demo(now=NOW)
     assert (second.runs, second.traces) == (first.runs, first.traces)
-    assert BenchmarkRun.objects.count() == 8 and Trace.objects.count() == first.traces + 1
+    assert BenchmarkRun.objects.count() == 10 and Trace.objects.count() == first.traces + 1
+    assert Experiment.objects.count() == 1
     gone = demo.remove_demo()
-    assert (gone.runs, gone.traces, gone.spans) == (7, first.traces, first.spans)
-    assert list(BenchmarkRun.objects.all()) == [real_run]
+    assert (gone.runs, gone.traces, gone.spans) == (9, first.traces, first.spans)
+    assert list(BenchmarkRun.objects.all()) == [real_run] and not Experiment.objects.exists()
     assert list(Trace.objects.values_list("request_id", flat=True)) == ["real-1"]
     assert list(SpendDaily.objects.values_list("key_name", flat=True)) == ["alice"]
     assert not demo.demo_present()
@@ -86,11 +94,11 @@ def test_loading_again_replaces_and_remove_leaves_real_rows_alone(db) -> None:
 def test_the_command_loads_removes_and_refuses_a_bad_day_count(db) -> None:
     out = io.StringIO()
     call_command("demo", stdout=out)
-    assert "Loaded demo data: 7 runs (280 items)" in out.getvalue() and "demo --remove" in out.getvalue()
+    assert "Loaded demo data: 9 runs (360 items)" in out.getvalue() and "demo --remove" in out.getvalue()
     assert demo.demo_present()
     out = io.StringIO()
     call_command("demo", "--remove", stdout=out)
-    assert out.getvalue().startswith("Removed the demo data: 7 runs") and not demo.demo_present()
+    assert out.getvalue().startswith("Removed the demo data: 9 runs") and not demo.demo_present()
     from django.core.management.base import CommandError
 
     with pytest.raises(CommandError, match="--days must be between 1 and 30"):

@@ -4,6 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ledger import demo_arms
 from ledger.demo import load_demo, remove_demo
 
 
@@ -32,8 +33,9 @@ class Command(BaseCommand):
         made = load_demo(days=options["days"], seed=options["seed"])
         self.stdout.write(
             f"Loaded demo data: {made.runs} runs ({made.items} items) in groups demo:airline-plain, "
-            f"demo:airline-verify and demo:retail-plain; {made.traces} traces with {made.spans} spans and "
-            f"{made.spend_rows} daily spend rows from the scripted provider `demo`.\n"
+            f"demo:airline-verify, demo:airline-mini, demo:airline-local and demo:retail-plain, each item linked to "
+            f"its calls; a running experiment ({demo_arms.EXPERIMENT}); {made.traces} traces with {made.spans} spans "
+            f"and {made.spend_rows} daily spend rows from the scripted provider `demo`.\n"
             "Open http://127.0.0.1:3300/reports/ (make a user with manage.py createsuperuser); "
             "remove it with: manage.py demo --remove"
         )

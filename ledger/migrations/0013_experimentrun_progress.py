@@ -1,0 +1,13 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [("ledger", "0008_lessons")]
+
+    operations = [
+        migrations.AddField(
+            model_name="experimentrun",
+            name="progress",
+            field=models.JSONField(blank=True, default=dict),
+        ),
+    ]

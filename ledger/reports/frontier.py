@@ -1,0 +1,296 @@
+"""The cost–reward frontier: every run (or replicate group) of one benchmark as a
+point, x = what Marina's own spend says a simulation cost, y = pass^k with its
+interval, and the points no other point beats on both (the Pareto frontier).
+
+The report page (/reports/frontier/), `/api/frontier` and `manage.py frontier`
+all print `as_json(frontier(...))` or lay out the same `Frontier`, so the three
+give the same figures.
+
+- **Cost per simulation** is Marina's spend over the evaluated simulations: a
+  run imported with `--cost-from-spend` (cost source `spend`) has it as its
+  cost; otherwise it is the sum of the costs of the traces linked to the run's
+  items (ledger/benchmarks/links.py), known only when every item is linked and
+  none of its calls is unpriced. Anything else is **unknown** (None), never 0:
+  a cost given at import (`cli`) or τ²'s LiteLLM estimate is not Marina's spend.
+- **pass^k** is τ²'s (ledger.benchmarks.metrics.summarize) over the point's
+  evaluated items, pooled over a group's valid runs. Its interval is the 95 %
+  normal interval over tasks (the per-task pass^k values' mean ± 1.96 standard
+  errors, clamped to [0, 1]): tasks are the unit τ² averages over, and unlike
+  the run page's bootstrap it costs nothing per point, so a page of a hundred
+  runs stays fast.
+- **The frontier**: a point with a known cost is on it when no other known-cost
+  point costs no more and scores at least as well, one of the two strictly.
+  Points of unknown cost are listed and drawn apart, never on it.
+
+At scale: the newest `limit` runs matching the filters (default 100), or the
+newest `limit` groups (default 20) with all their runs, are read, their items aggregated per (run, task) in the database, so a
+page reads a few thousand rows whatever the ledger holds."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date
+from math import sqrt
+from typing import Any
+
+from django.db import connection
+from django.db.models import Max
+
+from kernel import money
+from ledger.benchmarks.metrics import pass_hat_k
+from ledger.benchmarks.stats import Z95
+from ledger.models import BenchmarkItem, BenchmarkRun, ExperimentRun
+
+DEFAULT_LIMIT = 100  # runs; with by="group", GROUP_LIMIT groups (each with all its runs)
+GROUP_LIMIT = 20
+MAX_LIMIT = 500
+MAX_K = 16
+
+
+class FrontierError(ValueError):
+    """A request the frontier cannot answer (an unknown benchmark, k out of range)."""
+
+
+@dataclass
+class FrontierPoint:
+    key: str  # "run:12" or "group:<name>"
+    label: str  # target · arm
+    target: str
+    arm: str  # the experiment's arm, else the run's group, else its label
+    group: str
+    run_ids: list[int]
+    simulations: int  # evaluated
+    tasks: int
+    cost_nanousd: int | None  # Marina's spend of the point's runs, None when unknown
+    cost_per_simulation_nanousd: int | None
+    cost_basis: str  # spend | linked traces | why it is unknown
+    value: float | None  # pass^k
+    lo: float | None
+    hi: float | None
+    on_frontier: bool = False
+
+    @property
+    def cost_per_simulation_usd(self) -> Any:
+        return money.to_usd(self.cost_per_simulation_nanousd)
+
+
+@dataclass
+class Frontier:
+    benchmark: str
+    k: int
+    by: str  # run | group
+    points: list[FrontierPoint]
+    total: int  # runs (or groups) matching the filters, before the limit
+    limit: int
+    benchmarks: list[str] = field(default_factory=list)
+
+    @property
+    def frontier(self) -> list[FrontierPoint]:
+        return sorted((p for p in self.points if p.on_frontier), key=lambda p: p.cost_per_simulation_nanousd or 0)
+
+    @property
+    def unknown_cost(self) -> list[FrontierPoint]:
+        return [p for p in self.points if p.cost_per_simulation_nanousd is None]
+
+
+def benchmarks() -> list[str]:
+    return sorted(BenchmarkRun.objects.order_by().values_list("benchmark", flat=True).distinct())
+
+
+def frontier(
+    *,
+    benchmark: str = "",
+    domain: str = "",
+    group: str = "",
+    since: date | None = None,
+    until: date | None = None,
+    k: int = 1,
+    by: str = "run",
+    limit: int | None = None,
+) -> Frontier:
+    """The points of one benchmark (default: the newest run's) matching the filters."""
+    if not 1 <= k <= MAX_K:
+        raise FrontierError(f"k must be between 1 and {MAX_K}, not {k}")
+    if by not in ("run", "group"):
+        raise FrontierError(f"by must be 'run' or 'group', not {by!r}")
+    if limit is None:
+        limit = GROUP_LIMIT if by == "group" else DEFAULT_LIMIT
+    if not 1 <= limit <= MAX_LIMIT:
+        raise FrontierError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+    known = benchmarks()
+    runs = BenchmarkRun.objects.exclude(status="invalid")  # an invalid run's figures mean nothing
+    if domain:
+        runs = runs.filter(domain=domain)
+    if not benchmark:
+        newest = runs.order_by("-created_at", "-pk").values_list("benchmark", flat=True).first()
+        benchmark = newest or ""
+    elif benchmark not in known:
+        raise FrontierError(f"No runs of benchmark {benchmark!r}.")
+    runs = runs.filter(benchmark=benchmark)
+    if group:
+        runs = runs.filter(group=group)
+    if since:
+        runs = runs.filter(created_at__date__gte=since)
+    if until:
+        runs = runs.filter(created_at__date__lte=until)
+    if by == "group":
+        groups = runs.exclude(group="").order_by().values("group").annotate(newest=Max("created_at"))
+        total = groups.count()
+        names = [g["group"] for g in groups.order_by("-newest")[:limit]]
+        chosen = list(runs.filter(group__in=names).order_by("-created_at", "-pk"))
+    else:
+        total = runs.count()
+        chosen = list(runs.order_by("-created_at", "-pk")[:limit])
+    points = _points(chosen, k=k, by=by)
+    _mark_frontier(points)
+    return Frontier(benchmark=benchmark, k=k, by=by, points=points, total=total, limit=limit, benchmarks=known)
+
+
+@dataclass
+class _RunFigures:
+    run: BenchmarkRun
+    per_task: dict[str, tuple[int, int]]  # task -> (successes, evaluated)
+    items: int = 0
+    linked: int = 0
+    unpriced: int = 0
+    trace_cost: int = 0
+
+
+def _points(chosen: list[BenchmarkRun], *, k: int, by: str) -> list[FrontierPoint]:
+    if not chosen:
+        return []
+    ids = [r.pk for r in chosen]
+    figures = {r.pk: _RunFigures(r, {}) for r in chosen}
+    for run_id, task_id, items, n, ok, linked, unpriced, cost in _item_totals(ids):
+        f = figures[run_id]
+        if n:
+            f.per_task[task_id] = (int(ok), int(n))
+        f.items += int(items)
+        f.linked += int(linked)
+        f.unpriced += int(unpriced)
+        f.trace_cost += int(cost)
+    arms = dict(
+        ExperimentRun.objects.filter(run_id__in=ids).values_list("run_id", "arm")
+    )  # an experiment's arm names the point better than its group
+    if by == "run":
+        return [_point(f"run:{f.run.pk}", [f], k, arms) for f in figures.values()]
+    by_group: dict[str, list[_RunFigures]] = defaultdict(list)
+    for f in figures.values():
+        by_group[f.run.group].append(f)
+    return [_point(f"group:{name}", members, k, arms) for name, members in by_group.items()]
+
+
+_TOTALS = f"""
+SELECT run_id, task_id, COUNT(*),
+       SUM(CASE WHEN infra_error THEN 0 ELSE 1 END),
+       SUM(CASE WHEN correct AND NOT infra_error THEN 1 ELSE 0 END),
+       SUM(CASE WHEN link_status = 'linked' THEN 1 ELSE 0 END),
+       COALESCE(SUM(trace_unpriced), 0), COALESCE(SUM(trace_cost_nanousd), 0)
+FROM {BenchmarkItem._meta.db_table} WHERE run_id IN ({{ids}}) GROUP BY run_id, task_id
+"""
+
+
+def _item_totals(ids: list[int]) -> list[tuple[Any, ...]]:
+    """One pass over the chosen runs' items: per (run, task) the items, the evaluated
+    and passed ones, the linked ones and their calls' unpriced count and cost. A raw
+    statement: the ORM's per-row converters cost more than the query on 10,000 rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TOTALS.format(ids=", ".join(["%s"] * len(ids))), ids)
+        return list(cursor.fetchall())
+
+
+def _run_cost(f: _RunFigures) -> tuple[int | None, str]:
+    """Marina's spend for one run, or None with the reason."""
+    if f.run.cost_source == "spend" and f.run.cost_nanousd is not None:
+        return f.run.cost_nanousd, "spend"
+    if not f.items:
+        return None, "unknown: no items"
+    if f.linked < f.items:
+        return None, f"unknown: {f.items - f.linked} of {f.items} items not linked to Marina's traces"
+    if f.unpriced:
+        return None, f"unknown: {f.unpriced} unpriced call(s)"
+    return f.trace_cost, "linked traces"
+
+
+def _point(key: str, members: list[_RunFigures], k: int, arms: dict[int, str]) -> FrontierPoint:
+    first = members[0].run
+    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for f in members:
+        for task, (ok, n) in f.per_task.items():
+            per_task[task][0] += ok
+            per_task[task][1] += n
+    simulations = sum(n for _, n in per_task.values())
+    costs = [_run_cost(f) for f in members]
+    unknown = next((basis for cost, basis in costs if cost is None), "")
+    cost = None if unknown else sum(c for c, _ in costs if c is not None)
+    basis = unknown or " + ".join(sorted({b for _, b in costs}))
+    per_sim = None if cost is None or not simulations else (cost + simulations // 2) // simulations
+    value, lo, hi = pass_k_interval(list(per_task.values()), k)
+    arm = arms.get(first.pk) or first.group or first.label or f"run #{first.pk}"
+    targets = sorted({f.run.target for f in members})
+    return FrontierPoint(
+        key=key, label=f"{' / '.join(targets)} · {arm}", target=" / ".join(targets), arm=arm, group=first.group,
+        run_ids=sorted(f.run.pk for f in members), simulations=simulations, tasks=len(per_task),
+        cost_nanousd=cost, cost_per_simulation_nanousd=per_sim, cost_basis=basis, value=value, lo=lo, hi=hi,
+    )  # fmt: skip
+
+
+def pass_k_interval(per_task: list[list[int]], k: int) -> tuple[float | None, float | None, float | None]:
+    """τ²'s pass^k (mean over tasks) and its 95 % normal interval over tasks; None
+    when a task has fewer than k evaluated trials (τ² caps k the same way)."""
+    if not per_task or min(n for _, n in per_task) < k:
+        return None, None, None
+    values = [pass_hat_k(n, ok, k) for ok, n in per_task]
+    t = len(values)
+    mean = sum(values) / t
+    if t < 2:
+        return mean, 0.0, 1.0  # one task: nothing known about the spread
+    sd = sqrt(sum((v - mean) ** 2 for v in values) / (t - 1))
+    half = Z95 * sd / sqrt(t)
+    return mean, max(0.0, mean - half), min(1.0, mean + half)
+
+
+def _mark_frontier(points: list[FrontierPoint]) -> None:
+    priced = [p for p in points if p.cost_per_simulation_nanousd is not None and p.value is not None]
+    for p in priced:
+        p.on_frontier = not any(
+            q is not p
+            and q.cost_per_simulation_nanousd <= p.cost_per_simulation_nanousd  # type: ignore[operator]
+            and q.value >= p.value  # type: ignore[operator]
+            and (q.cost_per_simulation_nanousd < p.cost_per_simulation_nanousd or q.value > p.value)  # type: ignore[operator]
+            for q in priced
+        )
+
+
+def as_json(f: Frontier) -> dict[str, Any]:
+    """The figures `/api/frontier` returns and `manage.py frontier --json` prints."""
+    return {
+        "benchmark": f.benchmark,
+        "k": f.k,
+        "by": f.by,
+        "total": f.total,
+        "shown": len(f.points),
+        "limit": f.limit,
+        "interval": "95 % normal interval over tasks",
+        "points": [
+            {
+                "key": p.key,
+                "label": p.label,
+                "target": p.target,
+                "arm": p.arm,
+                "group": p.group,
+                "run_ids": p.run_ids,
+                "simulations": p.simulations,
+                "tasks": p.tasks,
+                "cost_usd": None if p.cost_nanousd is None else money.plain(p.cost_nanousd),
+                "cost_per_simulation_usd": None if p.cost_per_simulation_nanousd is None
+                else money.plain(p.cost_per_simulation_nanousd),
+                "cost_basis": p.cost_basis,
+                "pass_hat_k": p.value,
+                "interval": None if p.lo is None else [p.lo, p.hi],
+                "on_frontier": p.on_frontier,
+            }
+            for p in f.points
+        ],
+        "frontier": [p.key for p in f.frontier],
+    }

@@ -1,0 +1,122 @@
+"""The cost–reward frontier (ledger/reports/frontier.py): Marina's spend per
+simulation (unknown, never 0, when it is not all known), pass^k with its
+interval over tasks, the Pareto frontier; and the page, `/api/frontier` and
+`manage.py frontier` giving the same figures."""
+from __future__ import annotations
+
+import io
+import json
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from ledger import demo
+from ledger.benchmarks.metrics import summarize
+from ledger.models import BenchmarkItem, BenchmarkRun
+from ledger.reports.frontier import FrontierError, as_json, frontier
+from tests.ledger.builders import flipped, make_run
+from tests.marina.test_read_api import get, staff_client
+
+BASE = {f"{t}#{n}": 1.0 if (t * 7 + n) % 4 else 0.0 for t in range(1, 11) for n in range(4)}
+NANO = 10**9
+
+
+def _spend(run: BenchmarkRun, dollars: float) -> BenchmarkRun:
+    run.cost_nanousd, run.cost_source = round(dollars * NANO), "spend"
+    run.save()
+    return run
+
+
+def test_the_frontier_keeps_the_points_nothing_beats_and_never_prices_the_unknown(db) -> None:  # type: ignore[no-untyped-def]
+    cheap = _spend(make_run(flipped(BASE, "1#1", "2#1", "3#1", "4#1"), target="m/cheap", group="cheap"), 0.40)
+    strong = _spend(make_run(BASE, target="m/strong", group="strong"), 2.00)
+    worse = _spend(make_run(flipped(BASE, "1#1", "2#1"), target="m/worse", group="worse"), 3.00)  # dearer and weaker than strong
+    given = make_run(BASE, target="m/given", group="given", cost_nanousd=NANO, cost_source="cli")  # not Marina's spend
+    result = frontier()
+    points = {p.key: p for p in result.points}
+    assert {k for k, p in points.items() if p.on_frontier} == {f"run:{cheap.pk}", f"run:{strong.pk}"}
+    assert [p.key for p in result.frontier] == [f"run:{cheap.pk}", f"run:{strong.pk}"]  # by cost
+    assert not points[f"run:{worse.pk}"].on_frontier
+    unknown = points[f"run:{given.pk}"]
+    assert unknown.cost_per_simulation_nanousd is None and unknown.cost_nanousd is None and not unknown.on_frontier
+    assert unknown.cost_basis.startswith("unknown")
+    assert points[f"run:{strong.pk}"].cost_per_simulation_nanousd == 2 * NANO // 40
+    # pass^1 is τ²'s, its interval brackets it
+    p = points[f"run:{cheap.pk}"]
+    assert p.value == pytest.approx(summarize(BenchmarkItem.objects.filter(run=cheap)).pass_hat_k[0])
+    assert p.lo is not None and p.hi is not None and p.lo <= p.value <= p.hi
+    data = as_json(result)
+    assert next(d for d in data["points"] if d["key"] == f"run:{given.pk}")["cost_per_simulation_usd"] is None
+    assert data["frontier"] == [f"run:{cheap.pk}", f"run:{strong.pk}"]
+
+
+def test_linked_items_price_a_run_only_when_every_call_was_priced(db) -> None:  # type: ignore[no-untyped-def]
+    run = make_run({"1#0": 1.0, "1#1": 0.0, "2#0": 1.0, "2#1": None})
+    BenchmarkItem.objects.filter(run=run).update(link_status="linked", trace_cost_nanousd=5_000_000)
+    assert frontier().points[0].cost_per_simulation_nanousd == round(20_000_000 / 3)  # 4 items' calls over 3 evaluated
+    BenchmarkItem.objects.filter(run=run, item_id="1#1").update(trace_unpriced=1)
+    point = frontier().points[0]
+    assert point.cost_per_simulation_nanousd is None and point.cost_basis == "unknown: 1 unpriced call(s)"
+    BenchmarkItem.objects.filter(run=run, item_id="1#1").update(trace_unpriced=0, link_status="unfound")
+    assert frontier().points[0].cost_basis == "unknown: 1 of 4 items not linked to Marina's traces"
+
+
+def test_groups_pool_their_runs_and_filters_and_k_apply(db) -> None:  # type: ignore[no-untyped-def]
+    a1 = _spend(make_run(BASE, group="arm-a"), 1.0)
+    a2 = _spend(make_run(flipped(BASE, "5#0"), group="arm-a"), 1.2)
+    _spend(make_run(BASE, group="arm-b", benchmark="tau2-retail", domain="retail"), 1.0)
+    result = frontier(benchmark="tau2-airline", by="group", k=2)
+    (point,) = result.points
+    assert point.run_ids == sorted([a1.pk, a2.pk]) and point.simulations == 80
+    assert point.cost_per_simulation_nanousd == round(2.2 * NANO / 80)
+    items = BenchmarkItem.objects.filter(run__in=[a1, a2])
+    assert point.value == pytest.approx(summarize(items).pass_hat_k[1])
+    assert [p.group for p in frontier(domain="retail").points] == ["arm-b"]
+    assert frontier(group="none-such").points == []
+    for bad in ({"k": 0}, {"by": "task"}, {"benchmark": "tau2-nowhere"}):
+        with pytest.raises(FrontierError):
+            frontier(**bad)  # type: ignore[arg-type]
+
+
+def _page_rows(html: str) -> dict[str, tuple[str, str]]:
+    rows = re.findall(r'<tr data-key="([^"]+)" data-frontier="(true|false)">.*?data-figure="cost">([^<]*)<.*?data-figure="pass">([^<]*)<', html, re.S)
+    return {key: (cost, value) for key, _, cost, value in rows}
+
+
+def test_the_page_the_api_and_the_command_give_the_same_figures_on_the_demo(db) -> None:  # type: ignore[no-untyped-def]
+    demo.load_demo(now=datetime(2026, 12, 2, 9, 30, tzinfo=UTC))
+    client: Client = staff_client()
+    status, api = get(client, "/api/frontier?by=run&k=1")
+    assert status == 200 and api["benchmark"] == "tau2-airline" and api["shown"] == 8
+    out = io.StringIO()
+    call_command("frontier", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == api
+    response = client.get("/reports/frontier/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    rows = _page_rows(html)
+    assert set(rows) == {p["key"] for p in api["points"]}
+    for p in api["points"]:
+        cost, value = rows[p["key"]]
+        assert cost == ("unknown" if p["cost_per_simulation_usd"] is None else f"${p['cost_per_simulation_usd']}")
+        assert value == f"{p['pass_hat_k']:.3f}"
+    # the unpriced local arm is shown as unknown and drawn apart; the frontier is drawn
+    local = next(p for p in api["points"] if p["target"] == "demo/gamma-local")
+    assert local["cost_per_simulation_usd"] is None and rows[local["key"]][0] == "unknown"
+    assert "cost unknown" in html and 'class="frontier"' in html
+    assert len(api["frontier"]) >= 2
+    # group points, pass^2, and a bad filter: 400 on the page, the envelope on the API
+    assert get(client, "/api/frontier?by=group&k=2")[1]["shown"] == 4
+    assert client.get("/reports/frontier/?k=99").status_code == 400
+    status, body = get(client, "/api/frontier?benchmark=tau2-nowhere")
+    assert status == 400 and body["error"]["param"] == "benchmark"
+
+
+def test_the_command_prints_unknown_for_an_unpriced_run(db) -> None:  # type: ignore[no-untyped-def]
+    make_run(BASE, target="m/given", cost_nanousd=NANO, cost_source="cli")
+    out = io.StringIO()
+    call_command("frontier", stdout=out)
+    assert "unknown/sim" in out.getvalue() and "$0.00000000" not in out.getvalue()

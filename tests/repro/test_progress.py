@@ -1,0 +1,109 @@
+"""An experiment while it runs (repro/progress.py, ledger/reports/live.py): τ²'s
+incrementally saved results read into the figures so far, per arm: finished of
+planned, pass^1 with its interval, infrastructure errors with the INVALID
+warning, spend against the budget, an ETA; the page, `/api/experiments/{id}/progress`
+and the command line's bars show the same figures."""
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ledger.benchmarks import experiments
+from ledger.benchmarks.metrics import summarize
+from ledger.benchmarks.tau2.results import read_results
+from ledger.reports import live
+from ledger.spend.records import SpanRecord, TraceRecord
+from ledger.spend.services import record_requests
+from repro.progress import Tracker, bars
+from tests.ledger.builders import make_run
+from tests.ledger.tau2files import results
+from tests.marina.test_read_api import get, staff_client
+
+NANO = 10**9
+
+
+def test_the_tracker_reads_what_tau2_saved_so_far(tmp_path: Path) -> None:
+    source = results("airline-infra-errors")
+    tracker = Tracker(planned=40)
+    progress = tracker.read(source)
+    assert progress is not None
+    whole = read_results(source)
+    assert progress["infra_errors"] == whole.infra_errors == 2
+    assert progress["evaluated"] == whole.summary().simulations
+    assert progress["passed"] == sum(1 for s in whole.simulations if s.correct)
+    assert sum(n for _, n in progress["per_task"].values()) == progress["evaluated"]
+    assert progress["planned"] == 40 and progress["first_at"] <= progress["updated_at"]
+    half = tmp_path / "results.json"
+    half.write_bytes(source.read_bytes()[: source.stat().st_size // 2])  # caught mid-rewrite
+    assert tracker.read(half) is None and tracker.read(tmp_path / "missing.json") is None
+    # the runner's call: parsed once per simulation count, a half-written file changes nothing
+    assert tracker.update(source, 38) is not None and tracker.update(source, 38) is None
+    assert tracker.update(half, 39) is None and tracker.update(source, 0) is None
+
+
+def _experiment(now: datetime) -> experiments.Experiment:
+    experiment = experiments.open_experiment(
+        name="tau2-airline-live", domain="airline", arms=["single", "verify"], key_name="repro-live",
+        settings={"tasks": 5, "num_trials": 2, "split": "base", "seed": 300}, budget_nanousd=10 * NANO,
+        estimate_nanousd=8 * NANO,
+        runs=[experiments.PlannedRun("single", 1, "m/a", "g-single"), experiments.PlannedRun("verify", 1, "marina/verify:m/a", "g-verify")],
+    )  # fmt: skip
+    done = make_run({f"{t}#{n}": 1.0 if (t + n) % 3 else 0.0 for t in range(1, 6) for n in range(2)}, group="g-single")
+    experiments.record_run(experiment, "single", 1, outcome=experiments.Outcome.IMPORTED, run=done, simulations=10,
+                           spent_nanousd=2 * NANO)  # fmt: skip
+    progress = {"evaluated": 3, "passed": 2, "infra_errors": 1, "per_task": {"1": [1, 2], "2": [1, 1]}, "planned": 10,
+                "first_at": (now - timedelta(minutes=8)).isoformat(), "updated_at": now.isoformat()}  # fmt: skip
+    experiments.record_run(experiment, "verify", 1, outcome=experiments.Outcome.PENDING, detail="running",
+                           simulations=4, spent_nanousd=NANO, progress=progress)  # fmt: skip
+    experiments.note_spend(experiment, 3 * NANO)
+    return experiment
+
+
+def test_progress_per_arm_page_api_and_bars_agree(db) -> None:  # type: ignore[no-untyped-def]
+    now = datetime.now(UTC)
+    experiment = _experiment(now)
+    # two agent calls of one conversation and one of another, under the experiment's key
+    record_requests([
+        TraceRecord(request_id=f"live-{n}", started_at=now + timedelta(seconds=1), path="/v1/chat/completions", key_name="repro-live",
+                    requested_model="marina/verify:m/a", conv_seed=300, conv_opening=opening,
+                    spans=[SpanRecord(seq=0, name="upstream", started_at=now, provider="p", upstream_model="m/a", cost_nanousd=1)])
+        for n, opening in enumerate(["aaaa", "aaaa", "bbbb"])
+    ])  # fmt: skip
+    progress = live.experiment_progress(experiment)
+    single, verify = progress.arms
+    assert (single.finished, single.planned, single.running, single.infra_errors) == (10, 10, False, 0)
+    assert single.pass1 == pytest.approx(summarize(experiment.runs.get(arm="single").run.items.all()).pass_hat_k[0])
+    assert (verify.finished, verify.planned, verify.evaluated, verify.passed, verify.infra_errors) == (4, 10, 3, 2, 1)
+    assert verify.started == 2 and verify.running
+    assert verify.pass1 == pytest.approx((0.5 + 1.0) / 2)
+    assert verify.eta_seconds == pytest.approx(6 * 120)  # 4 done in 8 minutes: 6 left at 2 minutes each
+    assert progress.eta_seconds == pytest.approx(6 * 120)
+    assert "this run will be INVALID; fix the cause" in verify.warning
+
+    lines = bars(experiment, experiment.budget_nanousd)
+    assert lines[1].startswith("verify") and "4/10 simulations" in lines[1] and "infra errors 1" in lines[1]
+    assert "spent $1.00000000 of $10.00000000" in lines[1] and "pass^1 0.750" in lines[1]
+    assert "WARNING: this run will be INVALID; fix the cause" in lines[1] and "ETA 12 min" in lines[1]
+    assert "WARNING" not in lines[0]
+
+    client = staff_client()
+    status, api = get(client, f"/api/experiments/{experiment.pk}/progress")
+    assert status == 200 and [a["arm"] for a in api["arms"]] == ["single", "verify"]
+    assert api["arms"][1]["finished"] == 4 and api["arms"][1]["infra_errors"] == 1 and api["arms"][1]["started_in_traces"] == 2
+    html = client.get(f"/reports/experiments/{experiment.pk}/").content.decode()
+    assert '<meta http-equiv="refresh" content="30">' in html
+    assert "Arm verify: 1 infrastructure error(s) so far: this run will be INVALID; fix the cause." in html
+    for arm in api["arms"]:
+        row = html.split(f'<tr data-arm="{arm["arm"]}">')[1].split("</tr>")[0]
+        assert re.search(rf'data-figure="finished">{arm["finished"]} / {arm["planned"]}<', row)
+        assert f'data-figure="pass1">{arm["pass_hat_1"]:.3f}<' in row
+        assert f'data-figure="infra">{arm["infra_errors"]}<' in row
+        assert f'data-figure="arm-spent">${arm["spent_usd"]}<' in row
+    assert get(client, "/api/experiments/999/progress")[0] == 404
+    # once it ends: no refresh, no ETA
+    experiments.close_experiment(experiment, spent_nanousd=3 * NANO)
+    html = client.get(f"/reports/experiments/{experiment.pk}/").content.decode()
+    assert 'http-equiv="refresh"' not in html and live.experiment_progress(experiment).eta_seconds is None
