@@ -134,7 +134,7 @@ class StackFormation:
         planned = self.plan
         turn_body = {**body, "model": planned.inner}
         turn = Turn(ctx, turn_body, span, agent, verify)
-        keys = state.conversation_keys(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"))
+        keys = state.conversation_keys(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"), body.get("seed"))
         loaded = await state.load(keys)
         span.detail = {"key": _short(loaded.key), "state": "found" if loaded.found_key else "new"}
         if loaded.error:
