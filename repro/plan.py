@@ -40,6 +40,14 @@ class Options:
     arms: str | None = None
 
 
+def replicate_seed(seed: int, replicate: int) -> int:
+    """The τ² --seed of a replicate: --seed, then --seed + 1, … . Each replicate
+    has its own trial seeds (τ² draws them from this seed) and every arm of one
+    replicate the same ones, so compare pairs the arms' trials by (task, trial
+    seed) and replicates differ in seed, as the replicate statistics assume."""
+    return seed + replicate - 1
+
+
 @dataclass(frozen=True)
 class PlannedRun:
     arm: Arm
@@ -92,6 +100,7 @@ class Plan:
             "split": o.split, "model": o.model, "checker": o.checker, "user_model": o.user_model,
             "effort": o.effort, "user_effort": o.user_effort, "num_trials": o.num_trials,
             "num_tasks": o.num_tasks, "task_ids": list(o.task_ids), "seed": o.seed, "replicates": o.replicates,
+            "replicate_seeds": [replicate_seed(o.seed, r) for r in range(1, o.replicates + 1)],
             "max_concurrency": o.max_concurrency, "server_url": o.server_url, "tasks": self.tasks,
             "tau2": f"{self.install.distribution} {self.install.version}",
             "arms": {a.name: a.agent_model for a in self.arms},
@@ -141,7 +150,8 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
             tau2cli.RunSpec(
                 domain=options.domain, split=options.split, agent_llm=f"openai/{arm.agent_model}",
                 user_llm=f"openai/{options.user_model}", agent_args=agent_args, user_args=user_args,
-                num_trials=options.num_trials, seed=options.seed, max_concurrency=options.max_concurrency,
+                num_trials=options.num_trials, seed=replicate_seed(options.seed, replicate),
+                max_concurrency=options.max_concurrency,
                 num_tasks=options.num_tasks, task_ids=options.task_ids,
             ),
         )  # fmt: skip
@@ -185,6 +195,13 @@ def _board_warnings(options: Options) -> list[str]:
     return out
 
 
+def _seeds(o: Options) -> str:
+    if o.replicates == 1:
+        return f"seed {o.seed}, 1 replicate"
+    seeds = ", ".join(str(replicate_seed(o.seed, r)) for r in range(1, o.replicates + 1))
+    return f"{o.replicates} replicates with seeds {seeds} (one per replicate, the same for every arm)"
+
+
 def render(plan: Plan) -> list[str]:
     """The plan as printed (the key shown as a placeholder)."""
     o = plan.options
@@ -195,7 +212,7 @@ def render(plan: Plan) -> list[str]:
         f"  Marina: {o.server_url} (a fresh key is made for the experiment and revoked afterwards; never printed)",
         f"  domain {o.domain}, split {o.split}, "
         f"{'tasks ' + ' '.join(o.task_ids) if o.task_ids else (str(plan.tasks) if plan.tasks is not None else 'unknown') + ' task(s)'}"
-        f", {o.num_trials} trial(s), seed {o.seed}, {o.replicates} replicate(s), max concurrency {o.max_concurrency}",
+        f", {o.num_trials} trial(s), {_seeds(o)}, max concurrency {o.max_concurrency}",
         f"  agent effort {o.effort} (in extra_body), user simulator {o.user_model} at effort {o.user_effort}",
         f"  results under {plan.run_dir}",
         "  arms (the first is the baseline):",
@@ -226,7 +243,7 @@ def render(plan: Plan) -> list[str]:
     for run in plan.runs:
         inv = plan.invocation(run, KEY_PLACEHOLDER)
         shown_env = " ".join(f"{k}={'<experiment key>' if v == KEY_PLACEHOLDER else v}" for k, v in inv.env.items())
-        lines.append(f"    [{run.arm.name} r{run.replicate}] {shown_env} {tau2cli.shown(inv.argv, '')}")
+        lines.append(f"    [{run.arm.name} r{run.replicate} seed {run.spec.seed}] {shown_env} {tau2cli.shown(inv.argv, '')}")
         lines.append(
             f"      then import_tau2 {inv.results} --target {run.arm.agent_model} --target-kind "
             f"{run.arm.target_kind} --group {run.arm.group(o.domain)} --require-clean --cost-from-spend"

