@@ -12,7 +12,7 @@ from typing import Any
 from kernel import money
 from repro import tau2cli
 from repro.arms import Arm, parse_arms
-from repro.budget import ArmEstimate, estimate_arm
+from repro.budget import ArmEstimate, estimate_arm, has_price
 
 # Tasks per domain in τ²'s `base` split (the board's), when τ²'s own split file cannot be read.
 BASE_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
@@ -35,6 +35,9 @@ class Options:
     replicates: int = 1
     max_concurrency: int = 4
     budget_usd: str = "10"
+    # Dollars per million tokens at which the budget counts calls nobody can price (None: a
+    # model without a price refuses the run instead: the budget could not see its calls).
+    unpriced_usd_per_mtok: str | None = None
     server_url: str = "http://127.0.0.1:3300"
     run_dir: str = "repro-runs"
     arms: str | None = None
@@ -67,6 +70,24 @@ class Plan:
     estimates: list[ArmEstimate]
     budget_nanousd: int
     warnings: list[str] = field(default_factory=list)
+    fallback_per_mtok: int | None = None  # nano-dollars per million tokens, for unpriced calls
+    unpriced_models: list[str] = field(default_factory=list)  # models with no price anywhere
+
+    def refusal(self) -> str:
+        """Why the real run would be refused before anything runs ('' if it would not)."""
+        if self.unpriced_models and self.fallback_per_mtok is None:
+            return (
+                f"no price for {', '.join(self.unpriced_models)} (neither the price tables nor a priced call in "
+                "the ledger): the budget cannot count their calls; give --unpriced-usd-per-mtok to count them at a "
+                "price per million tokens: refused, nothing ran"
+            )
+        estimate = self.estimate_nanousd if self.estimate_nanousd is not None else self.known_estimate_nanousd
+        if estimate > self.budget_nanousd:
+            return (
+                f"estimated cost {money.dollars(estimate)} is above --budget-usd {money.dollars(self.budget_nanousd)}: "
+                "refused, nothing ran"
+            )
+        return ""
 
     @property
     def run_dir(self) -> Path:
@@ -102,6 +123,7 @@ class Plan:
             "num_tasks": o.num_tasks, "task_ids": list(o.task_ids), "seed": o.seed, "replicates": o.replicates,
             "replicate_seeds": [replicate_seed(o.seed, r) for r in range(1, o.replicates + 1)],
             "max_concurrency": o.max_concurrency, "server_url": o.server_url, "tasks": self.tasks,
+            "unpriced_usd_per_mtok": o.unpriced_usd_per_mtok, "unpriced_models": self.unpriced_models,
             "tau2": f"{self.install.distribution} {self.install.version}",
             "arms": {a.name: a.agent_model for a in self.arms},
         }  # fmt: skip
@@ -141,6 +163,16 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
         raise ValueError(f"--budget-usd must be a number of dollars, not {options.budget_usd!r}") from None
     if budget <= 0:
         raise ValueError("--budget-usd must be more than 0")
+    fallback = None
+    if options.unpriced_usd_per_mtok is not None:
+        try:
+            fallback = money.to_nanousd(options.unpriced_usd_per_mtok)
+        except money.MoneyError:
+            fallback = -1
+        if fallback < 0:
+            raise ValueError(
+                f"--unpriced-usd-per-mtok must be a number of dollars, not {options.unpriced_usd_per_mtok!r}"
+            )
     arms = parse_arms(options.arms, model=options.model, checker=options.checker)
     name = name or experiment_name(options.domain)
     agent_args, user_args = llm_args(options)
@@ -161,12 +193,23 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
     tasks = _tasks(options, install)
     estimates = [
         estimate_arm(a, domain=options.domain, model=options.model, checker=options.checker,
-                     user_model=options.user_model)
+                     user_model=options.user_model, fallback_per_mtok=fallback)
         for a in arms
     ]  # fmt: skip
     plan = Plan(name, options, install, arms, runs, tasks, estimates, budget)
     plan.warnings = _board_warnings(options)
+    plan.fallback_per_mtok = fallback
+    plan.unpriced_models = _unpriced_models(options, arms)
     return plan
+
+
+def _unpriced_models(options: Options, arms: list[Arm]) -> list[str]:
+    """The model ids the experiment calls that nobody can price."""
+    models = [options.model, options.user_model]
+    if any(a.name == "verify" for a in arms):
+        models.append(options.checker or options.model)
+    models += [a.agent_model for a in arms if a.agent_model.startswith("marina:")]  # crews: what they call is unknown
+    return [m for m in dict.fromkeys(models) if m.startswith("marina:") or not has_price(m)]
 
 
 def _tasks(options: Options, install: tau2cli.Tau2Install) -> int | None:
@@ -238,6 +281,12 @@ def render(plan: Plan) -> list[str]:
         )
     else:
         lines.append(f"  estimated cost {money.dollars(estimate)}, budget {money.dollars(plan.budget_nanousd)}")
+    if plan.unpriced_models:
+        counted = (
+            f"counted by the budget at {money.dollars(plan.fallback_per_mtok)} per million tokens"
+            if plan.fallback_per_mtok is not None else "the budget cannot count their calls"
+        )  # fmt: skip
+        lines.append(f"  no price for {', '.join(plan.unpriced_models)}: {counted}; their cost is shown as unpriced")
     lines += [f"  note: {w}" for w in plan.warnings]
     lines.append("  commands:")
     for run in plan.runs:

@@ -121,7 +121,7 @@ def import_lines(result: ImportResult) -> list[str]:
     figures = [f"mean reward {_figure(run.mean_reward)}"]
     figures += [f"pass^{k} {value:.6f}" for k, value in enumerate(run.pass_hat_k, 1)]
     lines.append("  " + " · ".join(figures))
-    lines.append(f"  cost {money.dollars(run.cost_nanousd, unknown='unpriced')} (source {run.cost_source}: {result.cost_note})")
+    lines.append(f"  cost {run.cost_shown} (source {run.cost_source}: {result.cost_note})")
     if run.infra_errors:
         lines.append(f"  excluded {run.infra_errors} infrastructure error(s)")
     if run.skipped:

@@ -33,7 +33,8 @@ class Side:
     mean_reward: float | None
     pass_hat_k: list[float]  # on the shared tasks, k = 1..max_k
     pass1_ci: tuple[float, float]  # Wilson 95 % for successes / items
-    cost_per_item_usd: Decimal | None
+    cost_per_item_usd: Decimal | None  # None: unknown (every call unpriced, or no cost recorded)
+    unpriced_calls: int = 0  # calls behind the cost nobody priced: then the cost is a lower bound
 
 
 @dataclass
@@ -392,6 +393,7 @@ def _side(runs: list[_RunData], shared: set[str], label: str) -> Side:
         pass_hat_k=summary.pass_hat_k,
         pass1_ci=stats.wilson_interval(successes, len(outcomes)),
         cost_per_item_usd=_cost_per_item([data.run for data in runs]),
+        unpriced_calls=sum(data.run.unpriced_calls for data in runs),
     )
 
 
@@ -557,8 +559,9 @@ def _signed_pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
-def _money(x: Decimal | None) -> str:
-    return "unpriced" if x is None else f"{money.dollars(x)}/item"
+def _money(side: Side) -> str:
+    """$/item, "≥ $x/item (n unpriced)" or "unpriced (n calls)": unknown is never $0."""
+    return money.with_unpriced(side.cost_per_item_usd, side.unpriced_calls, per="/item")
 
 
 def _p(p: float) -> str:
@@ -579,7 +582,7 @@ def render_text(c: Comparison, *, tasks: bool = False) -> str:
         lo, hi = side.pass1_ci
         lines.append(f"{name}  {side.label} (run {runs}): {side.items} item(s)")
         lines.append(f"   mean reward {reward}  {curve}")
-        lines.append(f"   pass^1 95% Wilson [{_pct(lo)}, {_pct(hi)}]  {_money(side.cost_per_item_usd)}")
+        lines.append(f"   pass^1 95% Wilson [{_pct(lo)}, {_pct(hi)}]  {_money(side)}")
     lines.append(
         f"discordant: A right / B wrong {c.a_only}   A wrong / B right {c.b_only}   "
         f"exact McNemar p={_p(c.mcnemar_p)}"
@@ -587,7 +590,7 @@ def render_text(c: Comparison, *, tasks: bool = False) -> str:
     lo, hi = c.diff_ci
     lines.append(f"pass^1 B - A {_signed_pct(c.diff_pass1)}  95% [{_signed_pct(lo)}, {_signed_pct(hi)}]")
     lines.append(f"   bootstrap: {c.bootstrap}")
-    if c.a.cost_per_item_usd is not None and c.b.cost_per_item_usd is not None:
+    if c.a.cost_per_item_usd is not None and c.b.cost_per_item_usd is not None and not (c.a.unpriced_calls or c.b.unpriced_calls):
         lines.append(f"$/item B - A {c.b.cost_per_item_usd - c.a.cost_per_item_usd:+.8f}")
     if c.replicates is not None:
         lines += _replicate_lines(c.replicates)
@@ -644,6 +647,7 @@ def as_json(c: Comparison) -> dict[str, Any]:
             "pass_hat_k": s.pass_hat_k,
             "pass1_ci": list(s.pass1_ci),
             "cost_per_item_usd": money.plain(s.cost_per_item_usd) or None,
+            "unpriced_calls": s.unpriced_calls,
         }
 
     replicates = None
