@@ -153,7 +153,8 @@ class StackFormation:
         if lessons_wanted and not verify:  # verify recalls on its own (passthru/formations/verify/formation.py)
             lessons_mode = lessons.mode(ctx.inbound.headers, default="on" if planned.lessons else "off")
             recalled = await lessons.recall(
-                ctx, lessons.opening_request(turn.messages), lessons_mode, query="opening", parent_seq=span.seq
+                ctx, lessons.opening_request(turn.messages), lessons_mode, query="opening", messages=turn.messages,
+                parent_seq=span.seq,
             )
             turn.lessons_note = recalled.block()
 
