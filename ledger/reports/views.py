@@ -286,7 +286,9 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "experiment": experiment,
         # The key's spend; its unpriced calls make it a lower bound, or unknown when all were.
-        "spent_shown": money.with_unpriced(spent.cost_nanousd if spent.calls else None, spent.unpriced_calls),
+        "spent_shown": money.with_unpriced(
+            None if spent.calls and spent.calls == spent.unpriced_calls else experiment.spent_nanousd, spent.unpriced_calls
+        ),
         "arms": table,
         "replicates": sorted({r.replicate for row in table for r in row.runs}),
         "comparisons": experiments.arm_comparisons(experiment),
