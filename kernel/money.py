@@ -87,6 +87,20 @@ def dollars(amount: Amount, *, unknown: str = "—") -> str:
     return f"-${text}" if value < 0 else f"${text}"
 
 
+def with_unpriced(amount: Amount, unpriced: int, *, per: str = "") -> str:
+    """A total some of whose calls nobody could price: "$x" when none,
+    "≥ $x (n unpriced)" when some (the priced part is a lower bound), and
+    "unpriced (n calls)" when every call was (the amount is then None, or 0
+    from the priced calls of none): unknown, never $0. `per` ("/item") follows
+    the amount."""
+    value = _as_dollars(amount)
+    if unpriced <= 0:
+        return "unpriced" if value is None else f"{dollars(value)}{per}"
+    if value is None or value == 0:
+        return f"unpriced ({unpriced} call{'s' if unpriced != 1 else ''})"
+    return f"≥ {dollars(value)}{per} ({unpriced} unpriced)"
+
+
 def signed_dollars(amount: Amount, *, unknown: str = "—") -> str:
     """A difference: always signed, "+$0.00000000" for none."""
     value = _as_dollars(amount)

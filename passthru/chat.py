@@ -150,7 +150,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 async def _with_lessons(ctx: RequestContext, body: dict[str, Any], prefix: bool) -> tuple[dict[str, Any], lessons.Recalled]:
     """A plain request that opted in: lessons for its opening request, in the trailing note."""
     mode = lessons.mode(ctx.inbound.headers, default="on" if prefix else "off")
-    recalled = await lessons.recall(ctx, lessons.opening_request(body["messages"]), mode, query="opening")
+    recalled = await lessons.recall(
+        ctx, lessons.opening_request(body["messages"]), mode, query="opening", messages=body["messages"]
+    )
     if recalled.injected:
         body = {**body, "messages": with_trailing_note(body["messages"], recalled.block())}
     return body, recalled

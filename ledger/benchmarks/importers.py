@@ -80,6 +80,7 @@ class ImportResult:
             "pass_hat_k": run.pass_hat_k,
             "cost_usd": None if cost is None else f"{cost:.8f}",
             "cost_source": run.cost_source,
+            "unpriced_calls": run.unpriced_calls,
             "cost_note": self.cost_note,
             "comparable": run.comparable,
             "comparability_reasons": run.comparability_reasons,
@@ -176,12 +177,17 @@ def import_ledgers(paths: Sequence[str | Path], options: ImportOptions | None = 
 
 def import_tau2(
     results_path: str | Path, options: ImportOptions | None = None, /, *, require_clean: bool = False,
-    progress: bool | None = None, **fields: Any,
+    progress: bool | None = None, task_split: str | None = None, **fields: Any,
 ) -> ImportResult:  # fmt: skip
     """Convert a τ² results.json and import it in one step (no ledger file is
-    written). Same result as `tau2_convert` followed by `import_ledger`."""
+    written). Same result as `tau2_convert` followed by `import_ledger`.
+    `task_split`: the split the harness ran (`--task-split-name`), recorded
+    when the file records none (τ²'s results.json does not)."""
     checked = _options(options, fields).checked()  # a bad option is refused before the file is read
-    return _import_tau2(load_tau2(results_path, require_clean=require_clean, progress=progress), results_path, checked)
+    ledger = load_tau2(results_path, require_clean=require_clean, progress=progress)
+    if task_split and ledger.run.task_split is None:
+        ledger.run.task_split = task_split
+    return _import_tau2(ledger, results_path, checked)
 
 
 def import_loaded(ledger: Ledger, results_path: str | Path, options: ImportOptions) -> ImportResult:
@@ -222,7 +228,7 @@ def _import(
     run_ = ledger.run
     started, ended = parse_time(run_.started_at), parse_time(run_.ended_at)
     links = plan_links(ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended)
-    cost_nanousd, cost_source, cost_note = _cost(
+    cost_nanousd, cost_source, cost_note, unpriced_calls = _cost(
         ledger, source, started, ended, cost_usd=options.cost_usd, cost_from_spend=options.cost_from_spend, warnings=warnings,
         links=links,
     )  # fmt: skip
@@ -246,6 +252,7 @@ def _import(
         source_name=source_name[: max_length("source_name")],
         cost_nanousd=cost_nanousd,
         cost_source=cost_source,
+        unpriced_calls=unpriced_calls,
         simulations=len(ledger.items),
         infra_errors=ledger.infra_errors,
         skipped=ledger.skipped,
@@ -319,12 +326,14 @@ def _import(
 def _cost(
     ledger: Ledger, source: str, started: Any, ended: Any, *, cost_usd: float | Decimal | None, cost_from_spend: bool,
     warnings: list[str], links: LinkPlan,
-) -> tuple[int | None, str, str]:  # fmt: skip
-    """(nano-dollars, source, note): the flag's amount; Marina's own spend for
-    the run (its items' linked traces when every evaluated item has some, else
-    spend_daily for its models over its UTC days); τ²'s own costs; or unpriced."""
+) -> tuple[int | None, str, str, int]:  # fmt: skip
+    """(nano-dollars, source, note, unpriced calls): the flag's amount; Marina's
+    own spend for the run (its items' linked traces when every evaluated item
+    has some, else spend_daily for its models over its UTC days); τ²'s own
+    costs; or unpriced. Unpriced calls make the amount a lower bound, and when
+    every call was unpriced the amount is None (unknown), never $0."""
     if cost_usd is not None:
-        return to_nanousd(cost_usd), "cli", "given with --cost-usd"
+        return to_nanousd(cost_usd), "cli", "given with --cost-usd", 0
     evaluated_links = [links.items[i.id] for i in ledger.items if not i.infra_error]
     if cost_from_spend and evaluated_links and all(x.status == LINKED for x in evaluated_links):
         everything = list(links.items.values())
@@ -332,12 +341,14 @@ def _cost(
         calls = sum(x.calls for x in everything)
         if unpriced:
             warnings.append(
-                f"{source}: {unpriced} of the {calls} linked calls were unpriced; the traces' total is a lower bound"
+                f"{source}: {unpriced} of the {calls} linked calls were unpriced; "
+                + ("the cost is unknown" if unpriced >= calls else "the traces' total is a lower bound")
             )
         note = f"the {calls} trace(s) Marina linked to the run's items (this run's calls only)"
         if links.unassigned:
             note += f"; {links.unassigned} other trace(s) of these models in its window are not counted"
-        return sum(x.cost_nanousd or 0 for x in everything), "traces", note
+        traced = None if unpriced >= calls else sum(x.cost_nanousd or 0 for x in everything)
+        return traced, "traces", note, unpriced
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:
@@ -353,10 +364,11 @@ def _cost(
             raise LedgerInputError(
                 source, f"--cost-from-spend: Marina recorded no calls to {', '.join(models)} on {days} (UTC)"
             )
-        if totals["unpriced"]:
+        unpriced = int(totals["unpriced"] or 0)
+        if unpriced:
             warnings.append(
-                f"{source}: {totals['unpriced']} of {totals['calls']} calls to these models were unpriced; "
-                "the spend total is a lower bound"
+                f"{source}: {unpriced} of {totals['calls']} calls to these models were unpriced; "
+                + ("the cost is unknown" if unpriced >= totals["calls"] else "the spend total is a lower bound")
             )
         note = (
             f"spend_daily for {', '.join(models)} on {days} (UTC): whole days, so it includes every call "
@@ -365,17 +377,17 @@ def _cost(
         if links.attempted:
             unlinked = sum(1 for x in evaluated_links if x.status != LINKED)
             note += f" (not the linked traces: {unlinked} evaluated item(s) have none)"
-        return int(totals["cost"] or 0), "spend", note
+        return (None if unpriced >= totals["calls"] else int(totals["cost"] or 0)), "spend", note, unpriced
     evaluated = [i for i in ledger.items if not i.infra_error]
     if evaluated and all(i.agent_cost_usd is not None and i.user_cost_usd is not None for i in evaluated):
         total = sum(Decimal(str(i.agent_cost_usd)) + Decimal(str(i.user_cost_usd)) for i in evaluated)
         if total > checks.MAX_RUN_COST_USD:
             raise LedgerInputError(source, f"the simulations' costs add up to more than ${checks.MAX_RUN_COST_USD:,.0f}")
         if total > 0:
-            return to_nanousd(total), "tau2", "τ²'s own agent + user costs (LiteLLM)"
+            return to_nanousd(total), "tau2", "τ²'s own agent + user costs (LiteLLM)", 0
         # LiteLLM prices ids it does not know at 0.0 (tau2-facts §1): a $0 run is unpriced, not free.
-        return None, "none", "τ² reported $0 for every simulation (LiteLLM could not price the models)"
-    return None, "none", "no --cost-usd or --cost-from-spend, and τ² did not price every simulation"
+        return None, "none", "τ² reported $0 for every simulation (LiteLLM could not price the models)", 0
+    return None, "none", "no --cost-usd or --cost-from-spend, and τ² did not price every simulation", 0
 
 
 

@@ -29,6 +29,9 @@ class Ledger:
     items: list[LedgerItem]
     source: dict[str, Any] = field(default_factory=dict)  # kind, name, sha256, bytes
     warnings: list[str] = field(default_factory=list)  # not written; for the caller to show
+    # Each task's expected actions, from τ²'s results (not written): the order pass^k is summed
+    # in, as τ² sums it; a file read back sums in task-id order, bit-equal whenever the two agree.
+    num_actions: dict[str, int] = field(default_factory=dict)
 
     @property
     def infra_errors(self) -> int:
@@ -39,7 +42,7 @@ class Ledger:
         return sum(1 for i in self.items if i.skipped)
 
     def summary(self) -> metrics.Summary:
-        return metrics.summarize(self.items)
+        return metrics.summarize(self.items, self.num_actions)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content. `summary` and `comparability` are there for

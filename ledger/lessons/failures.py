@@ -22,6 +22,7 @@ class Failure:
     reward: float
     messages: list[dict[str, Any]]
     reward_info: dict[str, Any]
+    criteria: dict[str, Any] | None = None  # the task's evaluation_criteria: the ground truth
 
 
 def failed_item_ids(results: Tau2Results) -> list[str]:
@@ -29,8 +30,20 @@ def failed_item_ids(results: Tau2Results) -> list[str]:
     return [s.item_id for s in results.simulations if s.reward is not None and not s.correct and not s.skipped]
 
 
+def task_criteria(path: Path) -> dict[str, dict[str, Any]]:
+    """Each task's evaluation_criteria (its expected actions), by task id."""
+    out: dict[str, dict[str, Any]] = {}
+    with open(path, "rb") as raw:
+        for task in ijson.items(raw, "tasks.item", use_float=True):
+            if isinstance(task, dict) and isinstance(task.get("evaluation_criteria"), dict):
+                out[str(task.get("id"))] = task["evaluation_criteria"]
+    return out
+
+
 def failures(path: Path, wanted: set[str]) -> Iterator[Failure]:
-    """The simulations named in `wanted` that hold a conversation, in file order."""
+    """The simulations named in `wanted` that hold a conversation, in file order,
+    each with its task's evaluation criteria."""
+    criteria = task_criteria(path)
     with open(path, "rb") as raw:
         for sim in ijson.items(raw, "simulations.item", use_float=True):
             task, trial = sim.get("task_id"), sim.get("trial", 0)
@@ -39,7 +52,7 @@ def failures(path: Path, wanted: set[str]) -> Iterator[Failure]:
             if item_id not in wanted or not isinstance(messages, list) or not messages:
                 continue
             info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
-            yield Failure(item_id, float(info.get("reward") or 0.0), messages, info)
+            yield Failure(item_id, float(info.get("reward") or 0.0), messages, info, criteria.get(str(task)))
 
 
 def read(path: str | Path, *, progress: bool | None = None) -> tuple[Tau2Results, list[str]]:

@@ -21,7 +21,19 @@ tool call and tool result, and τ²'s reward breakdown):
   in the conversation (case and punctuation ignored).
 
 It is also refused when it is empty, shorter than 20 or longer than 300
-characters."""
+characters.
+
+**Ground truth, exactly.** The learner holds the answers: τ²'s expected
+actions (the task's `evaluation_criteria` and the reward breakdown's
+`action_checks`), what it must communicate, and the outputs of those actions
+in the conversation (the tool results of calls to the expected tools). Every
+identifying value among them (`ground_truth`: a string with a digit or a
+capital letter — ids, names, cities, airport codes, dates — a number of two
+or more digits or with decimals, and each date's other spellings: `May 25`,
+`25th`, `05/25`) refuses a rule that holds it as a whole word, case ignored
+(`truth_refusal`): no guessing at what looks like data. Lower-case category
+words (`economy`, `credit_card`) and small counts are policy vocabulary and
+are left to the lexical checks above."""
 from __future__ import annotations
 
 import json
@@ -115,6 +127,98 @@ def evidence_of(messages: Iterable[Any], breakdown: Any = None) -> Evidence:
     if breakdown is not None:
         found.add_value(breakdown)
     return found
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")  # fmt: skip
+_ISO_DATE = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})")
+
+
+def _ordinal(day: int) -> str:
+    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+def _truth_forms(value: str) -> set[str]:
+    """A ground-truth string and, for a date, its other spellings."""
+    forms = {value.lower()}
+    date = _ISO_DATE.match(value)
+    if date:
+        month, day = int(date.group(2)), int(date.group(3))
+        if 1 <= month <= 12:
+            name = _MONTHS[month - 1]
+            forms |= {f"{name} {day}", f"{name[:3]} {day}", f"{name} {_ordinal(day)}", f"{name[:3]} {_ordinal(day)}",
+                      _ordinal(day), f"{month:02d}/{day:02d}", f"{month}/{day}"}  # fmt: skip
+    return forms
+
+
+def _truth_leaves(value: Any, out: set[str]) -> None:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            _truth_leaves(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _truth_leaves(v, out)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text[:1] in "{[":
+            try:
+                _truth_leaves(json.loads(text), out)
+                return
+            except ValueError:
+                pass
+        if 2 <= len(text) <= 120 and (any(c.isdigit() for c in text) or any(c.isupper() for c in text)):
+            out |= _truth_forms(text)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, float) and not value.is_integer():
+            out.add(f"{value:g}")
+        elif abs(int(value)) >= 10:
+            out.add(str(int(value)))
+
+
+def _calls(message: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(id, tool name) of an assistant message's calls, τ²'s flat form or OpenAI's."""
+    found = []
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            inner = call.get("function")
+            fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else call
+            found.append((str(call.get("id") or ""), str(fn.get("name") or "")))
+    return found
+
+
+def ground_truth(criteria: Any, breakdown: Any = None, messages: Iterable[Any] = ()) -> set[str]:
+    """The identifying values of what a simulation should have done (see the
+    module doc), lower-cased: the expected actions' arguments, what is to be
+    communicated, and the results of the calls to the expected tools."""
+    out: set[str] = set()
+    expected: list[Any] = []
+    for source in (criteria, breakdown):
+        if not isinstance(source, Mapping):
+            continue
+        expected += [a for a in source.get("actions") or () if isinstance(a, Mapping)]
+        expected += [c["action"] for c in source.get("action_checks") or () if isinstance(c, Mapping) and isinstance(c.get("action"), Mapping)]
+        _truth_leaves(source.get("communicate_info") or [], out)
+    for action in expected:
+        _truth_leaves(action.get("arguments") or {}, out)
+    names = {str(a.get("name")) for a in expected}
+    wanted: set[str] = set()
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        wanted |= {call_id for call_id, name in _calls(message) if name in names and call_id}
+        if message.get("role") == "tool" and (message.get("id") in wanted or message.get("tool_call_id") in wanted):
+            _truth_leaves(message.get("content"), out)
+    return out
+
+
+def truth_refusal(rule: str, truth: set[str]) -> str:
+    """'holds a ground-truth value' when `rule` holds one of `truth` as a whole word."""
+    text = " ".join(rule.split()).lower()
+    for value in truth:
+        if re.search(r"(?<![a-z0-9])" + re.escape(value) + r"(?![a-z0-9])", text):
+            return "holds a ground-truth value"
+    return ""
 
 
 def refusal(rule: str, evidence: Evidence) -> str:

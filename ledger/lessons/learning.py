@@ -152,9 +152,10 @@ def _learn_one(
         report.unreadable += 1
         return
     evidence = leakguard.evidence_of(failure.messages, failure.reward_info)
+    truth = leakguard.ground_truth(failure.criteria, failure.reward_info, failure.messages)
     for proposal in proposals:
         report.proposed += 1
-        why = leakguard.refusal(proposal.rule, evidence)
+        why = leakguard.truth_refusal(proposal.rule, truth) or leakguard.refusal(proposal.rule, evidence)
         if why:
             report.refused[why] += 1
             continue

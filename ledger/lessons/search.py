@@ -133,11 +133,13 @@ def ranked(
     *,
     domains: Sequence[str],
     exclude_benchmark: str = "",
+    benchmark: str | None = None,
     limit: int = CANDIDATES,
     connection: BaseDatabaseWrapper | None = None,
 ) -> list[Match]:
     """Live (not retired) lessons of `domains` sharing a word with `text`, best
-    first; lessons of `exclude_benchmark` are left out (measurement requests)."""
+    first; lessons of `exclude_benchmark` are left out (measurement requests);
+    with `benchmark` ('' too) only that benchmark's lessons are read."""
     words = terms(text)
     if not words or not domains:
         return []
@@ -145,6 +147,8 @@ def ranked(
     words = prune(words, *frequencies.of(conn, words))
     marks = ", ".join(["%s"] * len(domains))
     excluding = " AND l.benchmark <> %s" if exclude_benchmark else ""
+    if benchmark is not None:
+        excluding += " AND l.benchmark = %s"
     if conn.vendor == "sqlite":
         # Quoted, each word is a plain token to FTS5 (no operators, no columns).
         query = " OR ".join(f'"{w}"' for w in words)
@@ -164,7 +168,8 @@ def ranked(
             "ORDER BY score DESC, l.id LIMIT %s"
         )
     with conn.cursor() as cursor:
-        cursor.execute(sql, [query, *domains, *([exclude_benchmark] if exclude_benchmark else []), limit])
+        scoped = [*([exclude_benchmark] if exclude_benchmark else []), *([benchmark] if benchmark is not None else [])]
+        cursor.execute(sql, [query, *domains, *scoped, limit])
         rows: Iterable[Any] = cursor.fetchall()
     return [Match(int(r[0]), r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
 

@@ -20,6 +20,7 @@ QUERY_CHARS = 500  # of the request text matched against the lessons
 # Two rules are near-duplicates when their word sets overlap this much (Jaccard):
 # the same rule reworded slightly, not two rules on one topic.
 DUPLICATE_OVERLAP = 0.7
+MIN_SHARED = 2  # content words a recalled rule must share with the request
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -97,8 +98,30 @@ def retire(lessons: QuerySet[Lesson] | Iterable[Lesson]) -> int:
     )
 
 
-def recall(text: str, *, exclude_benchmark: str = "") -> list[search.Match]:
-    """What a request sees: up to MAX_LESSONS tools/code lessons, MAX_BYTES of
-    rules, matched against the first QUERY_CHARS of `text`, trusted first."""
-    matches = search.ranked(text[:QUERY_CHARS], domains=RECALL_DOMAINS, exclude_benchmark=exclude_benchmark)
-    return search.pick(matches, max_lessons=MAX_LESSONS, max_bytes=MAX_BYTES)
+def _stems(text: str) -> set[str]:
+    """Content words cut to their first 5 letters: "upgrade" and "upgrading" meet
+    (the full-text index stems properly; this only counts what is shared)."""
+    return {w[:5] for w in words(text)}
+
+
+def relevant(text: str, rule: str) -> bool:
+    """A rule shares at least MIN_SHARED content words (stems) with the request,
+    or all of its own when it has fewer: one shared word ("reservation") is
+    a topic, not a fit."""
+    mine = _stems(rule)
+    return len(mine & _stems(text)) >= min(MIN_SHARED, len(mine)) > 0
+
+
+def recall(text: str, *, benchmark: str | None = None, exclude_benchmark: str = "") -> list[search.Match]:
+    """What a request sees: lessons of its own benchmark only (`benchmark`, e.g.
+    tau2-airline, when the request's is known; None: unknown, any), never those
+    of `exclude_benchmark` (the benchmark being measured), tools/code, relevant
+    (see `relevant`), ranked by the full-text index, trusted first, at most
+    MAX_LESSONS and MAX_BYTES of rules, matched against the first QUERY_CHARS
+    of `text`."""
+    if benchmark and benchmark == exclude_benchmark:
+        return []  # measuring this benchmark: none of its lessons, and no other domain's
+    query = text[:QUERY_CHARS]
+    matches = search.ranked(query, domains=RECALL_DOMAINS, benchmark=benchmark, exclude_benchmark=exclude_benchmark)
+    fitting = [m for m in matches if relevant(query, m.rule)]
+    return search.pick(fitting, max_lessons=MAX_LESSONS, max_bytes=MAX_BYTES)

@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("ledger", "0008_lessons")]
+    dependencies = [("ledger", "0011_run_unpriced_calls")]
 
     operations = [
         migrations.AddField(

@@ -20,6 +20,29 @@ def spent_nanousd(day: date) -> int:
     return SpendDaily.objects.filter(day=day).aggregate(total=Sum("cost_nanousd"))["total"] or 0
 
 
+@dataclass(frozen=True)
+class KeySpend:
+    calls: int
+    unpriced_calls: int
+    cost_nanousd: int  # the priced calls'
+    unpriced_tokens: int  # prompt + completion tokens of the unpriced calls (estimated per model row)
+
+
+def key_spend(key_name: str) -> KeySpend:
+    """One key's calls (all days): what they cost, how many nobody could price
+    and about how many tokens those carried (a row's tokens in the share of its
+    unpriced calls: rows are per model, and a model is priced or not)."""
+    calls = unpriced = cost = tokens = 0
+    rows = SpendDaily.objects.filter(key_name=key_name).values_list(
+        "calls", "unpriced_calls", "cost_nanousd", "prompt_tokens", "completion_tokens"
+    )
+    for n, u, c, prompt, completion in rows:
+        calls, unpriced, cost = calls + n, unpriced + u, cost + (c or 0)
+        if u and n:
+            tokens += (prompt + completion) * u // n
+    return KeySpend(calls, unpriced, cost, tokens)
+
+
 def spent_by_key(key_name: str) -> int:
     """Everything one key's calls have cost, in nano-dollars (all days)."""
     return SpendDaily.objects.filter(key_name=key_name).aggregate(total=Sum("cost_nanousd"))["total"] or 0

@@ -134,7 +134,7 @@ class StackFormation:
         planned = self.plan
         turn_body = {**body, "model": planned.inner}
         turn = Turn(ctx, turn_body, span, agent, verify)
-        keys = state.conversation_keys(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"))
+        keys = state.conversation_keys(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"), body.get("seed"))
         loaded = await state.load(keys)
         span.detail = {"key": _short(loaded.key), "state": "found" if loaded.found_key else "new"}
         if loaded.error:
@@ -153,7 +153,8 @@ class StackFormation:
         if lessons_wanted and not verify:  # verify recalls on its own (passthru/formations/verify/formation.py)
             lessons_mode = lessons.mode(ctx.inbound.headers, default="on" if planned.lessons else "off")
             recalled = await lessons.recall(
-                ctx, lessons.opening_request(turn.messages), lessons_mode, query="opening", parent_seq=span.seq
+                ctx, lessons.opening_request(turn.messages), lessons_mode, query="opening", messages=turn.messages,
+                parent_seq=span.seq,
             )
             turn.lessons_note = recalled.block()
 

@@ -3,13 +3,18 @@ kept in the database so that every worker and host sees the same ledger.
 
 **The key.** With `x-marina-session` the key is `<who>|s:<session>`. Without
 it (τ²'s CLI sends none) a chain of keys is derived from the request itself:
-`<who>|h:<hash>` over the system text, the tool schemas and the first user
-message, then `<who>|h:<hash>@<n>` at checkpoints n = 1–8, 12, 16, 24, 32, 48,
-64, 96, 128 of the non-system history (a running hash of each message's role,
-text, tool calls, tool_call_id and name). The state is read under the deepest
-key that exists and written under the deepest key of the chain, so two
-simulations with the same opening share state only until the first
-checkpoint after they diverge. `<who>` is the caller's key name.
+`<who>|h:<hash>` over the body's `seed`, the system text, the tool schemas and
+the first user message, then `<who>|h:<hash>@<n>` for every n = 1 … the number
+of non-system messages (a running hash of each message's role, text, tool
+calls, tool_call_id and name: a chain of prefix hashes). The state is read
+under the deepest key that exists and written under the deepest key of the
+chain (copied from the ancestor it was read under), so two conversations have
+state of their own from the first message where they differ, whatever their
+length. τ² sends each trial's seed in every request: two trials of one task
+(same opening, different seeds) never share a row, so what depends on a
+trial's own drafts (the nudge flags, argcheck's nudged signatures) cannot
+pass from one trial to another. Requests equal in seed and every message
+(a retry) are one conversation. `<who>` is the caller's key name.
 
 **Concurrent turns.** A turn reads the state, makes its upstream calls, and
 then commits its *changes* (a function of the state) in one short
@@ -48,7 +53,7 @@ from passthru.formations.conversation import SYSTEM_ROLES, text_of
 
 log = logging.getLogger(__name__)
 
-CHECKPOINTS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+CHUNK = 200  # keys per lookup statement (well under SQLite's 999 parameters), deepest first
 SESSION_CHARS = 128
 HASH_CHARS = 24
 SWEEP_SECONDS = 60.0
@@ -79,8 +84,16 @@ def _text(content: Any) -> bytes:
     return text_of(content).encode("utf-8", "surrogatepass")
 
 
-def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: Any) -> list[str]:
-    """The key chain, shallowest first; the last is the conversation's current key."""
+def _seed(value: Any) -> bytes:
+    """The body's `seed` (τ²'s trial seed) as key material; b"" when absent or not an integer."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return b""
+    return str(value).encode()
+
+
+def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None) -> list[str]:
+    """The key chain, shallowest first (the base, then one key per non-system
+    message); the last is the conversation's current key."""
     session = session.strip()[:SESSION_CHARS]
     if session:
         return [f"{who}|s:{session}"]
@@ -90,14 +103,14 @@ def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: An
     first_user = next((m for m in turns if m.get("role") == "user"), None)
     base = _digest(
         who.encode(),
+        _seed(seed),
         system.encode("utf-8", "surrogatepass"),
         _json(tools),
         _text(first_user.get("content")) if first_user else b"",
     )
     keys = [f"{who}|h:{base.hex()[:HASH_CHARS]}"]
     running = base
-    deepest = max((c for c in CHECKPOINTS if c <= len(turns)), default=0)
-    for n, message in enumerate(turns[:deepest], start=1):
+    for n, message in enumerate(turns, start=1):
         name = message.get("name")
         call_id = message.get("tool_call_id")
         running = _digest(
@@ -108,9 +121,16 @@ def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: An
             call_id.encode("utf-8", "replace") if isinstance(call_id, str) else b"",
             name.encode("utf-8", "replace") if isinstance(name, str) else b"",
         )
-        if n in CHECKPOINTS:
-            keys.append(f"{who}|h:{running.hex()[:HASH_CHARS]}@{n}")
+        keys.append(f"{who}|h:{running.hex()[:HASH_CHARS]}@{n}")
     return keys
+
+
+def _chunks(keys: Sequence[str]) -> list[list[str]]:
+    """The chain in lookup statements of at most CHUNK keys, deepest first: a
+    turn usually finds its row in the first (its previous turn is a message or
+    two back), and a chain of any length costs no more parameters than that."""
+    deepest_first = list(reversed(keys))
+    return [deepest_first[i : i + CHUNK] for i in range(0, len(deepest_first), CHUNK)]
 
 
 # --- The store ----------------------------------------------------------------
@@ -204,19 +224,18 @@ def _dumps(state: State) -> str:
 
 def _deepest(keys: Sequence[str]) -> tuple[str, State, int] | None:
     """The deepest live row among `keys`: (key, state, version)."""
-    if not keys:
-        return None
-    cursor = _cursor()
-    marks = ", ".join(["%s"] * len(keys))
-    cursor.execute(
-        _sql(f'SELECT "key", state, version FROM {TABLE} WHERE "key" IN ({marks}) AND expires_at > %s'),
-        [*keys, _when(datetime.now(UTC))],
-    )
-    found = {key: (state, version) for key, state, version in cursor.fetchall()}
-    for key in reversed(keys):
-        if key in found:
-            state, version = found[key]
-            return key, _loads(state), version
+    for chunk in _chunks(keys):
+        cursor = _cursor()
+        marks = ", ".join(["%s"] * len(chunk))
+        cursor.execute(
+            _sql(f'SELECT "key", state, version FROM {TABLE} WHERE "key" IN ({marks}) AND expires_at > %s'),
+            [*chunk, _when(datetime.now(UTC))],
+        )
+        found = {key: (state, version) for key, state, version in cursor.fetchall()}
+        for key in chunk:
+            if key in found:
+                state, version = found[key]
+                return key, _loads(state), version
     return None
 
 
@@ -238,21 +257,27 @@ def commit_sync(keys: list[str], change: Callable[[State], State]) -> State:
                 postgres = connection.vendor == "postgresql"
                 now = datetime.now(UTC)
                 cursor = _cursor()
-                # The conversation's rows, its ancestors' too (one round trip), locked on PostgreSQL.
-                marks = ", ".join(["%s"] * len(keys))
-                cursor.execute(
-                    _sql(f'SELECT "key", id, state, version, expires_at > %s FROM {TABLE} WHERE "key" IN ({marks})')
-                    + (" FOR UPDATE" if postgres else ""),
-                    [_when(now), *keys],
-                )
-                rows = {row[0]: row[1:] for row in cursor.fetchall()}
+                # The conversation's row and its deepest live ancestor's (one round trip for
+                # a chain of up to CHUNK keys), locked on PostgreSQL.
+                rows: dict[str, tuple[Any, ...]] = {}
+                ancestor = None
+                for chunk in _chunks(keys):
+                    marks = ", ".join(["%s"] * len(chunk))
+                    cursor.execute(
+                        _sql(f'SELECT "key", id, state, version, expires_at > %s FROM {TABLE} WHERE "key" IN ({marks})')
+                        + (" FOR UPDATE" if postgres else ""),
+                        [_when(now), *chunk],
+                    )
+                    rows.update({row[0]: row[1:] for row in cursor.fetchall()})
+                    ancestor = next((rows[k] for k in chunk if k != current and k in rows and rows[k][3]), None)
+                    if ancestor is not None or (current in rows and rows[current][3]):
+                        break
                 mine = rows.get(current)
                 row_id: int | None
                 if mine is not None and mine[3]:
                     row_id, state, version = mine[0], _loads(mine[1]), mine[2]
                 else:
                     # New under this key (or expired): start from the deepest live ancestor's copy.
-                    ancestor = next((rows[k] for k in reversed(keys[:-1]) if k in rows and rows[k][3]), None)
                     state = _loads(ancestor[1]) if ancestor else {}
                     row_id, version = (mine[0] if mine else None), 0
                 new_state = change(state)

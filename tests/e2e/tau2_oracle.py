@@ -155,6 +155,7 @@ class Oracle:
     spoil_rate: float = 0.25
     spoil_seed: int = 0
     domain: str = "airline"
+    report_cost: bool = True  # False: usage without a cost, like a provider Marina cannot price
     requests: list[Json] = field(default_factory=list)  # every request body, in arrival order
     headers: list[dict[str, str]] = field(default_factory=list)  # their HTTP headers, same order
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -256,7 +257,7 @@ class Oracle:
 
 
 # --- HTTP ----------------------------------------------------------------------------------------
-def _completion(body: Json, message: Json) -> Json:
+def _completion(body: Json, message: Json, report_cost: bool = True) -> Json:
     tool_calls = message.get("tool_calls")
     out_text = (message.get("content") or "") + json.dumps(tool_calls or "")
     prompt_tokens = _estimate_tokens(json.dumps(body.get("messages"), ensure_ascii=False))
@@ -281,7 +282,7 @@ def _completion(body: Json, message: Json) -> Json:
             "total_tokens": prompt_tokens + completion_tokens,
             # OpenRouter-style reported cost ($1 / $4 per million tokens), so a gateway
             # in between has a provider cost to meter.
-            "cost": (prompt_tokens + 4 * completion_tokens) / 1_000_000,
+            **({"cost": (prompt_tokens + 4 * completion_tokens) / 1_000_000} if report_cost else {}),
         },
     }
 
@@ -342,7 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
         oracle = self.server.oracle
         oracle.record(body, {k.lower(): v for k, v in self.headers.items()})
         try:
-            completion = _completion(body, oracle.reply(body))
+            completion = _completion(body, oracle.reply(body), oracle.report_cost)
         except (ValueError, KeyError) as exc:
             # 400, not 500: a misrouted request should fail fast rather than be retried by LiteLLM.
             self._send_json(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
@@ -374,13 +375,14 @@ def start_oracle(
     spoil_rate: float = 0.25,
     spoil_seed: int = 0,
     host: str = "127.0.0.1",
+    report_cost: bool = True,
 ) -> tuple[_OracleServer, str]:
     """Serve an Oracle in a daemon thread. Returns (server, base_url ending in /v1).
 
     ``server.oracle`` holds the recorded requests; stop with ``server.shutdown(); server.server_close()``.
     """
     server = _OracleServer((host, port), _Handler)
-    server.oracle = Oracle(load_tasks(tasks_file or find_tasks_file()), spoil_rate, spoil_seed)
+    server.oracle = Oracle(load_tasks(tasks_file or find_tasks_file()), spoil_rate, spoil_seed, report_cost=report_cost)
     threading.Thread(target=server.serve_forever, name="tau2-oracle", daemon=True).start()
     return server, f"http://{host}:{server.server_address[1]}/v1"
 

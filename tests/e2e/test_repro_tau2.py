@@ -45,7 +45,9 @@ def oracle() -> Iterator[tuple[object, str]]:
 def repro(server: Gunicorn, tmp_path: Path, *args: str, database_url: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", "repro_tau2", "--model", AGENT, "--user-model", USER,
-         "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5", *args],
+         "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5",
+         *(() if "--unpriced-usd-per-mtok" in args or "--no-fallback" in args else ("--unpriced-usd-per-mtok", "0.0001")),
+         *(a for a in args if a != "--no-fallback")],
         cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": database_url or server.ledger.url, "TAU2_BIN": str(TAU2)}),
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
@@ -143,12 +145,13 @@ def test_arm_with_infrastructure_errors_is_refused_and_the_others_report(servers
 def test_budget_spent_stops_the_run_and_revokes_the_key(servers, oracle, tmp_path):
     upstream, url = oracle
     server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
-    # The oracle's models have no price and no history: the estimate is unknown, so it runs and
-    # the watch has to stop it. One simulation costs a few cents here; the budget buys about one.
+    # The oracle's models have no price and no history: the estimate counts them at the fallback
+    # (a tiny one here), so it runs and the watch has to stop it. One simulation costs a few cents
+    # (the oracle reports its cost); the budget buys about one.
     done = repro(server, tmp_path, "--arm", "single,verify", "--task-ids", "7", "11", "14", "15", "21",
                  "--num-trials", "2", "--max-concurrency", "1", "--budget-usd", "0.03")  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]
-    assert "estimated cost: unknown" in done.stdout
+    assert "no price for openrouter/oracle-agent, openrouter/oracle-user: counted by the budget at $0.00010000" in done.stdout
     assert re.search(r"\[single r1\] stopped: budget spent \(\$0\.0\d+ of \$0\.03000000\) after \d+ simulation", done.stdout)
     assert "[verify r1] stopped: not run: budget spent" in done.stdout
     ledger = server.ledger
@@ -172,7 +175,8 @@ def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, 
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "repro_tau2", "--model", AGENT, "--user-model", USER, "--arm", "single,verify",
          "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5",
-         "--task-ids", "7", "11", "14", "15", "21", "--num-trials", "2", "--max-concurrency", "1"],
+         "--task-ids", "7", "11", "14", "15", "21", "--num-trials", "2", "--max-concurrency", "1",
+         "--unpriced-usd-per-mtok", "0.0001"],
         cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": server.ledger.url, "TAU2_BIN": str(TAU2)}),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -231,3 +235,51 @@ def test_a_kit_on_another_database_than_the_server_stops_before_running(servers,
     assert elsewhere.one("SELECT COUNT(*) FROM ledger_experiment") == 0
     assert server.ledger.one("SELECT COUNT(*) FROM ledger_trace") == 0
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.json"))
+
+
+def test_replicates_have_their_own_seeds_pair_by_seed_and_unpriced_is_unknown(servers, tmp_path):
+    # A provider that reports no cost for models no price table knows: every call is unpriced.
+    oracle_server, url = start_oracle(0, tasks_file=find_tasks_file(), spoil_rate=0.25, spoil_seed=0, report_cost=False)
+    try:
+        server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+        # Without a fallback price the budget could not see these calls: refused, naming the models.
+        refused = repro(server, tmp_path, "--arm", "single,verify", "--task-ids", "7", "--num-trials", "1",
+                        "--no-fallback")  # fmt: skip
+        assert refused.returncode == 1
+        assert "no price for openrouter/oracle-agent, openrouter/oracle-user" in refused.stderr
+        assert server.ledger.one("SELECT COUNT(*) FROM ledger_experiment") == 0
+
+        done = repro(server, tmp_path, "--arm", "single,verify", "--task-ids", "7", "11", "--num-trials", "2",
+                     "--replicates", "2", "--budget-usd", "5", "--unpriced-usd-per-mtok", "0.5")  # fmt: skip
+    finally:
+        oracle_server.shutdown()
+        oracle_server.server_close()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "2 replicates with seeds 300, 301" in out
+    for arm in ("single", "verify"):
+        assert f"[{arm} r1 seed 300]" in out and f"[{arm} r2 seed 301]" in out
+        assert re.search(rf"\[{arm} r1\] imported: run #\d+ .*seed 300, cost unpriced \(\d+ calls\)", out)
+        assert re.search(rf"\[{arm} r2\] imported: run #\d+ .*seed 301, cost unpriced \(\d+ calls\)", out)
+    assert "the cost is unknown" in out  # the importer's warning, shown by the kit
+    assert "$0.00000000/item" not in out and "$/item B - A" not in out
+    assert re.search(r"unpriced \(\d+ calls\)", out.split("== verify (B) vs single (A, baseline) ==")[1])
+    assert "exact McNemar p per replicate pair" in out and "(2 pair(s))" in out
+
+    ledger = server.ledger
+    runs = ledger.rows(
+        'SELECT id, "group", seed, task_split, cost_nanousd, unpriced_calls, cost_source FROM ledger_benchmarkrun ORDER BY id'
+    )
+    assert [(r[1].rsplit("-", 1)[1], r[2]) for r in runs] == [("single", 300), ("verify", 300), ("single", 301), ("verify", 301)]
+    assert all(r[3] == "base" for r in runs), "the split the kit ran is recorded"
+    assert all(r[4] is None and r[5] > 0 and r[6] == "traces" for r in runs), "unpriced: unknown, never $0"
+    seeds = {
+        run_id: {(t, s) for t, s in ledger.rows("SELECT task_id, seed FROM ledger_benchmarkitem WHERE run_id = %s", (run_id,))}
+        for run_id, *_ in runs
+    }
+    ids = [r[0] for r in runs]
+    assert seeds[ids[0]] == seeds[ids[1]] and seeds[ids[2]] == seeds[ids[3]], "the arms of a replicate share trial seeds"
+    assert not {s for _, s in seeds[ids[0]]} & {s for _, s in seeds[ids[2]]}, "replicates have distinct trial seeds"
+    settings = json.loads(ledger.one("SELECT settings FROM ledger_experiment"))
+    assert settings["replicate_seeds"] == [300, 301]
+    assert_no_secret(server, done.stdout, done.stderr)

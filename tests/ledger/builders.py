@@ -23,7 +23,7 @@ def fixture_expected(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / f"{name}.expected.json").read_text())
 
 
-def make_run(rewards: dict[str, float | None], **fields: Any) -> BenchmarkRun:
+def make_run(rewards: dict[str, float | None], trial_seeds: dict[int, int] | None = None, **fields: Any) -> BenchmarkRun:
     """A run with one item per `<task>#<trial>` reward; a None reward is an
     infrastructure error (not evaluated). Other run fields default to the
     fixtures' common settings and can be overridden."""
@@ -56,6 +56,7 @@ def make_run(rewards: dict[str, float | None], **fields: Any) -> BenchmarkRun:
             reward=reward,
             correct=is_successful(reward),
             infra_error=reward is None,
+            seed=(trial_seeds or {}).get(int(item_id.rsplit("#", 1)[1])),
         )
         for item_id, reward in rewards.items()
     )

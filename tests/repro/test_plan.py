@@ -104,3 +104,29 @@ def test_estimate_from_prices_states_its_assumption() -> None:
 def test_unusable_options_are_refused(change: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         build(Options(**{**OPTIONS.__dict__, **change}), NVIDIA)
+
+
+@pytest.mark.django_db
+def test_each_replicate_has_its_own_seed_the_same_for_every_arm(tmp_path: Path) -> None:
+    options = Options(**{**OPTIONS.__dict__, "run_dir": str(tmp_path), "replicates": 3, "seed": 300})
+    plan = build(options, NVIDIA, name="exp")
+    seeds = {(r.arm.name, r.replicate): int(flag(plan.invocation(r, KEY).argv, "--seed")) for r in plan.runs}
+    assert seeds == {(arm, n): 299 + n for arm in ("single", "verify") for n in (1, 2, 3)}
+    assert plan.settings()["replicate_seeds"] == [300, 301, 302]
+
+
+@pytest.mark.django_db
+def test_the_budget_watch_counts_unpriced_calls_at_the_fallback_price() -> None:
+    from datetime import date
+
+    from ledger.models import SpendDaily
+    from repro.runner import spent_by_key
+
+    row = {"day": date(2026, 12, 1), "key_name": "repro-x", "provider": "openrouter"}
+    SpendDaily.objects.create(**row, requested_model="openrouter/priced", upstream_model="priced", calls=2,
+                              prompt_tokens=500, completion_tokens=100, cost_nanousd=7_000)  # fmt: skip
+    SpendDaily.objects.create(**row, requested_model="openrouter/oracle", upstream_model="oracle", calls=4,
+                              unpriced_calls=4, prompt_tokens=900_000, completion_tokens=100_000)  # fmt: skip
+    assert spent_by_key("repro-x") == 7_000, "without a fallback only the priced calls count"
+    # 1,000,000 unpriced tokens at $2 per million: $2 more.
+    assert spent_by_key("repro-x", 2_000_000_000) == 7_000 + 2_000_000_000

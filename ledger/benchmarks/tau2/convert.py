@@ -60,4 +60,4 @@ def to_ledger(results: Tau2Results) -> Ledger:
         "kind": "tau2-results", "name": results.path.name, "sha256": results.content_sha256,
         "file_sha256": results.sha256, "bytes": results.size_bytes,
     }  # fmt: skip
-    return Ledger(run=run, items=items, source=source, warnings=list(results.warnings))
+    return Ledger(run=run, items=items, source=source, warnings=list(results.warnings), num_actions=results.num_actions)

@@ -138,6 +138,8 @@ class Tau2Results:
     user: Side
     task_ids: list[str] | None  # the file's `tasks`, in order; None when it has none
     simulations: list[Simulation]
+    # Each task's expected actions as τ²'s metrics count them (the order its pass^k is summed in).
+    num_actions: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -149,7 +151,7 @@ class Tau2Results:
         return sum(1 for s in self.simulations if s.skipped)
 
     def summary(self) -> metrics.Summary:
-        return metrics.summarize(self.simulations)
+        return metrics.summarize(self.simulations, self.num_actions)
 
 
 def read_results(path: str | Path, *, progress: bool | None = None) -> Tau2Results:
@@ -221,11 +223,33 @@ class _Reader:
         self.info: Any = None
         self.tasks_kind: str | None = None  # "array", "null", or another type's name
         self.task_ids: list[str] = []
+        self.num_actions: dict[str, int] = {}
+        self._task: dict[str, Any] = {}
         self.simulations: list[Simulation] = []
         self.saw_skipped_flag = False
         self.timestamp: str | None = None
         self.top = ""  # the top-level key being read
         self.info_builder: ijson.ObjectBuilder | None = None
+
+    def _task_action(self, prefix: str, event: str, value: Any) -> None:
+        """Count a task's expected actions as τ²'s Results.to_df does: the
+        assistant's and the user's, -1 for a task whose one action is a transfer."""
+        if prefix == "tasks.item":
+            if event == "start_map":
+                self._task = {"actions": []}
+            elif event == "end_map" and "id" in self._task:
+                actions = self._task["actions"]
+                count = sum(1 for a in actions if a["requestor"] in ("assistant", "user"))
+                if len(actions) == 1 and "transfer" in actions[0]["name"].lower():
+                    count = -1
+                self.num_actions[self._task["id"]] = count
+        elif prefix == "tasks.item.evaluation_criteria.actions.item":
+            if event == "start_map":
+                self._task.setdefault("actions", []).append({"name": "", "requestor": "assistant"})
+        elif prefix.startswith("tasks.item.evaluation_criteria.actions.item.") and event == "string":
+            field_name = prefix.rpartition(".")[2]
+            if field_name in ("name", "requestor") and self._task.get("actions"):
+                self._task["actions"][-1][field_name] = value
 
     def fail(self, problem: str) -> LedgerInputError:
         return LedgerInputError(self.path, problem)
@@ -298,6 +322,9 @@ class _Reader:
                 self.tasks_kind = event
         elif prefix == "tasks.item.id" and event in ("string", "number"):
             self.task_ids.append(str(int(value) if isinstance(value, float) else value))
+            self._task["id"] = self.task_ids[-1]
+        else:
+            self._task_action(prefix, event, value)
 
     def simulations_event(self, prefix: str, event: str, value: Any) -> ijson.ObjectBuilder | None:
         if prefix == "simulations":
@@ -410,6 +437,7 @@ class _Reader:
             user=_side(info.get("user_info")),
             task_ids=self.task_ids if self.tasks_kind == "array" else None,
             simulations=self.simulations,
+            num_actions=self.num_actions if self.tasks_kind == "array" else {},
             warnings=warnings,
         )
 

@@ -183,6 +183,7 @@ class VerifyFormation:
                 lessons.last_user_text(body["messages"]),
                 lessons.mode(ctx.inbound.headers, default="on"),
                 query="last-user-turn",
+                messages=body["messages"],
                 parent_seq=span.seq,
             )
             if recalled.injected:

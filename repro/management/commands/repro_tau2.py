@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.utils import OperationalError, ProgrammingError
 
 from kernel import money
 from ledger.benchmarks import experiments
@@ -11,6 +12,12 @@ from repro import doctor, tau2cli
 from repro.arms import ArmError
 from repro.plan import Options, build, render
 from repro.runner import ReproError, Runner
+
+
+def unmigrated(exc: Exception) -> bool:
+    """A missing table (SQLite: "no such table"; PostgreSQL: "relation … does not exist")."""
+    text = str(exc)
+    return "no such table" in text or ("relation" in text and "does not exist" in text)
 
 
 class Command(BaseCommand):
@@ -43,12 +50,27 @@ class Command(BaseCommand):
         parser.add_argument("--replicates", type=int, default=d.replicates, help="τ² runs per arm (default 1)")
         parser.add_argument("--max-concurrency", type=int, default=d.max_concurrency)
         parser.add_argument("--budget-usd", default=d.budget_usd, help=f"dollars (default {d.budget_usd})")
+        parser.add_argument(
+            "--unpriced-usd-per-mtok", metavar="DOLLARS",
+            help="count calls nobody can price at this many dollars per million tokens in the budget (without it, "
+            "a model with no price refuses the run); their cost is still shown as unpriced",
+        )  # fmt: skip
         parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
         parser.add_argument("--server-url", default=d.server_url, help=f"the Marina to run through ({d.server_url})")
         parser.add_argument("--run-dir", default=d.run_dir, help=f"where τ²'s results go (default ./{d.run_dir})")
         parser.add_argument("--poll-seconds", type=float, default=1.0, help="how often spend and progress are read")
 
     def handle(self, *args: Any, **o: Any) -> None:
+        try:
+            return self._handle(**o)
+        except (OperationalError, ProgrammingError) as exc:
+            if not unmigrated(exc):
+                raise
+            raise CommandError(
+                f"the database has not been migrated ({str(exc).splitlines()[0]}): run manage.py migrate", returncode=1
+            ) from None
+
+    def _handle(self, **o: Any) -> None:
         if o["action"] == "doctor":
             return self._doctor(o["server_url"])
         if o["action"] == "list":
@@ -58,7 +80,7 @@ class Command(BaseCommand):
             effort=o["effort"], user_effort=o["user_effort"], num_trials=o["num_trials"], num_tasks=o["num_tasks"],
             task_ids=tuple(o["task_ids"]), seed=o["seed"], replicates=o["replicates"],
             max_concurrency=o["max_concurrency"], budget_usd=o["budget_usd"], server_url=o["server_url"],
-            run_dir=o["run_dir"], arms=o["arms"],
+            run_dir=o["run_dir"], arms=o["arms"], unpriced_usd_per_mtok=o["unpriced_usd_per_mtok"],
         )  # fmt: skip
         try:
             install = tau2cli.detect()
@@ -66,15 +88,13 @@ class Command(BaseCommand):
         except (tau2cli.Tau2NotFound, ArmError, ValueError) as exc:
             raise CommandError(str(exc), returncode=2 if isinstance(exc, (ArmError, ValueError)) else 1) from None
         self.stdout.write("\n".join(render(plan)))
+        refused = plan.refusal()
         if o["dry_run"]:
+            if refused:
+                self.stdout.write(f"dry run: the real run would be refused by its own budget: {refused.rsplit(':', 1)[0]}")
             return None
-        estimate = plan.estimate_nanousd if plan.estimate_nanousd is not None else plan.known_estimate_nanousd
-        if estimate > plan.budget_nanousd:
-            raise CommandError(
-                f"estimated cost {money.dollars(estimate)} is above --budget-usd {money.dollars(plan.budget_nanousd)}: "
-                "refused, nothing ran",
-                returncode=1,
-            )
+        if refused:
+            raise CommandError(refused, returncode=1)
         runner = Runner(plan, say=self.stdout.write, progress=self.stderr.write, poll_seconds=o["poll_seconds"])
         try:
             report = runner.run()

@@ -301,3 +301,17 @@ def test_resamples_cap_holds_in_the_library_too(oracle: dict[str, float | None],
     with pytest.raises(ValueError, match="resamples must be between 1 and 100,000"):
         task_bootstrap([(4, 1, 2)], resamples=100_001)
     assert compare_runs(a, b, resamples=100_000).bootstrap == "task-clustered paired, 100000 resamples, seed 0"
+
+
+@pytest.mark.django_db
+def test_unpriced_runs_show_unknown_cost_never_zero() -> None:
+    from ledger.benchmarks.compare import as_json, compare_runs, render_text
+
+    rewards = {"1#0": 1.0, "1#1": 0.0, "2#0": 1.0, "2#1": 1.0}
+    a = make_run(rewards, cost_nanousd=None, unpriced_calls=40, cost_source="traces")
+    b = make_run(rewards, cost_nanousd=4_000_000, unpriced_calls=3, cost_source="traces")
+    c = compare_runs(a, b, resamples=50)
+    text = render_text(c)
+    assert "unpriced (40 calls)" in text and "≥ $0.00100000/item (3 unpriced)" in text
+    assert "$/item B - A" not in text and "$0.00000000" not in text
+    assert as_json(c)["a"]["unpriced_calls"] == 40

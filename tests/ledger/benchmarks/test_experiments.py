@@ -116,3 +116,21 @@ def test_replicates_are_compared_as_groups_of_this_experiments_runs() -> None:
     assert compared.comparison.a.run_ids == [made["single", 1].pk, made["single", 2].pk]
     assert compared.comparison.b.run_ids == [made["verify", 1].pk, made["verify", 2].pk]
     assert (compared.comparison.a.label, compared.comparison.b.label) == ("tau2-airline-single", "tau2-airline-verify")
+
+
+@pytest.mark.django_db
+def test_the_experiment_page_shows_unpriced_as_unknown_never_zero(user_client: Client) -> None:
+    from datetime import date
+
+    from ledger.models import SpendDaily
+
+    experiment = open_two_arms(replicates=1)
+    experiments.record_run(experiment, "single", 1, outcome=Outcome.IMPORTED,
+                           run=make_run(BASE, cost_nanousd=None, unpriced_calls=24, cost_source="traces"))  # fmt: skip
+    SpendDaily.objects.create(day=date(2026, 12, 1), key_name=experiment.key_name, requested_model="openrouter/x",
+                              provider="openrouter", upstream_model="x", calls=24, unpriced_calls=24)  # fmt: skip
+    experiments.close_experiment(experiment, spent_nanousd=0)
+    page = user_client.get(f"/reports/experiments/{experiment.pk}/").content.decode()
+    assert 'data-figure="spent">unpriced (24 calls)<' in page
+    assert "unpriced (24 calls)" in page.split('id="arms"')[1]
+    assert "$0.00000000" not in page.split('id="arms"')[1]

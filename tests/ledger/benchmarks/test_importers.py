@@ -199,3 +199,17 @@ def test_cost_from_taus_own_figures_when_every_simulation_has_them(tmp_path):
 def test_bad_options_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
         import_tau2(fixture("airline-oracle"), **{"target": "m", **options})
+
+
+@pytest.mark.django_db
+def test_the_split_the_harness_ran_is_recorded_when_the_file_has_none():
+    # τ²'s results.json records no split; the kit ran --task-split-name base and says so.
+    from ledger.benchmarks.importers import import_tau2
+    from tests.ledger.tau2files import results
+
+    plain = import_tau2(results("airline-oracle"), target="openrouter/oracle-agent", dry_run=True).run
+    assert plain.task_split == "" or any("does not record its task split" in r for r in plain.comparability_reasons)
+    told = import_tau2(results("retail-oracle"), target="openrouter/oracle-agent", task_split="base").run
+    told.refresh_from_db()
+    assert told.task_split == "base"
+    assert not any("does not record its task split" in r for r in told.comparability_reasons)

@@ -44,7 +44,7 @@ def _trace(request_id: str, model: str, body: dict[str, Any], at: Any, cost: int
 
 
 def _record_simulation(
-    sim: dict[str, Any], *, shift: timedelta = timedelta(0), cost: int = 1000, prefix: str = ""
+    sim: dict[str, Any], *, shift: timedelta = timedelta(0), cost: int | None = 1000, prefix: str = ""
 ) -> list[str]:
     """The calls τ² makes for one simulation, as traces: the user simulator's
     first call (greeting only), then agent and user calls over the growing
@@ -153,3 +153,23 @@ def test_identical_openings_in_overlapping_windows_are_left_unlinked():
     plan = plan_links(items, models=[AGENT, USER], started=parse_time(a["start_time"]), ended=parse_time(a["end_time"]))
     assert plan.count("ambiguous") == 2 and plan.count("linked") == 0
     assert plan.unassigned == plan.candidates > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_calls_were_all_unpriced_costs_unknown_never_zero(tmp_path):
+    calls = sum(len(_record_simulation(s, cost=None)) for s in _simulations())
+    result = import_tau2(results("airline-oracle"), target=AGENT, cost_from_spend=True)
+    run = result.run
+    assert (run.cost_source, run.cost_nanousd, run.unpriced_calls) == ("traces", None, calls)
+    assert run.cost_shown == f"unpriced ({calls} calls)"
+    assert any(f"{calls} of the {calls} linked calls were unpriced; the cost is unknown" in w for w in result.warnings)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_with_some_unpriced_calls_costs_at_least_the_priced_ones(tmp_path):
+    sims = _simulations()
+    priced = len(_record_simulation(sims[0], cost=1000))
+    unpriced = sum(len(_record_simulation(s, cost=None)) for s in sims[1:])
+    run = import_tau2(results("airline-oracle"), target=AGENT, cost_from_spend=True).run
+    assert (run.cost_nanousd, run.unpriced_calls) == (1000 * priced, unpriced)
+    assert run.cost_shown == f"≥ ${1000 * priced / 1e9:.8f} ({unpriced} unpriced)"

@@ -8,8 +8,10 @@ two runs per side. Successes per task (tasks 1..4):
 between-run SD: A 0, B sqrt(2 · 0.0625² / 1) = 0.0883883…; tasks where every
 run agrees: A 1 and 3 (0.5), B 1, 2 and 4 (0.75); pooled pass^1: A
 (1 + 1/4 + 0 + 1/4)/4 = 0.375, B (1 + 1 + 3/4 + 0)/4 = 0.6875, B − A 0.3125;
-McNemar per pair (discordant a_only/b_only → p): A1·B1 0/3 → 2/8 = 0.25,
-A1·B2 0/2 → 0.5, A2·B1 1/4 → 2·6/32 = 0.375, A2·B2 1/3 → 2·5/16 = 0.625."""
+McNemar per matched pair (same seed; discordant a_only/b_only → p): A1·B1
+(seed 300) 0/3 → 2/8 = 0.25, A2·B2 (seed 301) 1/3 → 2·5/16 = 0.625; the
+unmatched A1·B2 (0.5) and A2·B1 (0.375) are not paired samples and not in
+the range."""
 from __future__ import annotations
 
 import json
@@ -44,7 +46,7 @@ def test_replicate_statistics_match_the_hand_computed_figures(groups):
     assert r.a_sd == 0.0 and r.b_sd == pytest.approx(math.sqrt(2 * 0.0625**2))
     assert (r.a_agree, r.b_agree) == (0.5, 0.75)
     assert r.diff == pytest.approx(0.3125) and c.diff_pass1 == pytest.approx(0.3125)
-    assert (r.mcnemar_min, r.mcnemar_max, r.pairs) == (0.25, 0.625, 4)
+    assert (r.mcnemar_min, r.mcnemar_max, r.pairs) == (0.25, 0.625, 2)
     # The bootstrap p from the same two-stage draws the interval uses, by the original's formula.
     counts = {k: [(sum(f"{t}#{n}" in v for n in (0, 1)), 2) for t in "1234"] for k, v in CORRECT.items()}
     draws = stats.two_stage_bootstrap([counts["A1"], counts["A2"]], [counts["B1"], counts["B2"]], resamples=400, seed=3)
@@ -59,7 +61,7 @@ def test_replicate_statistics_match_the_hand_computed_figures(groups):
     assert text.splitlines()[0].endswith("every difference is B - A")
     assert "between-run SD 0.0000" in text and "between-run SD 0.0884" in text
     assert "all runs agree on 50.0% of tasks" in text and "all runs agree on 75.0% of tasks" in text
-    assert "exact McNemar p per replicate pair: 0.2500 .. 0.6250 (4 pair(s))" in text
+    assert "exact McNemar p per replicate pair: 0.2500 .. 0.6250 (2 pair(s))" in text
 
 
 def test_bootstrap_p_by_hand():
@@ -99,3 +101,38 @@ def test_compare_breaks_the_difference_down_by_formation_decision():
     text = render_text(c)
     assert "B verify: approved+revised: 1 item(s), pass 100.0%  other side on these items 0.0%  B - A +100.0%" in text
     assert as_json(c)["decisions"][1]["decision"] == "verify: approved"
+
+
+# Replicates as the kit runs them: each replicate its own seed, so its own trial seeds.
+SEEDS = {300: {0: 626729, 1: 373753}, 301: {0: 10001, 1: 10002}}
+
+
+def test_the_mcnemar_range_covers_only_runs_of_one_seed(db):
+    # Same outcomes as above; only matched pairs (seed 300 with 300, 301 with 301) count.
+    for n, (name, correct) in enumerate(CORRECT.items()):
+        seed = 300 + n % 2
+        make_run({i: 1.0 if i in correct else 0.0 for i in ITEMS}, SEEDS[seed], group=name[0], seed=seed)
+    r = compare_groups("A", "B", resamples=50).replicates
+    assert r is not None and r.pairs == 2 and (r.mcnemar_min, r.mcnemar_max) == (0.25, 0.625)
+
+
+def test_items_are_paired_by_task_and_trial_seed_not_trial_number(db):
+    # B recorded the same trial seeds in the other trial order (trial 0 ran seed 373753):
+    # paired by seed, A and B agree on every simulation; by trial number they would not.
+    a = make_run({"1#0": 1.0, "1#1": 0.0, "2#0": 1.0, "2#1": 0.0}, {0: 626729, 1: 373753}, group="A")
+    b = make_run({"1#0": 0.0, "1#1": 1.0, "2#0": 0.0, "2#1": 1.0}, {0: 373753, 1: 626729}, group="B")
+    from ledger.benchmarks.compare import compare_runs
+
+    c = compare_runs(a, b, resamples=50)
+    assert (c.a_only, c.b_only) == (0, 0) and c.mcnemar_p == 1.0
+    assert not any("trial number" in w for w in c.warnings)
+
+
+def test_runs_without_a_trial_seed_in_common_say_they_are_paired_by_trial_number(db):
+    from ledger.benchmarks.compare import compare_runs
+
+    a = make_run({"1#0": 1.0, "1#1": 0.0}, SEEDS[300], seed=300)
+    b = make_run({"1#0": 0.0, "1#1": 0.0}, SEEDS[301], seed=301)
+    c = compare_runs(a, b, resamples=50)
+    assert (c.a_only, c.b_only) == (1, 0)
+    assert any("no trial seed in common" in w and "paired by trial number" in w for w in c.warnings)

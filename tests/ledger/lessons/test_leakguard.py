@@ -73,3 +73,38 @@ def test_a_word_also_written_in_lower_case_is_no_name():
     assert leakguard.refusal("Flights to Denver need a fresh search before any change.", found) == (
         "names a name from the conversation"
     )
+
+
+@pytest.fixture(scope="module")
+def truth() -> set[str]:
+    path = results("airline-oracle")
+    _, failed = read(path, progress=False)
+    first = next(f for f in failures(path, set(failed)) if f.item_id == "17#0")
+    assert first.criteria is not None, "the task's expected actions come with the failure"
+    return leakguard.ground_truth(first.criteria, first.reward_info, first.messages)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # What the lexical checks let through: the expected actions' values, exactly.
+        "Cancel or change FQ8APE only after reading it.",  # an id in the expected arguments
+        "Rebook onto HAT138 when the original flight is full.",  # a flight number in them
+        "Always ask before changes made on the 25th of the month.",  # the expected date, spelled otherwise
+        "Passengers named rossi must confirm their date of birth.",  # a name, lower-cased
+        "Flights out of EWR need the passenger list confirmed first.",  # an output of an expected call
+        "Use gift_card_8190333 style payment ids exactly as the profile lists them.",
+    ],
+)
+def test_a_rule_holding_a_ground_truth_value_is_refused_exactly(truth, rule):
+    assert leakguard.truth_refusal(rule, truth) == "holds a ground-truth value"
+
+
+def test_general_rules_pass_the_ground_truth_check(truth):
+    assert {"fq8ape", "hat056", "2024-05-25", "25th", "may 25", "omar", "rossi", "gift_card_8190333", "ewr"} <= truth
+    for rule in (
+        "Before changing passengers, read the reservation and confirm each name with the user.",
+        "Update bags and flights with separate calls, each confirmed by the user first.",
+        "Basic economy reservations cannot change flights; say so and offer a cancellation instead.",
+    ):
+        assert leakguard.truth_refusal(rule, truth) == "", rule

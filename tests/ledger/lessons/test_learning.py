@@ -39,9 +39,9 @@ def test_failed_simulations_are_judged_and_only_general_rules_are_kept(marina_co
 
     # 4 judgements proposed 8 rules: 4 leaks refused, CONFIRM kept then merged twice, POLICY kept.
     assert report.proposed == 8
+    # The id and the name are values of the expected actions: refused exactly, by the ground truth.
     assert dict(report.refused) == {
-        "quotes an id from the conversation": 1,
-        "names a name from the conversation": 1,
+        "holds a ground-truth value": 2,
         "names a date": 1,
         "repeats 8+ words of the conversation verbatim": 1,
     }

@@ -124,3 +124,13 @@ def test_with_many_lessons_common_words_are_left_out_of_the_query(monkeypatch):
         assert len(services.recall("check the reservation")) == services.MAX_LESSONS
     finally:
         search.frequencies.forget()
+
+
+def test_recall_is_scoped_to_the_requests_benchmark_and_needs_more_than_one_shared_word():
+    airline = lesson(BAGS, benchmark="tau2-airline")
+    retail = lesson(BAGS.replace("reservation", "order"), benchmark="tau2-retail")
+    assert {m.id for m in services.recall("add checked bags", benchmark="tau2-airline")} == {airline.pk}
+    assert {m.id for m in services.recall("add checked bags", benchmark="tau2-retail")} == {retail.pk}
+    assert services.recall("add checked bags", benchmark="tau2-airline", exclude_benchmark="tau2-airline") == []
+    # One shared word is a topic, not a fit: "bags" alone does not recall a rule about checked bags.
+    assert services.recall("where are my bags", benchmark="tau2-airline") == []
