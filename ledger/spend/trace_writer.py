@@ -109,6 +109,7 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
     costs = [s.cost_nanousd for s in upstream if s.cost_nanousd is not None]
     return {
         "request_id": trace.request_id,
+        "client_request_id": trace.client_request_id,
         "started_at": trace.started_at,
         "duration_ms": trace.duration_ms,
         "overhead_ms": trace.overhead_ms,
