@@ -230,7 +230,8 @@ def _retry() -> None:
 
 def recover() -> None:
     """At start-up, on the writer thread: replay the journals of processes
-    that died (and this one's, if any)."""
+    that died (and this one's, if any), and open this one's journal."""
+    spool.open()
     try:
         if spool.has_orphans() or len(spool):
             _replay()

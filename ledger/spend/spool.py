@@ -53,6 +53,7 @@ from ledger.spend.records import SpanRecord, TraceRecord
 log = logging.getLogger(__name__)
 
 RESERVE_BYTES = 4 << 20  # allocated ahead of the journal's end (~2,000 traces without bodies)
+HEADROOM_BYTES = 256 << 10  # with less room than this left, the daily cap refuses new calls (~150 traces in flight fit)
 RETRY_SECONDS = 1.0  # how often a spool that holds records tries the database again
 SUFFIX = ".journal"
 
@@ -88,7 +89,7 @@ class Journal:
         self.fd = fd
         self.read = 0  # replayed up to here
         self.end = 0  # records end here (then zeros: allocated ahead, or nothing)
-        self.allocated = 0
+        self.allocated: int | None = 0  # None: the file system cannot allocate ahead
         self.pending: list[tuple[int, TraceRecord]] = []  # claimed journals: (end offset, record), read at claim
 
     def scan(self) -> list[tuple[int, TraceRecord]]:
@@ -122,6 +123,7 @@ class Spool:
         self._claimed: list[Journal] = []
         self._looked_at: float = 0.0
         self._pid = 0
+        self._broken = False  # the journal could not be opened, or its last append failed
         self.full_logged = False
 
     # -- figures
@@ -132,6 +134,15 @@ class Spool:
         """Spend on `day` held here, not yet in spend_daily (the daily cap counts it)."""
         with self._lock:
             return self._spend.get(day, 0)
+
+    def nearly_full(self) -> bool:
+        """Whether the spool may not keep the records of the calls in flight:
+        the daily cap then refuses new calls (passthru/spendcap.py)."""
+        own = self._own
+        if own is None or self._broken:
+            return self._broken
+        room = settings.MARINA_SPOOL_MAX_BYTES if own.allocated is None else min(settings.MARINA_SPOOL_MAX_BYTES, own.allocated)
+        return room - own.end < HEADROOM_BYTES
 
     def _count(self, records: Sequence[TraceRecord], sign: int) -> None:
         with self._lock:
@@ -148,6 +159,15 @@ class Spool:
         db = connection.settings_dict
         identity = f"{connection.vendor}\0{db.get('HOST') or ''}\0{db.get('PORT') or ''}\0{db.get('NAME')}"
         return Path(settings.MARINA_SPOOL_DIR) / hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+    def open(self) -> None:
+        """Open this process's journal now, its space allocated (a worker at
+        start: a disk that fills up later leaves it room)."""
+        try:
+            self._journal()
+        except OSError as exc:
+            self._broken = True
+            log.error("ledger spool: no journal (%s): traces the database cannot take will be lost", exc)
 
     def _journal(self) -> Journal:
         if self._own is not None and self._pid != os.getpid():  # forked: the parent's journal is the parent's
@@ -167,13 +187,15 @@ class Spool:
     @staticmethod
     def _allocate(journal: Journal) -> None:
         """Keep RESERVE_BYTES allocated past the end (a disk that fills up leaves the next records room)."""
-        want = journal.end + RESERVE_BYTES
-        if journal.allocated - journal.end >= RESERVE_BYTES // 2:
+        if journal.allocated is None or journal.allocated - journal.end >= RESERVE_BYTES // 2:
             return
+        want = journal.end + RESERVE_BYTES
         try:
             os.posix_fallocate(journal.fd, journal.allocated, want - journal.allocated)
-        except OSError as exc:  # the disk is full (or the file system cannot): write into what there is
-            if exc.errno not in (errno.ENOSPC, errno.EOPNOTSUPP, errno.EINVAL):
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+                journal.allocated = None  # this file system cannot: the journal grows as it is written
+            elif exc.errno != errno.ENOSPC:  # the disk is full: the records go into what is allocated
                 raise
         else:
             journal.allocated = want
@@ -193,7 +215,8 @@ class Spool:
                 if os.pwrite(journal.fd, line, journal.end) != len(line):
                     raise OSError(errno.ENOSPC, "short write")
                 journal.end += len(line)
-                journal.allocated = max(journal.allocated, journal.end)
+                if journal.allocated is not None:
+                    journal.allocated = max(journal.allocated, journal.end)
                 self._own_records.append((journal.end, trace))
                 kept[i] = True
             if any(kept):
@@ -206,6 +229,7 @@ class Spool:
                 kept = [False] * len(traces)
         written = [trace for trace, ok in zip(traces, kept) if ok]
         self._count(written, +1)
+        self._broken = len(written) < len(traces)
         if written:
             self.full_logged = False
         return kept
@@ -282,8 +306,11 @@ class Spool:
         if own is not None and own.end:
             # All written: start the journal again (what it held is in the ledger).
             os.ftruncate(own.fd, 0)
-            own.read = own.end = own.allocated = 0
+            own.read = own.end = 0
+            if own.allocated is not None:
+                own.allocated = 0
             self._allocate(own)
+        self._broken = False
         return done
 
     def has_orphans(self) -> bool:
