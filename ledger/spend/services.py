@@ -74,6 +74,9 @@ class WriterObserver:
     def replayed(self, traces: int, seconds: float, held: int) -> None:
         """`traces` were written from the spool in `seconds`; `held` are left."""
 
+    def spool_full(self, traces: int) -> None:
+        """`traces` are lost: the database did not answer and the spool could not keep them."""
+
 
 _observers: list[WriterObserver] = []
 
@@ -157,8 +160,10 @@ def _to_spool(traces: list[TraceRecord]) -> list[BaseException | str | None]:
     kept = spool.append(traces)
     _retry_later()
     if _observers:
-        held = len(spool)
+        held, lost = len(spool), len(kept) - sum(kept)
         _tell(lambda o: o.spooled(sum(kept), held))
+        if lost:
+            _tell(lambda o: o.spool_full(lost))
     return [_SPOOLED if ok else NotRecorded("the database did not answer and the ledger's spool is full") for ok in kept]
 
 

@@ -23,8 +23,8 @@ replay leaves the journal for the next, which skips what was written.
 Disk. The journal keeps RESERVE_BYTES allocated ahead of its end
 (posix_fallocate): on a disk that fills up, the next records still have
 room. It is bounded by MARINA_SPOOL_MAX_BYTES: past it, a record is lost as
-it was before the spool (logged, and counted by the `spool_full` observer
-call: marina_ledger_spool_full_total). The daily cap counts the spend the
+it was before the spool (logged, and counted by the writer's observers:
+marina_ledger_spool_full_total). The daily cap counts the spend the
 spool holds (`pending_spend`), as if it were in spend_daily.
 
 Journals are kept per database (a hash of its vendor, host, port and name in
@@ -248,8 +248,6 @@ class Spool:
         if not self.full_logged:
             self.full_logged = True
             log.error("ledger spool full: %s; traces that cannot be written are now lost (%d held)", why, self._records)
-        for hook in full_hooks:
-            hook()
 
     # -- replay
     def claim_orphans(self) -> None:
@@ -318,8 +316,6 @@ class Spool:
         own = self._own.path if self._own else None
         return folder.is_dir() and any(p != own for p in folder.glob(f"*{SUFFIX}"))
 
-
-full_hooks: list[Callable[[], None]] = []  # told each time a record cannot be spooled (metrics)
 
 spool = Spool()
 
