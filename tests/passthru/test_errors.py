@@ -419,3 +419,14 @@ def test_an_upstream_error_echoing_a_credential_is_relayed_redacted(http, upstre
     message = response.json()["error"]["message"]
     assert PROVIDER_KEY not in response.text and "sk-or-v1-0123456789abcdef" not in response.text
     assert message == "Invalid header: Authorization: [redacted] (and [redacted])"
+
+
+@pytest.mark.parametrize("model", ["marina/verfy:openrouter/openai/gpt-5.2", "marina/obligations:marina/argchek:openrouter/x"])
+def test_a_mistyped_formation_is_404_naming_the_formations_and_never_sent(http, upstream, model):
+    response = post(http, {"model": model, "messages": HELLO})
+    error = error_of(response, 404)
+    assert (error["code"], error["param"]) == ("model_not_found", "model")
+    for prefix in ("marina/verify:", "marina/obligations:", "marina/argcheck:", "marina/lessons:"):
+        assert prefix in error["message"]
+    traced(response, "model_not_found")
+    assert upstream.requests == []
