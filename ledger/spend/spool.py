@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime
 from pathlib import Path
 
+import orjson
 from django.conf import settings
 from django.db import connection
 
@@ -60,16 +61,24 @@ SUFFIX = ".journal"
 
 # --- Records as JSON lines ------------------------------------------------------
 def dumps(trace: TraceRecord) -> bytes:
+    """One JSON line. Control characters are escaped (never a raw NUL: a
+    journal ends at its first NUL, the space allocated ahead)."""
+    try:
+        return orjson.dumps(trace, option=orjson.OPT_APPEND_NEWLINE)  # dataclasses and datetimes natively, ~50x asdict
+    except TypeError:  # what orjson refuses (integers beyond 64 bits, lone surrogates in a traced body)
+        pass
     values = dataclasses.asdict(trace)
     values["started_at"] = trace.started_at.isoformat()
     for span in values["spans"]:
         span["started_at"] = span["started_at"].isoformat()
-    # ensure_ascii: no raw NUL in a line (a journal ends at its first NUL: the space allocated ahead).
     return json.dumps(values, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
 
 
 def loads(line: bytes) -> TraceRecord:
-    values = json.loads(line)
+    try:
+        values = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        values = json.loads(line)  # what dumps wrote through json (lone surrogates)
     spans = [SpanRecord(**{**s, "started_at": datetime.fromisoformat(s["started_at"])}) for s in values.pop("spans")]
     return TraceRecord(**{**values, "started_at": datetime.fromisoformat(values["started_at"]), "spans": spans})
 
