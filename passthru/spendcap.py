@@ -79,11 +79,12 @@ from functools import lru_cache
 from typing import Any, TypeGuard
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 
 from kernel.money import dollars, to_nanousd
+from ledger.dbthread import DbThread
 from ledger.spend.selectors import utc_today
 from ledger.spend.services import write_turn as sqlite_write_turn
 from ledger.spend.spool import spool
@@ -233,11 +234,10 @@ class _Ask:
 
 
 _asks: deque[_Ask] = deque()
-_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spendcap")
+_thread = DbThread("spendcap")  # ledger/dbthread.py
 _book = Book()
-HEALTH_CHECK_SECONDS = 1.0
 SWEEP_EVERY = 1000  # batches
-_state = {"checked_at": 0.0, "batches": 0}
+_state = {"batches": 0}
 _ticker: list[threading.Thread] = []  # started with the first lease (after gunicorn's fork)
 
 
@@ -436,10 +436,6 @@ def _on_thread() -> None:
     asks = _take(_asks)
     if not asks:
         return  # an earlier run took this job's work
-    now = time.monotonic()
-    if now - _state["checked_at"] >= HEALTH_CHECK_SECONDS:
-        _state["checked_at"] = now
-        close_old_connections()
     try:
         answers = _settle_or_retry(asks)
     except Exception as exc:  # a bug: every caller must still get an answer (a 500), none wait forever
@@ -565,5 +561,4 @@ def forget() -> None:
 
 def close_connection() -> None:
     """Close the cap thread's connection (tests do, before dropping a database)."""
-    # `connection` must be looked up on the cap thread: it is per-thread.
-    _thread.submit(lambda: connection.close()).result()
+    _thread.close_connection()
