@@ -211,8 +211,9 @@ def marina_env(*, db_url: str, upstream_port: int, bind: str, key: str, extra: d
     return env
 
 
-def migrate(env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+def migrate(env: dict[str, str], root: Path = ROOT) -> None:
+    """Migrate with the checkout that will serve the database (a variant's migrations may differ)."""
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=root, env=env, check=True)
 
 
 @contextlib.contextmanager

@@ -238,7 +238,7 @@ def start_marina(tmp: Path, upstream_port: int, db_url: str, name: str = "marina
                  extra: dict[str, str] | None = None, *, root: Path = ROOT) -> Server:
     port = free_port()
     env = marina_env(db_url=db_url, upstream_port=upstream_port, bind=f"127.0.0.1:{port}", key=MARINA_KEY, extra=extra)
-    migrate(env)
+    migrate(env, root)
     return start(
         name,
         [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"), "marina.asgi:application"],

@@ -51,9 +51,13 @@ class SpendDaily(models.Model):
 
 
 class Trace(models.Model):
-    """One /v1 request. `request_id` is the x-request-id the caller saw."""
+    """One /v1 request. `request_id` is the x-request-id the caller saw:
+    Marina's own, unique (a spooled trace replayed twice stays one row,
+    ledger/spend/spool.py); the client's own x-request-id, if it sent one,
+    is kept in `client_request_id`."""
 
-    request_id = models.CharField(max_length=64, db_index=True)
+    request_id = models.CharField(max_length=64, unique=True)
+    client_request_id = models.CharField(max_length=64, blank=True, db_index=True)
     started_at = models.DateTimeField(db_index=True)
     duration_ms = models.FloatField()
     overhead_ms = models.FloatField(null=True)

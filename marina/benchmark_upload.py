@@ -14,11 +14,12 @@ ledger's importer (ledger never imports passthru)."""
 from __future__ import annotations
 
 import json
-import os
 import tempfile
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
+import ijson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -53,25 +54,93 @@ def _bad(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, code="invalid_request_error", param=param)
 
 
-def _read_body(request: HttpRequest) -> bytes:
+READ_CHUNK = 1 << 20
+
+
+def _read_body(request: HttpRequest) -> IO[bytes]:
+    """The body, copied to a temporary file as it is read (a 40 MB upload took
+    a worker from ~98 MB to 1.16 GB when read whole and parsed at once)."""
     # passthru/intake.py has refused an over-limit body before Django read it
     # all; this is the check for a server without it (WSGI).
     check_request_size(declared_size({k.lower(): v for k, v in request.headers.items()}), UPLOAD_LIMIT)
+    body = tempfile.TemporaryFile(prefix="marina-upload-")
+    size = 0
     # request.read, not request.body: the body cap for chat requests is smaller than an upload's.
-    body = request.read(settings.MARINA_MAX_UPLOAD_BYTES + 1)
-    check_request_size(len(body), UPLOAD_LIMIT)
+    while chunk := request.read(READ_CHUNK):
+        size += len(chunk)
+        check_request_size(size, UPLOAD_LIMIT)
+        body.write(chunk)
+    body.seek(0)
     return body
 
 
-def _parse(body: bytes) -> dict[str, Any]:
+class _JsonWriter:
+    """ijson's events written back out as JSON text (the `result` value, to a file)."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.counts: list[int] = []  # per open container: values (arrays) or keys (objects) so far
+        self.in_map: list[bool] = []
+
+    def _value(self, text: str) -> None:
+        if self.counts and not self.in_map[-1]:
+            if self.counts[-1]:
+                self.out.write(",")
+            self.counts[-1] += 1
+        self.out.write(text)
+
+    def event(self, kind: str, value: Any) -> None:
+        if kind == "map_key":
+            if self.counts[-1]:
+                self.out.write(",")
+            self.counts[-1] += 1
+            self.out.write(json.dumps(value, ensure_ascii=False) + ":")
+        elif kind in ("start_map", "start_array"):
+            self._value("{" if kind == "start_map" else "[")
+            self.counts.append(0)
+            self.in_map.append(kind == "start_map")
+        elif kind in ("end_map", "end_array"):
+            self.counts.pop()
+            self.in_map.pop()
+            self.out.write("}" if kind == "end_map" else "]")
+        elif kind == "string":
+            self._value(json.dumps(value, ensure_ascii=False))
+        elif kind == "number":
+            self._value(str(value))
+        elif kind == "boolean":
+            self._value("true" if value else "false")
+        else:  # null
+            self._value("null")
+
+
+def _parse(body: IO[bytes], result_file: IO[str]) -> tuple[dict[str, Any], set[str]]:
+    """The upload's fields, its `result` written to `result_file` as it is
+    parsed (never held whole), and the keys of `result`."""
+    data: dict[str, Any] = {}
+    keys: set[str] = set()
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        events = ijson.parse(body)
+        first = next(events, None)
+        if first is None or first[1] != "start_map":
+            raise _bad("The body must be a JSON object." if first is not None else "The body is not JSON.")
+        for prefix, kind, value in events:
+            if prefix != "" or kind != "map_key":
+                continue  # the end of the object
+            if value == "result":
+                _copy_value(events, result_file, keys, data)
+            else:
+                builder = ijson.ObjectBuilder()
+                depth = 0
+                for _, kind2, value2 in events:
+                    builder.event(kind2, value2)
+                    depth += kind2 in ("start_map", "start_array")
+                    depth -= kind2 in ("end_map", "end_array")
+                    if depth == 0:
+                        break
+                data[value] = builder.value
+    except (ijson.JSONError, UnicodeDecodeError):
         raise _bad("The body is not JSON.") from None
-    if not isinstance(data, dict):
-        raise _bad("The body must be a JSON object.")
-    result = data.get("result")
-    if not isinstance(result, dict):
+    if "result" not in data:
         raise _bad("`result` must be a ledger file or τ² results file, as a JSON object.", "result")
     for name in ("target", "targetKind"):
         if not isinstance(data.get(name), str) or not data[name]:
@@ -81,33 +150,45 @@ def _parse(body: bytes) -> dict[str, Any]:
             raise _bad(f"`{name}` must be a string.", name)
     cost = data.get("costUsd")
     if cost is not None:
-        if isinstance(cost, bool) or not isinstance(cost, (int, float, str)):
+        if isinstance(cost, bool) or not isinstance(cost, (int, float, str, Decimal)):
             raise _bad("`costUsd` must be a number of dollars.", "costUsd")
         try:
             data["costUsd"] = Decimal(str(cost))
         except InvalidOperation:
             raise _bad("`costUsd` must be a number of dollars.", "costUsd") from None
-    return data
+    return data, keys
 
 
-def _import(data: dict[str, Any]) -> ImportResult:
+def _copy_value(events: Iterator[tuple[str, str, Any]], out: IO[str], keys: set[str], data: dict[str, Any]) -> None:
+    writer = _JsonWriter(out)
+    depth = 0
+    for _, kind, value in events:
+        if depth == 0 and kind != "start_map":
+            raise _bad("`result` must be a ledger file or τ² results file, as a JSON object.", "result")
+        if depth == 1 and kind == "map_key":
+            keys.add(value)
+        writer.event(kind, value)
+        depth += kind in ("start_map", "start_array")
+        depth -= kind in ("end_map", "end_array")
+        if depth == 0:
+            break
+    out.flush()
+    data["result"] = True
+
+
+def _import(data: dict[str, Any], result_path: str, keys: set[str]) -> ImportResult:
     options = ImportOptions(
         target_kind=data["targetKind"], target=data["target"], group=data.get("replicateGroup"),
         label=data.get("label"), judge=data.get("judge"), cost_usd=data.get("costUsd"),
     )  # fmt: skip
-    result = data["result"]
-    if "simulations" in result and "info" in result:
-        # τ²'s reader streams from a file: the upload is written to one, read, and removed.
-        fd, path = tempfile.mkstemp(prefix="marina-upload-", suffix=".json")
+    if "simulations" in keys and "info" in keys:
+        # τ²'s reader streams from the file the upload's `result` was written to.
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(result, out, ensure_ascii=False)
-            try:
-                return import_tau2(path, options, progress=False)
-            except ValueError as exc:
-                raise ValueError(str(exc).replace(path, "result")) from None
-        finally:
-            os.unlink(path)
+            return import_tau2(result_path, options, progress=False)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(result_path, "result")) from None
+    with open(result_path, encoding="utf-8") as f:
+        result = json.load(f)
     return import_ledger(result, options)
 
 
@@ -129,16 +210,19 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
             "The API is open (MARINA_OPEN_API) without keys: it files no runs unless MARINA_OPEN_API_UPLOADS=true.",
             code="open_api_read_only",
         )
-    data = _parse(_read_body(request))
-    try:
-        result = await sync_to_async(_import, thread_sensitive=True)(data)
-    except UncleanRunError as exc:
-        raise _bad(str(exc).split(": ", 1)[-1], "result") from None
-    except ValueError as exc:  # LedgerInputError names the problem; option errors name the flag
-        text = str(exc).replace("<ledger data>: ", "result: ").replace("--cost-usd", "costUsd")
-        text = text.replace("--group", "replicateGroup").replace("--target", "target").replace("--label", "label")
-        raise _bad(text.replace("--judge", "judge")) from None
-    body = {**result.as_dict(), "source": "upload"}
+    with _read_body(request) as body, tempfile.NamedTemporaryFile(
+        "w+", encoding="utf-8", prefix="marina-upload-", suffix=".json"
+    ) as result_file:
+        data, keys = await sync_to_async(_parse, thread_sensitive=False)(body, result_file)
+        try:
+            result = await sync_to_async(_import, thread_sensitive=True)(data, result_file.name, keys)
+        except UncleanRunError as exc:
+            raise _bad(str(exc).split(": ", 1)[-1], "result") from None
+        except ValueError as exc:  # LedgerInputError names the problem; option errors name the flag
+            text = str(exc).replace("<ledger data>: ", "result: ").replace("--cost-usd", "costUsd")
+            text = text.replace("--group", "replicateGroup").replace("--target", "target").replace("--label", "label")
+            raise _bad(text.replace("--judge", "judge")) from None
+    body_out = {**result.as_dict(), "source": "upload"}
     return HttpResponse(
-        json.dumps(body, default=str), status=201 if result.created else 200, content_type="application/json"
+        json.dumps(body_out, default=str), status=201 if result.created else 200, content_type="application/json"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from kernel.env import (
     ConfigError,
@@ -178,6 +179,18 @@ MARINA_DRAIN_AFTER_DISCONNECT_SECONDS = env_float("MARINA_DRAIN_AFTER_DISCONNECT
 # max_completion_tokens, for the estimate the daily cap holds while it runs
 # (passthru/spendcap.py).
 MARINA_SPEND_CAP_COMPLETION_TOKENS = env_int("MARINA_SPEND_CAP_COMPLETION_TOKENS", 1024, minimum=1)
+# What the cap does when neither the database nor this process's lease can
+# say there is room: `refuse` (503 spend_cap_unavailable, Retry-After) or `allow`.
+MARINA_SPEND_CAP_ON_DB_ERROR = env_str("MARINA_SPEND_CAP_ON_DB_ERROR", "refuse").lower()
+if MARINA_SPEND_CAP_ON_DB_ERROR not in ("refuse", "allow"):
+    raise ImproperlyConfigured(
+        f"MARINA_SPEND_CAP_ON_DB_ERROR={MARINA_SPEND_CAP_ON_DB_ERROR!r}: expected 'refuse' or 'allow'"
+    )
+# The ledger's spool (ledger/spend/spool.py): traces the database could not
+# take wait in a journal per process under this directory until it can; each
+# journal is bounded by MARINA_SPOOL_MAX_BYTES.
+MARINA_SPOOL_DIR = env_str("MARINA_SPOOL_DIR") or str(BASE_DIR / "var" / "spool")
+MARINA_SPOOL_MAX_BYTES = env_int("MARINA_SPOOL_MAX_BYTES", 256 << 20, minimum=4096)
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
 # Days of traces (and their spans) to keep; `keep` (the default) keeps them all.
 # Older ones are deleted by `manage.py prune_traces` and, once an hour, by each

@@ -15,6 +15,15 @@ from uvicorn_worker import UvicornWorker
 
 
 class MarinaServer(Server):
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # Journals left by a worker that died (kill -9, OOM) are replayed now,
+        # on the ledger's writer thread, not at this worker's first trace
+        # (ledger/spend/spool.py).
+        from ledger.spend import services
+
+        services.submit(services.recover)
+        await super().startup(sockets=sockets)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await super().shutdown(sockets=sockets)
         # Once serve() returns, uvicorn raises the SIGTERM it caught again, with

@@ -13,8 +13,8 @@ here.
 - Ids are derived, not random: the trace id is the first 16 bytes of
   SHA-256(request id, start time in microseconds), the root's span id the
   next 8, a step's span id a hash of those and its `seq`. The start time is
-  part of it because a request id alone repeats (a client may send its own
-  x-request-id; Marina's own have 32 random bits). The same stored trace
+  part of it because request ids repeated in ledgers written before they
+  were Marina's own (a client's x-request-id was taken as the id). The same stored trace
   always gets the same ids, so an export repeated, or one after the live
   export, shows up as the same trace.
 - Token usage (`gen_ai.usage.*`) sits on the upstream calls only, so tools that

@@ -22,7 +22,7 @@ from ledger.spend.records import SpanRecord
 from passthru import spendcap, upstream
 from passthru.context import RequestContext
 from passthru.endpoints import CHAT, Endpoint
-from passthru.errors import ApiError, UpstreamError, bad_upstream_response
+from passthru.errors import ApiError, UpstreamError, bad_upstream_response, relayed_error
 from passthru.pricing import Usage
 from passthru.providers import Route
 from passthru.responses import SSE
@@ -38,6 +38,7 @@ class Completion:
     payload: dict[str, Any] | None
     usage: Usage
     span: SpanRecord
+    retry_after: str = ""  # an error reply's Retry-After, to pass on
 
     @property
     def ok(self) -> bool:
@@ -176,6 +177,7 @@ def _completed(route: Route, span: SpanRecord, reply: upstream.Reply, endpoint: 
             raise _unusable(span, route, reply.status, reply.content_type)
         span.status = "error"
         span.error_kind = f"http_{reply.status}"
+        return Completion(reply.status, relayed_error(reply.body), None, usage, span, reply.retry_after)
     return Completion(reply.status, reply.body, payload, usage, span)
 
 
@@ -224,6 +226,7 @@ class StreamReply:
     body: bytes
     events: AsyncGenerator[bytes, None] | None
     span: SpanRecord
+    retry_after: str = ""  # an error reply's Retry-After, to pass on
 
 
 async def call_stream(
@@ -272,6 +275,7 @@ async def call_stream(
         raise _unusable(span, route, stream.status, stream.content_type)
     if stream.status != 200:
         span.status, span.error_kind = "error", f"http_{stream.status}"
+        return StreamReply(stream.status, stream.content_type, relayed_error(raw), None, span, stream.retry_after)
     return StreamReply(stream.status, stream.content_type, raw, None, span)
 
 

@@ -19,7 +19,7 @@ from ledger.spend.records import TraceRecord
 from passthru import auth, cors, crews, fallback, formations, ratelimit, spendcap, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
-from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
+from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error, retry_after
 from passthru.formations import lessons, streamed
 from passthru.formations.conversation import with_trailing_note
 from passthru.providers import plan
@@ -177,7 +177,9 @@ async def _plain(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
         # any other reply goes out byte for byte.
         if done.payload is not None and toolcalls.wanted(body) and toolcalls.normalise_reply(done.payload):
             return Outbound(done.status, headers, encode(done.payload), content_type="application/json")
-    # The upstream's status and body as they came, errors included.
+    # The upstream's status and body as they came, errors included (credentials
+    # redacted, Retry-After passed on: passthru/errors.py).
+    headers.update(retry_after(done.retry_after))
     return Outbound(done.status, headers, done.body, content_type="application/json")
 
 
@@ -201,7 +203,7 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
                 continue
             # An error (or a provider that ignored stream=true): relay it whole;
             # call_stream has checked that it is JSON.
-            out = Outbound(reply.status, {}, reply.body, content_type="application/json")
+            out = Outbound(reply.status, retry_after(reply.retry_after), reply.body, content_type="application/json")
             await _finish(ctx, out, error_kind=reply.span.error_kind)
             return out
         headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}

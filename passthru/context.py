@@ -25,7 +25,8 @@ _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
 
 
 def new_request_id() -> str:
-    return f"req-{uuid.uuid4().hex[:8]}"
+    """Marina's trace id: unique (Trace.request_id is), whatever clients send."""
+    return f"req-{uuid.uuid4().hex}"
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Inbound:
 class RequestContext:
     inbound: Inbound
     request_id: str
+    client_request_id: str = ""  # the client's x-request-id (two clients may send the same)
     started: float = field(default_factory=time.perf_counter)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     key_name: str = ""
@@ -67,8 +69,12 @@ class RequestContext:
     @classmethod
     def for_request(cls, inbound: Inbound) -> RequestContext:
         offered = inbound.headers.get("x-request-id", "")
-        request_id = offered if _CLIENT_ID.match(offered) else new_request_id()
-        return cls(inbound=inbound, request_id=request_id, session=inbound.headers.get("x-marina-session", "")[:128])
+        return cls(
+            inbound=inbound,
+            request_id=new_request_id(),
+            client_request_id=offered if _CLIENT_ID.match(offered) else "",
+            session=inbound.headers.get("x-marina-session", "")[:128],
+        )
 
     def upstream_headers(self) -> dict[str, str]:
         """Headers forwarded to providers: the client's, with our request id."""
@@ -104,6 +110,7 @@ class RequestContext:
     def trace(self, *, http_status: int, status: str, error_kind: str = "", error_message: str = "") -> TraceRecord:
         return TraceRecord(
             request_id=self.request_id,
+            client_request_id=self.client_request_id,
             started_at=self.started_at,
             path=self.inbound.path,
             method=self.inbound.method,

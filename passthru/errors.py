@@ -7,9 +7,12 @@ their wording cannot drift apart: `internal_error` (the 500) and
 `check_request_size` (the 413)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
+
+from kernel.redact import redact
 
 _TYPE_BY_STATUS = {
     400: "invalid_request_error",
@@ -132,3 +135,24 @@ def _default_code(status: int) -> str:
     if status >= 500:
         return "server_error"
     return "invalid_request_error"
+
+
+def relayed_error(body: bytes) -> bytes:
+    """An upstream error body (JSON) to relay: as it came, unless it echoes a
+    credential (`Bearer …`, a provider key), which is redacted: providers
+    quote the request's Authorization header back in some errors."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return body
+    cleaned = redact(payload)
+    return body if cleaned == payload else json.dumps(cleaned, ensure_ascii=False).encode()
+
+
+def retry_after(value: str) -> dict[str, str]:
+    """The upstream's Retry-After to pass on with its 429/503 (delay-seconds
+    or an HTTP date; anything else is dropped)."""
+    value = value.strip()
+    if value and len(value) <= 64 and value.isprintable() and (value.isdigit() or "," in value):
+        return {"retry-after": value}
+    return {}

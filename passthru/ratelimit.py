@@ -16,15 +16,14 @@ to say when the next token comes (Retry-After)."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import math
-import time
 from collections.abc import Mapping
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 
+from ledger.dbthread import DbThread
 from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.errors import ApiError
 from passthru.rawcursor import PerConnection, RawCursor
@@ -97,19 +96,14 @@ def sweep(rps: float, burst: int) -> int:
         return int(cursor.rowcount)
 
 
-# One thread per process holds the limiter's connection: a thread and a
-# connection per call would cost more than the check itself.
-_limiter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ratelimit")
-HEALTH_CHECK_SECONDS = 1.0
+# One thread per process holds the limiter's connection (ledger/dbthread.py):
+# a thread and a connection per call would cost more than the check itself.
+_limiter = DbThread("ratelimit")
 SWEEP_EVERY = 10_000  # checks
-_state = {"checked_at": 0.0, "checks": 0}
+_state = {"checks": 0}
 
 
 def _on_thread(client: str, rps: float, burst: int) -> float | None:
-    now = time.monotonic()
-    if now - _state["checked_at"] >= HEALTH_CHECK_SECONDS:
-        _state["checked_at"] = now
-        close_old_connections()
     _state["checks"] += 1
     for attempt in (1, 2):
         try:
@@ -163,5 +157,4 @@ async def check(client: str) -> None:
 
 def close_connection() -> None:
     """Close the limiter thread's connection (tests do, before dropping a database)."""
-    # `connection` must be looked up on the limiter thread: it is per-thread.
-    _limiter.submit(lambda: connection.close()).result()
+    _limiter.close_connection()

@@ -49,8 +49,16 @@ cap off there is none of it.
 
 A model nobody can price (no entry in genai-prices' tables) is counted at 0:
 it runs while something is left, and counts once it has run if the provider
-reports a cost (OpenRouter does). A database that cannot be reached lets the
-call through uncounted (logged)."""
+reports a cost (OpenRouter does).
+
+A database that cannot be reached (twice: once more on a new connection)
+and a lease that cannot serve the call: the cap cannot say there is room,
+so the call is refused, 503 `spend_cap_unavailable` with Retry-After, before
+it reaches a provider (a free pass let 200 calls through a full disk
+uncounted). MARINA_SPEND_CAP_ON_DB_ERROR=allow lets such calls through
+uncounted instead (logged). Spend the ledger's spool holds (written by this
+process while the database did not answer, ledger/spend/spool.py) counts as
+spent: it is added to spend_daily's figure when a lease is sized."""
 from __future__ import annotations
 
 import asyncio
@@ -71,13 +79,15 @@ from functools import lru_cache
 from typing import Any, TypeGuard
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 
 from kernel.money import dollars, to_nanousd
+from ledger.dbthread import DbThread
 from ledger.spend.selectors import utc_today
 from ledger.spend.services import write_turn as sqlite_write_turn
+from ledger.spend.spool import spool
 from passthru.errors import ApiError
 from passthru.rawcursor import PerConnection, RawCursor
 
@@ -228,11 +238,10 @@ class _Ask:
 
 
 _asks: deque[_Ask] = deque()
-_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spendcap")
+_thread = DbThread("spendcap")  # ledger/dbthread.py
 _book = Book()
-HEALTH_CHECK_SECONDS = 1.0
 SWEEP_EVERY = 1000  # batches
-_state = {"checked_at": 0.0, "batches": 0}
+_state = {"batches": 0}
 _ticker: list[threading.Thread] = []  # started with the first lease (after gunicorn's fork)
 
 
@@ -274,8 +283,11 @@ class _Statements(RawCursor):
         would still be free after it. Returns the answers, the new size and
         the estimates taken."""
         day = self.day(lease.day)
+        # Read before spend_daily: a record replayed in between is counted twice, never zero times.
+        spooled = spool.pending_spend(lease.day)
         self.cursor.execute(self.figures, [day, day, now - LEASE_STALE_SECONDS, lease.id], **self.prepare)
         spent, others, other_rows = (int(v) for v in self.cursor.fetchone())
+        spent += spooled
         cap = asks[-1].cap
         answers: list[tuple[bool, Figures]] = []
         taken = calls = 0
@@ -428,10 +440,6 @@ def _on_thread() -> None:
     asks = _take(_asks)
     if not asks:
         return  # an earlier run took this job's work
-    now = time.monotonic()  # a health check, not a lease's age
-    if now - _state["checked_at"] >= HEALTH_CHECK_SECONDS:
-        _state["checked_at"] = now
-        close_old_connections()
     try:
         answers = _settle_or_retry(asks)
     except Exception as exc:  # a bug: every caller must still get an answer (a 500), none wait forever
@@ -444,6 +452,8 @@ def _on_thread() -> None:
 
 
 _UNCHECKED = Figures(-1, 0, 0)  # spent -1: let through without a lease (the database did not answer)
+_UNAVAILABLE = Figures(-2, 0, 0)  # the database did not answer: refused (503) unless MARINA_SPEND_CAP_ON_DB_ERROR=allow
+RETRY_AFTER_SECONDS = 2
 
 
 def _settle_or_retry(asks: list[_Ask]) -> list[tuple[bool, Figures]]:
@@ -455,10 +465,11 @@ def _settle_or_retry(asks: list[_Ask]) -> list[tuple[bool, Figures]]:
         return settle(asks, _book)
     except (DatabaseError, connection.Database.Error):  # type: ignore[attr-defined]
         connection.close()
-        # Fail open, as the rate limiter does: a cap that cannot reach the
-        # ledger must not take the whole API down (the ledger writes fail too).
-        log.warning("spend cap not checked: the database did not answer", exc_info=True)
-        return [(True, _UNCHECKED) for _ in asks]
+        if settings.MARINA_SPEND_CAP_ON_DB_ERROR == "allow":
+            log.warning("spend cap not checked: the database did not answer (let through: MARINA_SPEND_CAP_ON_DB_ERROR=allow)", exc_info=True)
+            return [(True, _UNCHECKED) for _ in asks]
+        log.warning("spend cap not checked: the database did not answer; %d calls refused", len(asks), exc_info=True)
+        return [(False, _UNAVAILABLE) for _ in asks]
 
 
 async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_bytes: int) -> Hold | None:
@@ -470,6 +481,8 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     cap = settings.MARINA_DAILY_SPEND_CAP_USD
     if cap is None:
         return None
+    if spool.nearly_full() and settings.MARINA_SPEND_CAP_ON_DB_ERROR != "allow":
+        raise _unavailable("the database does not answer and the ledger's spool is (nearly) full")
     estimate = estimate_nanousd(provider, upstream_model, body, body_bytes)
     today = utc_today()
     cap_nanousd = to_nanousd(cap)
@@ -487,6 +500,8 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     taken, figures = await asyncio.wrap_future(ask.answer)
     if taken:
         return Hold(today, estimate, counted=figures is not _UNCHECKED)
+    if figures is _UNAVAILABLE:
+        raise _unavailable("the database does not answer")
     resets = datetime.combine(today + timedelta(days=1), day_start(0), tzinfo=UTC)
     in_flight = f"{figures.holds} call{'s' if figures.holds != 1 else ''} in flight"
     raise ApiError(
@@ -496,6 +511,17 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
         f"It resets at {resets:%Y-%m-%d %H:%M} UTC; raise MARINA_DAILY_SPEND_CAP_USD "
         "(or set it to 'off') to continue.",
         code="spend_cap_reached",
+    )
+
+
+def _unavailable(why: str) -> ApiError:
+    return ApiError(
+        503,
+        f"The daily spend cap cannot be checked: {why}, so this call is refused rather than let through "
+        f"uncounted. Retry in {RETRY_AFTER_SECONDS} s; MARINA_SPEND_CAP_ON_DB_ERROR=allow lets calls through uncounted instead.",
+        code="spend_cap_unavailable",
+        error_type="server_error",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
 
 
@@ -539,5 +565,4 @@ def forget() -> None:
 
 def close_connection() -> None:
     """Close the cap thread's connection (tests do, before dropping a database)."""
-    # `connection` must be looked up on the cap thread: it is per-thread.
-    _thread.submit(lambda: connection.close()).result()
+    _thread.close_connection()

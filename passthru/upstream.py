@@ -171,6 +171,7 @@ class Reply:
     body: bytes
     content_type: str
     queued: float = 0.0  # seconds spent waiting for a free connection to the provider
+    retry_after: str = ""  # the provider's Retry-After (passed on with its 429)
 
     def json(self) -> Any:
         import json
@@ -258,7 +259,10 @@ async def _post(provider: Provider, body: bytes, headers: dict[str, str], path: 
                 content = await response.aread()
             finally:
                 await response.aclose()
-            return Reply(response.status_code, content, response.headers.get("content-type", ""), _queued(response))
+            return Reply(
+                response.status_code, content, response.headers.get("content-type", ""), _queued(response),
+                response.headers.get("retry-after", ""),
+            )
         except httpx.ConnectError as exc:
             if attempt == 2:
                 raise _failure(provider, exc) from None
@@ -305,6 +309,11 @@ class Stream:
     def content_type(self) -> str:
         assert self._response is not None
         return self._response.headers.get("content-type", "")
+
+    @property
+    def retry_after(self) -> str:
+        assert self._response is not None
+        return self._response.headers.get("retry-after", "")
 
     @property
     def queued(self) -> float:

@@ -84,6 +84,7 @@ class Reply:
     # each gap shorter than an idle timeout, the whole longer than a deadline.
     trickle: float = 0.0
     pieces: int = 10
+    headers: dict[str, str] = field(default_factory=dict)  # more response headers (Retry-After)
 
 
 @dataclass
@@ -238,6 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(step.status)
         self.send_header("content-type", step.content_type)
         self.send_header("content-length", str(len(data)))
+        for name, value in step.headers.items():
+            self.send_header(name, value)
         if not self.owner.keep_alive:
             self.send_header("connection", "close")
             self.close_connection = True

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0008_lessons'),
+        ('ledger', '0009_trace_request_id_unique'),
     ]
 
     operations = [

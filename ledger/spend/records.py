@@ -36,7 +36,7 @@ class SpanRecord:
 
 @dataclass
 class TraceRecord:
-    request_id: str
+    request_id: str  # Marina's own, unique
     started_at: datetime
     path: str
     method: str = "POST"
@@ -58,6 +58,7 @@ class TraceRecord:
     conv_seed: int | None = None
     conv_opening: str = ""
     conv_system: str = ""
+    client_request_id: str = ""  # the client's x-request-id, if it sent one
 
     @property
     def upstream_cost_nanousd(self) -> int:

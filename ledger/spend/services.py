@@ -4,21 +4,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
 from ledger.models import Trace
 from ledger.spend import retention
 from ledger.spend.records import TraceRecord
+from ledger.spend.spool import RETRY_SECONDS, spool
 from ledger.spend.trace_writer import insert_traces, one_statement_each
 from ledger.spend.writer import close_writer_connection, submit, write_turn
 
 __all__ = [  # the writer's own names, re-exported: callers know this module only
     "close_writer_connection", "submit", "write_turn", "record_request", "record_requests", "submit_record",
-    "arecord_request", "add_observer", "remove_observer", "WriterObserver",
+    "arecord_request", "add_observer", "remove_observer", "WriterObserver", "NotRecorded", "recover",
 ]
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,15 @@ class WriterObserver:
         """One group commit took `seconds`; `failed` traces could not be
         written; `waiting` traces are queued behind it."""
 
+    def spooled(self, traces: int, held: int) -> None:
+        """`traces` went to the spool (the database did not answer); it holds `held`."""
+
+    def replayed(self, traces: int, seconds: float, held: int) -> None:
+        """`traces` were written from the spool in `seconds`; `held` are left."""
+
+    def spool_full(self, traces: int) -> None:
+        """`traces` are lost: the database did not answer and the spool could not keep them."""
+
 
 _observers: list[WriterObserver] = []
 
@@ -100,6 +111,139 @@ _waiting: deque[tuple[TraceRecord, concurrent.futures.Future[None]]] = deque()
 MAX_BATCH = 200
 
 
+class NotRecorded(Exception):
+    """The database did not take the trace and the spool could not keep it (full)."""
+
+
+# The database did not answer: the record goes to the spool. (Other errors are
+# the record's own: a value the database refuses; retrying would not help.)
+_DB_DOWN = (OperationalError, InterfaceError)
+_SPOOLED = "spooled"
+
+
+def _close_connection() -> None:
+    try:
+        connection.close()  # perhaps a dead connection: the next write opens a new one
+    except DatabaseError:
+        pass
+
+
+def _commit(traces: list[TraceRecord]) -> list[BaseException | str | None]:
+    """Write `traces`; for each: None (committed), _SPOOLED, or what lost it."""
+    if len(spool) and not _replay():
+        return _to_spool(traces)  # in order: the spool's records go first
+    for _ in range(2):
+        try:
+            record_requests(traces, notify=False)
+            return [None] * len(traces)
+        except _DB_DOWN:
+            _close_connection()  # once more on a new connection (the old one died in a restart); then spool
+        except Exception:
+            break
+    else:
+        return _to_spool(traces)
+    # One bad record must not sink the others: write them one by one.
+    results: list[BaseException | str | None] = []
+    for i, trace in enumerate(traces):
+        try:
+            record_requests([trace], notify=False)
+            results.append(None)
+        except _DB_DOWN:
+            _close_connection()
+            return results + _to_spool(traces[i:])
+        except Exception as failed:
+            results.append(failed)
+    return results
+
+
+def _to_spool(traces: list[TraceRecord]) -> list[BaseException | str | None]:
+    kept = spool.append(traces)
+    _retry_later()
+    if _observers:
+        held, lost = len(spool), len(kept) - sum(kept)
+        _tell(lambda o: o.spooled(sum(kept), held))
+        if lost:
+            _tell(lambda o: o.spool_full(lost))
+    return [_SPOOLED if ok else NotRecorded("the database did not answer and the ledger's spool is full") for ok in kept]
+
+
+def _write_skipping_recorded(traces: list[TraceRecord]) -> None:
+    """Replay: write the records not in the ledger yet (by request id), in one
+    transaction; a record the database refuses is dropped, logged."""
+    try:
+        with write_turn(), transaction.atomic():
+            ids = [trace.request_id for trace in traces]
+            recorded = set(Trace.objects.filter(request_id__in=ids).values_list("request_id", flat=True))
+            fresh = [trace for trace in traces if trace.request_id not in recorded]
+            if fresh:
+                insert_traces(fresh)
+                if _observers:
+                    transaction.on_commit(lambda: notify_committed(fresh))
+        return
+    except _DB_DOWN:
+        raise
+    except Exception:
+        if len(traces) == 1:
+            log.exception("ledger spool: a record the database refuses was dropped (%s)", traces[0].request_id)
+            return
+    for trace in traces:
+        _write_skipping_recorded([trace])
+
+
+def _replay() -> bool:
+    """Write what the spool holds (this process's, and journals of processes
+    that died); False if the database still does not answer."""
+    started = time.perf_counter()
+    written = 0
+
+    def write(traces: list[TraceRecord]) -> None:
+        nonlocal written
+        _write_skipping_recorded(traces)
+        written += len(traces)
+
+    try:
+        spool.claim_orphans()
+        spool.replay(write, MAX_BATCH)
+    except _DB_DOWN:
+        _close_connection()
+        _retry_later()
+        return False
+    finally:
+        if written and _observers:
+            seconds, held = time.perf_counter() - started, len(spool)
+            _tell(lambda o: o.replayed(written, seconds, held))
+    return True
+
+
+_retry_timer: list[threading.Timer] = []
+
+
+def _retry_later() -> None:
+    """Try the spool again in RETRY_SECONDS (on the writer thread), if nothing else does meanwhile."""
+    if _retry_timer and _retry_timer[0].is_alive():
+        return
+    timer = threading.Timer(RETRY_SECONDS, lambda: submit(_retry))
+    timer.daemon = True
+    _retry_timer[:] = [timer]
+    timer.start()
+
+
+def _retry() -> None:
+    if len(spool):
+        _replay()
+
+
+def recover() -> None:
+    """At start-up, on the writer thread: replay the journals of processes
+    that died (and this one's, if any), and open this one's journal."""
+    spool.open()
+    try:
+        if spool.has_orphans() or len(spool):
+            _replay()
+    except OSError:
+        log.exception("ledger spool: journals not read")
+
+
 def _write_waiting() -> None:
     batch: list[tuple[TraceRecord, concurrent.futures.Future[None]]] = []
     while _waiting and len(batch) < MAX_BATCH:
@@ -107,28 +251,18 @@ def _write_waiting() -> None:
     if not batch:
         return  # an earlier run took this job's trace
     started = time.perf_counter()
-    written: list[TraceRecord] = []
-    try:
-        record_requests([trace for trace, _ in batch], notify=False)
-    except Exception as exc:
-        if isinstance(exc, (OperationalError, InterfaceError)):
-            connection.close()  # perhaps a dead connection: the writes below open a new one
-        # One bad record must not sink the others: write them one by one.
-        for trace, done in batch:
-            try:
-                record_requests([trace], notify=False)
-            except Exception as failed:
-                done.set_exception(failed)
-            else:
-                written.append(trace)
-                done.set_result(None)
-    else:
-        written = [trace for trace, _ in batch]
-        for _, done in batch:
-            done.set_result(None)
+    traces = [trace for trace, _ in batch]
+    results = _commit(traces)
+    for (_, done), result in zip(batch, results):
+        if isinstance(result, BaseException):
+            done.set_exception(result)
+        else:
+            done.set_result(None)  # committed, or safe in the spool
     if _observers:  # after the callers have their answer
         seconds = time.perf_counter() - started
-        _tell(lambda o: o.batch_written(len(batch), seconds, len(batch) - len(written), len(_waiting)))
+        written = [trace for trace, result in zip(traces, results) if result is None]
+        failed = sum(1 for result in results if isinstance(result, BaseException))
+        _tell(lambda o: o.batch_written(len(batch), seconds, failed, len(_waiting)))
         notify_committed(written)
 
 

@@ -109,6 +109,7 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
     costs = [s.cost_nanousd for s in upstream if s.cost_nanousd is not None]
     return {
         "request_id": trace.request_id,
+        "client_request_id": trace.client_request_id,
         "started_at": trace.started_at,
         "duration_ms": trace.duration_ms,
         "overhead_ms": trace.overhead_ms,
@@ -159,13 +160,22 @@ def _span_values(trace_id: int, s: SpanRecord) -> dict[str, Any]:
     }
 
 
+# The model ids of spend_daily's row for a call the provider answered 404
+# (no such model) and did not charge: one row, not one per id tried (a
+# client trying 1,500 random ids made 1,500 rows).
+UNKNOWN_MODEL = "other"
+
+
 def spend_row(trace: TraceRecord, span: SpanRecord) -> SpendRow:
+    requested, upstream = trace.requested_model, span.upstream_model
+    if span.http_status == 404 and span.cost_nanousd is None and not (span.prompt_tokens or span.completion_tokens):
+        requested = upstream = UNKNOWN_MODEL
     return (
         span.started_at.date(),  # started_at is UTC: Marina runs with TIME_ZONE=UTC
         trace.key_name,
-        trace.requested_model,
+        requested,
         span.provider,
-        span.upstream_model,
+        upstream,
         1,
         0 if span.status == "ok" else 1,
         1 if span.cost_nanousd is None else 0,

@@ -8,11 +8,12 @@ import contextlib
 import fcntl
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from django.db import close_old_connections, connection
+from django.db import connection
+
+from ledger.dbthread import DbThread
 
 _turn_files: dict[str, int] = {}
 _turn_lock = threading.Lock()
@@ -43,38 +44,18 @@ def write_turn() -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-# One writer thread per process, holding one persistent connection: Django's
-# usual sync_to_async starts a thread and a connection per call, which
-# was measured at twice the cost of the whole request (docs/performance.md).
-_writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
-
-
-# Django's connection health check is a round trip (PostgreSQL: SELECT 1)
-# each time close_old_connections() runs; once per job it cost PostgreSQL
-# writes a third of their throughput. Once a second is enough: a write that
-# fails on a dead connection closes it and is retried on a new one.
-HEALTH_CHECK_SECONDS = 1.0
-_checked_at = 0.0
-
+# One writer thread per process, holding one persistent connection
+# (ledger/dbthread.py: the home of the database threads).
+_writer = DbThread("ledger")
 
 _T = TypeVar("_T")
 
 
-def _in_writer(fn: Callable[..., _T], *args: Any) -> _T:
-    global _checked_at
-    now = time.monotonic()
-    if now - _checked_at >= HEALTH_CHECK_SECONDS:
-        _checked_at = now
-        close_old_connections()
-    return fn(*args)
-
-
 def submit(fn: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:
     """Run a sync ledger function on the writer thread; the caller may await it or not."""
-    return _writer.submit(_in_writer, fn, *args)
+    return _writer.submit(fn, *args)
 
 
 def close_writer_connection() -> None:
     """Close the writer thread's connection (tests do, before dropping a database)."""
-    # `connection` must be looked up on the writer thread: it is per-thread.
-    submit(lambda: connection.close()).result()
+    _writer.close_connection()

@@ -19,8 +19,11 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from passthru.context import RequestContext
-from passthru.formations.stack import StackFormation, plan
+from passthru.errors import ApiError
+from passthru.formations.lessons import PREFIX as LESSONS_PREFIX
+from passthru.formations.stack import ARGCHECK_PREFIX, OBLIGATIONS_PREFIX, StackFormation, plan
 from passthru.formations.verify.formation import VERIFY
+from passthru.providers import DEFAULT_IDS
 from passthru.responses import Outbound
 
 
@@ -38,6 +41,22 @@ FORMATIONS: tuple[Any, ...] = (VERIFY, StackFormation)
 BY_PREFIX: tuple[Formation, ...] = (VERIFY,)
 
 
+# Every marina/…: prefix an id may carry; any other is a mistyped formation.
+PREFIXES = (VERIFY.prefix, OBLIGATIONS_PREFIX, ARGCHECK_PREFIX, LESSONS_PREFIX)
+
+
+def _known(model_id: str) -> None:
+    """Refuse `marina/<unknown>:…` here: it used to be sent to providers as a model id."""
+    if model_id.startswith("marina/") and model_id not in DEFAULT_IDS and not model_id.startswith(PREFIXES):
+        raise ApiError(
+            404,
+            f"No formation answers the model id '{model_id[:100]}'. Marina's formations are "
+            f"{', '.join(PREFIXES)} (each followed by a model id), and marina/default.",
+            code="model_not_found",
+            param="model",
+        )
+
+
 def find(model_id: str) -> Formation | None:
     for formation in BY_PREFIX:
         if model_id.startswith(formation.prefix):
@@ -53,6 +72,7 @@ def choose(model_id: str, headers: Mapping[str, str]) -> tuple[Formation | None,
     and leave what it wrapped (a plain id goes to the passthru, which then
     recalls lessons itself when asked: passthru/formations/lessons.py)."""
     planned = plan(model_id, headers)
+    _known(planned.inner)
     if planned.active:
         stack = StackFormation(planned)
         return stack, model_id, planned.lessons

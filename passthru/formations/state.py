@@ -35,7 +35,6 @@ call cost more than the query)."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import logging
 import time
@@ -46,8 +45,9 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, connection, transaction
 
+from ledger.dbthread import DbThread
 from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.formations.conversation import SYSTEM_ROLES, text_of
 
@@ -57,7 +57,6 @@ CHUNK = 200  # keys per lookup statement (well under SQLite's 999 parameters), d
 SESSION_CHARS = 128
 HASH_CHARS = 24
 SWEEP_SECONDS = 60.0
-HEALTH_CHECK_SECONDS = 1.0
 
 State = dict[str, Any]
 
@@ -149,18 +148,12 @@ class Loaded:
         return self.keys[-1]
 
 
-_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="formation-state")
-_checked_at = 0.0
+_executor = DbThread("formation-state")  # ledger/dbthread.py
 _swept_at = 0.0
 _tuned: Any = None  # the PostgreSQL connection set to synchronous_commit off
 
 
 def _on_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    global _checked_at
-    now = time.monotonic()
-    if now - _checked_at >= HEALTH_CHECK_SECONDS:
-        _checked_at = now
-        close_old_connections()
     prepare_connection()
     return fn(*args)
 
@@ -339,7 +332,7 @@ async def commit(keys: list[str], change: Callable[[State], State]) -> str:
 
 def close_connection() -> None:
     """Close the state thread's connection (tests do, before dropping a database)."""
-    _executor.submit(lambda: connection.close()).result()
+    _executor.close_connection()
 
 
 async def run_on_state_thread(fn: Callable[..., Any], *args: Any) -> Any:

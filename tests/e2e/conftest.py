@@ -73,6 +73,7 @@ class Servers:
 
     def start(self, ledger: Ledger | None = None, *, workers: int = 2, port: int | None = None, **env: str) -> Gunicorn:
         ledger = ledger or self.sqlite()
+        env.setdefault("MARINA_SPOOL_DIR", str(self.tmp_path / "spool"))  # the ledger's spool, this test's own
         server = start_gunicorn(
             database_url=ledger.url,
             log_path=self.tmp_path / f"gunicorn-{len(self.started)}.log",

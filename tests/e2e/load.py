@@ -98,6 +98,7 @@ class Outcome:
     complete: bool = False  # the whole answer arrived and said what the upstream said
     error: str = ""
     error_code: str = ""
+    retry_after: str = ""  # an error's Retry-After header
     started: float = 0.0  # time.monotonic() when sent
     seconds: float = 0.0
 
@@ -138,6 +139,7 @@ async def one_request(client: openai.AsyncOpenAI, server: str, i: int, kind: str
     except openai.APIStatusError as exc:
         out.status, out.error = exc.status_code, str(exc)[:300]
         out.request_id = exc.response.headers.get("x-request-id", "")
+        out.retry_after = exc.response.headers.get("retry-after", "")
         body = exc.body if isinstance(exc.body, dict) else {}
         out.error_code = str(body.get("code") or (body.get("error") or {}).get("code") or "")
     except openai.APIError as exc:  # connection errors, and error events inside a stream

@@ -115,8 +115,11 @@ class Ledger:
         }.items()}
 
     def trace(self, request_id: str) -> dict[str, Any] | None:
+        """The trace with Marina's id `request_id`, or of the call that sent it as its x-request-id."""
         cols = ("status", "http_status", "error_kind", "error_message", "stream", "key_name", "cost_nanousd")
-        found = self.rows(f"SELECT {', '.join(cols)} FROM ledger_trace WHERE request_id = %s", (request_id,))
+        found = self.rows(
+            f"SELECT {', '.join(cols)} FROM ledger_trace WHERE request_id = %s OR client_request_id = %s", (request_id, request_id)
+        )
         return dict(zip(cols, found[0])) if found else None
 
     def spans_of(self, request_id: str) -> list[dict[str, Any]]:

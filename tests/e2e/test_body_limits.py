@@ -8,6 +8,7 @@ while the client goes on sending it (the server drops the rest as it comes),
 and the connection then serves the next request."""
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -83,3 +84,24 @@ def test_a_chunked_body_over_the_limit_is_refused_at_the_limit(server, upstream)
     trace = server.ledger.trace("req-big-keyed")
     assert trace is not None and trace["http_status"] == 413 and trace["error_kind"] == "request_too_large"
     assert upstream.requests == []
+
+
+def test_a_large_upload_is_parsed_in_bounded_memory(servers):
+    """Issue 24: a 40 MB POST /v1/benchmarks/runs took a worker from ~98 MB to
+    1.16 GB (the body read whole, then parsed whole). Now the body goes to a
+    file as it is read and `result` is parsed from it in a stream."""
+    server = servers.start(workers=1, MARINA_MAX_UPLOAD_BYTES=str(128 * MIB))
+    (worker,) = server.worker_pids()
+    headers = {"authorization": f"Bearer {MARINA_KEY}", "content-type": "application/json"}
+    small = httpx.post(f"{server.base_url}/v1/benchmarks/runs", content=b'{"result": 1}', headers=headers, timeout=60)
+    assert small.status_code == 400  # the worker warmed: the upload path imported
+    before = peak_rss(worker)
+    turn = {"role": "assistant", "content": "x" * 2000, "turn_idx": 1}
+    simulation = {"id": "s", "task_id": "1", "trial": 0, "messages": [turn] * 20}
+    body = b'{"targetKind": "model", "target": "m", "result": {"info": {}, "simulations": ['
+    piece = json.dumps(simulation).encode()
+    count = 40 * MIB // len(piece)
+    content = body + b",".join([piece] * count) + b"]}}"
+    reply = httpx.post(f"{server.base_url}/v1/benchmarks/runs", content=content, headers=headers, timeout=300)
+    assert reply.status_code in (200, 201, 400), reply.text[:500]
+    assert peak_rss(worker) - before < len(content) / 2, (before, peak_rss(worker), len(content))

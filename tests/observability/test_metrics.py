@@ -139,3 +139,31 @@ def test_promtool_finds_no_problem(db):
     )
     lint = subprocess.run(["promtool", "check", "metrics"], input=metrics.render(), capture_output=True, timeout=60)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_model_ids_no_provider_knows_are_one_label_and_one_spend_row(client, upstream, marina_url):
+    """Issue 24: every requested id (even one that 404s) was a series, and a spend_daily row."""
+    upstream.handler = lambda body: Reply(status=404, json={"error": {"message": "no such model"}})
+    ids = [f"openrouter/made-up-{n}" for n in range(30)]
+    for model in ids:
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
+    labels = {"model": "other", "provider": "openrouter", "route": "passthru", "status": "error", "code": "404"}
+    wait_for(lambda: sample("marina_requests_total", **labels) >= 30, "the 404s, as one label")
+    text = metrics.render().decode()
+    assert not [model for model in ids if model in text]
+    assert list(SpendDaily.objects.values_list("requested_model", "upstream_model", "calls", "errors")) == [("other", "other", 30, 30)]
+
+
+def test_key_names_past_the_bound_are_other(db, monkeypatch):
+    monkeypatch.setattr(metrics, "_keys", set())
+    monkeypatch.setattr(metrics, "MAX_KEYS", 3)
+    now = datetime.now(UTC)
+    for n in range(10):
+        span = SpanRecord(seq=0, name="upstream", started_at=now, provider="openrouter", upstream_model="openai/gpt-5.2",
+                          http_status=200, prompt_tokens=1, cost_nanousd=10)
+        metrics.count_trace(TraceRecord(request_id=f"req-k{n}", started_at=now, path="/v1/chat/completions",
+                                        key_name=f"agent-{n}", requested_model="openrouter/openai/gpt-5.2", spans=[span]))
+    keys = {s.labels["key"] for metric in REGISTRY.collect() if metric.name == "marina_cost_usd" for s in metric.samples}
+    assert {f"agent-{n}" for n in range(10)} & keys == {"agent-0", "agent-1", "agent-2"}
+    assert "other" in keys

@@ -398,3 +398,35 @@ def test_an_unexpected_failure_is_a_500_envelope_and_traced(http, upstream, monk
     assert (error["type"], error["code"]) == ("server_error", "internal_error")
     assert response.headers["x-request-id"] in error["message"] and "a bug" not in error["message"]
     traced(response, "internal_error")
+
+
+# --- What an upstream error carries (issue 24) -------------------------------------------
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_upstream_429_passes_its_retry_after_on(http, upstream, stream):
+    body = {"error": {"message": "slow down", "type": "rate_limit_error", "param": None, "code": "rate_limited"}}
+    upstream.script(Reply(status=429, json=body, headers={"Retry-After": "7"}))
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
+    assert (response.status_code, response.json()) == (429, body)
+    assert response.headers["retry-after"] == "7"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_upstream_error_echoing_a_credential_is_relayed_redacted(http, upstream, stream):
+    echoed = f"Invalid header: Authorization: Bearer {PROVIDER_KEY} (and sk-or-v1-0123456789abcdef)"
+    upstream.script(Reply(status=401, json={"error": {"message": echoed, "type": "auth", "param": None, "code": 401}}))
+    response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
+    assert response.status_code == 401
+    message = response.json()["error"]["message"]
+    assert PROVIDER_KEY not in response.text and "sk-or-v1-0123456789abcdef" not in response.text
+    assert message == "Invalid header: Authorization: [redacted] (and [redacted])"
+
+
+@pytest.mark.parametrize("model", ["marina/verfy:openrouter/openai/gpt-5.2", "marina/obligations:marina/argchek:openrouter/x"])
+def test_a_mistyped_formation_is_404_naming_the_formations_and_never_sent(http, upstream, model):
+    response = post(http, {"model": model, "messages": HELLO})
+    error = error_of(response, 404)
+    assert (error["code"], error["param"]) == ("model_not_found", "model")
+    for prefix in ("marina/verify:", "marina/obligations:", "marina/argcheck:", "marina/lessons:"):
+        assert prefix in error["message"]
+    traced(response, "model_not_found")
+    assert upstream.requests == []

@@ -32,7 +32,7 @@ def test_a_call_without_a_valid_key_is_refused_before_its_body(urls, upstream, s
     with open_chunked(urls[route], "/v1/chat/completions", {**headers, "x-request-id": request_id}, chunks=4) as sock:
         got, _, payload = answer(sock)
     assert got == status and payload["error"]["code"] == code
-    trace = Trace.objects.get(request_id=request_id)  # committed before the answer
+    trace = Trace.objects.get(client_request_id=request_id)  # committed before the answer
     assert trace.http_status == status and trace.error_kind == code and upstream.requests == []
 
 
@@ -49,7 +49,7 @@ def test_a_chunked_body_over_the_limit_is_refused_where_it_passes_it(urls, upstr
         "param": None,
         "code": "request_too_large",
     }
-    assert Trace.objects.get(request_id=request_id).error_kind == "request_too_large" and upstream.requests == []
+    assert Trace.objects.get(client_request_id=request_id).error_kind == "request_too_large" and upstream.requests == []
 
 
 @pytest.mark.parametrize("route", ["door", "site"])

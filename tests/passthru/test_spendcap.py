@@ -169,9 +169,10 @@ def test_an_unpriced_model_runs_while_something_is_left(marina_url, settings, up
     assert [_call(marina_url, model=model).status_code for _ in range(4)] == [200, 200, 200, 429]
 
 
-def test_a_ledger_that_cannot_be_read_lets_calls_through(marina_url, settings, priced, monkeypatch, caplog):
-    """Fail open, as the rate limiter does (the trace writes would fail too);
-    and the failure is logged."""
+def test_a_ledger_that_cannot_be_read_refuses_calls_unless_told_to_allow(marina_url, settings, priced, monkeypatch, caplog):
+    """Fail closed (issue 24): a cap that cannot say there is room refuses,
+    503 spend_cap_unavailable with Retry-After; MARINA_SPEND_CAP_ON_DB_ERROR=allow
+    lets the call through uncounted, as before. Either way it is logged."""
     from django.db import OperationalError
 
     def down(asks: Any, book: Any) -> Any:
@@ -179,8 +180,13 @@ def test_a_ledger_that_cannot_be_read_lets_calls_through(marina_url, settings, p
 
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     monkeypatch.setattr(spendcap, "settle", down)
-    assert _call(marina_url).status_code == 200
+    refused = _call(marina_url)
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "2"
+    assert refused.json()["error"]["code"] == "spend_cap_unavailable"
+    assert "MARINA_SPEND_CAP_ON_DB_ERROR=allow" in refused.json()["error"]["message"]
     assert "spend cap not checked" in caplog.text
+    settings.MARINA_SPEND_CAP_ON_DB_ERROR = "allow"
+    assert _call(marina_url).status_code == 200
 
 
 def test_a_call_served_from_the_lease_makes_no_database_round_trip(marina_url, settings, priced, monkeypatch):
