@@ -1,6 +1,6 @@
 """τ²'s own figures: mean reward and pass^k, computed exactly as
 tau2.metrics.agent_metrics does, with infrastructure errors excluded (the
-behaviour τ² intends; see shared/fixtures/tau2/README.md)."""
+behaviour τ² intends; see tests/fixtures/tau2/README.md)."""
 from __future__ import annotations
 
 from collections import defaultdict

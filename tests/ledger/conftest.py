@@ -10,7 +10,7 @@ from tests.ledger.tau2files import results
 
 
 def import_fixture(name: str, **options: object) -> BenchmarkRun:
-    """Import shared/fixtures/tau2/<name>.results.json with the real importer."""
+    """Import tests/fixtures/tau2/<name>.results.json with the real importer."""
     return import_tau2(results(name), **options).run  # type: ignore[arg-type]
 
 
