@@ -101,7 +101,9 @@ def load_demo(*, days: int = 1, seed: int = 0, now: datetime | None = None) -> D
             counts.items += result.items
         traces = list(synthetic_traffic(days=days, seed=seed, now=now))
         for start in range(0, len(traces), 200):
-            record_requests(traces[start : start + 200])
+            # No observer hears of them: synthetic traffic must never reach an OTLP backend
+            # (demo --remove cannot take it back there) nor the metrics.
+            record_requests(traces[start : start + 200], notify=False)
         counts.traces = len(traces)
         counts.spans = sum(len(t.spans) for t in traces)
         counts.spend_rows = _demo_spend().count()

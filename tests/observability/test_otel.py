@@ -277,3 +277,18 @@ def test_a_malformed_otel_setting_stops_start_up_in_one_line(env: dict[str, str]
     )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [f"Marina's configuration: {message}"]
+
+
+def test_the_demo_never_exports_its_synthetic_traces(transactional_db, otlp_receiver, monkeypatch):
+    """`manage.py demo` with an OTLP endpoint set: its traffic stays in the ledger (`demo --remove`
+    could not take it back from the backend)."""
+    from ledger.demo import load_demo
+
+    exporter = start_exporter(monkeypatch, otlp_receiver.base_url)
+    try:
+        made = load_demo(days=1, seed=0)
+        assert made.traces > 0 and Trace.objects.filter(request_id__startswith="demo-").count() == made.traces
+    finally:
+        services.remove_observer(exporter)
+        exporter.shutdown()  # flushes whatever was queued
+    assert otlp_receiver.spans == []
