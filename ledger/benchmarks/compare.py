@@ -25,6 +25,15 @@ class CompareError(Exception):
     """A comparison that cannot be made (unknown run, empty group, nothing shared)."""
 
 
+class SameSides(CompareError):
+    """A run or group compared with itself. One rule for the command (exit 2),
+    GET /api/compare (400, param `b`) and the compare page (400): refused, as
+    there is nothing to compare."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"A and B are the same {kind} ({name}): pick two different {kind}s")
+
+
 @dataclass
 class Side:
     run_ids: list[int]
@@ -147,6 +156,8 @@ def compare_runs(
     """Compare run B against run A on the items both evaluated, pairing items
     by item id; the interval is a task-clustered paired bootstrap."""
     run_a, run_b = _get_run(a), _get_run(b)
+    if run_a.pk == run_b.pk:
+        raise SameSides("run", f"#{run_a.pk}")
     for run in (run_a, run_b):
         if run.is_invalid:
             raise CompareError(f"run #{run.pk} is marked invalid ({run.invalid_reason}); --revalidate it to compare it")
@@ -165,6 +176,8 @@ def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> C
     """Compare group B against group A (`BenchmarkRun.group`), pooling each
     group's runs on the item ids every run of both groups evaluated; the
     interval is a two-stage bootstrap (runs within each side, then tasks)."""
+    if a == b:
+        raise SameSides("group", repr(a))
     return compare_run_sets(_group_runs(a), _group_runs(b), label_a=a, label_b=b, seed=seed, resamples=resamples)
 
 

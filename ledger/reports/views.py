@@ -245,9 +245,9 @@ def compare(request: HttpRequest) -> HttpResponse:
                 comparison = compare_runs(data["run_a"], data["run_b"])
             else:
                 comparison = compare_groups(data["group_a"], data["group_b"])
-        except CompareError as error:
+        except CompareError as error:  # 400, as GET /api/compare answers it
             context["error"] = str(error)
-            return render(request, "ledger/compare.html", context)
+            return render(request, "ledger/compare.html", context, status=400)
         view = selectors.comparison_view(comparison)
         chart = line_chart(
             [f"k={k}" for k in range(1, view.max_k + 1)],
