@@ -113,7 +113,9 @@ def load_demo(*, days: int = 1, seed: int = 0, now: datetime | None = None) -> D
         demo_arms.live_experiment(now=now)
         traces = list(synthetic_traffic(days=days, seed=seed, now=now))
         for start in range(0, len(traces), 200):
-            record_requests(traces[start : start + 200])
+            # No observer hears of them: synthetic traffic must never reach an OTLP backend
+            # (demo --remove cannot take it back there) nor the metrics.
+            record_requests(traces[start : start + 200], notify=False)
         counts.traces = _demo_traces().count()  # the day's traffic, the items' calls, the live experiment's
         counts.spans = Span.objects.filter(trace__in=_demo_traces()).count()
         counts.spend_rows = _demo_spend().count()

@@ -243,7 +243,7 @@ def link_demo_items(runs: list[BenchmarkRun], *, seed: int, now: datetime) -> in
                 planned.append((item, trace, "agent"))
                 if script is not None:
                     history.append(script.reply)
-        ids = record_requests([t for _, t, _ in planned])
+        ids = record_requests([t for _, t, _ in planned], notify=False)
         BenchmarkItemTrace.objects.bulk_create(
             BenchmarkItemTrace(item=item, trace_id=trace_id, role=role) for (item, _, role), trace_id in zip(planned, ids)
         )
@@ -322,7 +322,7 @@ def live_experiment(*, now: datetime) -> Experiment:
                 conv_opening=hashlib.sha256(f"{model}-{n}".encode()).hexdigest()[:16],
                 spans=[_call(rng, 0, None, "upstream", "alpha-large", at, 2600, 150)],
             ))  # fmt: skip
-    record_requests(calls)
+    record_requests(calls, notify=False)  # synthetic: never exported (see demo.py)
     experiment.refresh_from_db()
     return experiment
 

@@ -8,6 +8,7 @@ from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
 
 from marina.benchmark_upload import router as benchmarks_router
+from marina.formations_api import router as formations_router
 from marina.read_api import router as read_router
 from passthru.api import router as v1_router
 from passthru.errors import ApiError, error_envelope, internal_error
@@ -25,6 +26,7 @@ api = NinjaAPI(
 api.add_router("/v1/benchmarks", benchmarks_router)
 api.add_router("/v1", v1_router)
 api.add_router("/api", read_router)
+api.add_router("/api", formations_router)
 
 
 @api.exception_handler(ApiError)

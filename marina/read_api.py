@@ -23,7 +23,7 @@ from ninja.security import HttpBearer
 from pydantic import BeforeValidator, Field
 
 from ledger.benchmarks import stats
-from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs
+from ledger.benchmarks.compare import CompareError, SameSides, as_json, compare_groups, compare_runs
 from ledger.models import BenchmarkRun, Trace
 from ledger.reports import jsondata, selectors
 from ledger.reports.forms import SpendRangeForm
@@ -143,6 +143,8 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
                 if not BenchmarkRun.objects.filter(group=group).exists():
                     raise _not_found(f"No runs in group {group!r}.")
             comparison = compare_groups(query.group_a, query.group_b, seed=query.seed, resamples=query.resamples)
+    except SameSides as exc:  # one rule everywhere (ledger/benchmarks/compare.py): a 400 naming B
+        raise _bad(str(exc), "b" if runs else "group_b") from None
     except CompareError as exc:  # invalid runs, nothing shared
         raise _bad(str(exc)) from None
     return as_json(comparison)
@@ -153,7 +155,8 @@ def spend(request: HttpRequest, since: Day | None = None, until: Day | None = No
     form = SpendRangeForm.from_query(request.GET)  # the spend page's defaults and limits
     if not form.is_valid():
         field, errors = next(iter(form.errors.items()))
-        raise _bad(f"{errors[0]}", None if field == "__all__" else field)
+        # A range error (ends before it starts, too long) names `since`, as /api/runs does.
+        raise _bad(f"{errors[0]}", "since" if field == "__all__" else field)
     first, last = form.range()
     totals = spend_selectors.spend_totals(since=first, until=last)
     return jsondata.spend(totals, spend_selectors.spend_by_model(since=first, until=last))

@@ -3,7 +3,9 @@ environment or from .env (see .env.example for the full list); defaults suit loc
 development: SQLite in the project root, the API closed until keys are set."""
 from __future__ import annotations
 
+from ipaddress import ip_address
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -45,6 +47,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "marina.api_envelope.ApiEnvelopeMiddleware",  # /api's 404s and 405s in the JSON envelope, not HTML
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -222,13 +225,26 @@ BUILTIN_PROVIDERS = {
 MARINA_EXTRA_PROVIDERS = env_pairs("MARINA_EXTRA_PROVIDERS")
 
 
+def _on_this_machine(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _provider(name: str, default_url: str) -> dict[str, str]:
     key_env = f"{name.upper().replace('-', '_')}_API_KEY"
-    return {
-        "base_url": env_str(f"MARINA_{name.upper().replace('-', '_')}_BASE_URL", default_url).rstrip("/"),
-        "api_key": env_secret(key_env),
-        "key_env": key_env,
-    }
+    base_url = env_str(f"MARINA_{name.upper().replace('-', '_')}_BASE_URL", default_url).rstrip("/")
+    provider = {"base_url": base_url, "api_key": env_secret(key_env), "key_env": key_env}
+    # A built-in provider pointed at a server on this machine (a local stand-in, a
+    # test double) needs no key, as an extra provider does not: the base URL alone
+    # configures it. A remote one still needs its key.
+    if base_url != default_url.rstrip("/") and _on_this_machine(base_url):
+        provider["keyless_ok"] = "yes"
+    return provider
 
 
 MARINA_PROVIDERS = {name: _provider(name, url) for name, url in BUILTIN_PROVIDERS.items()}
@@ -319,8 +335,10 @@ if MARINA_ARGCHECK_TRIGGER not in ("flagged", "all-writes"):
 MARINA_STATE_TTL = env_int("MARINA_STATE_TTL", 6 * 3600, minimum=1)
 
 # --- The τ² reproduction kit (manage.py repro_tau2, docs/repro.md) --------------------------
-# The tau2 console script to run; empty = `tau2` on PATH.
+# The tau2 console script to run; empty = `tau2` on PATH, else the one .ci/install-tau2 (and
+# scripts/test) installed in MARINA_TAU2_VENV (default ~/.cache/marina/tau2-venv).
 TAU2_BIN = env_str("TAU2_BIN")
+TAU2_VENV = env_str("MARINA_TAU2_VENV") or str(Path.home() / ".cache" / "marina" / "tau2-venv")
 
 # --- Lessons (docs/lessons.md) -------------------------------------------------
 # on: recall and inject; observe: recall and report (x-marina-lessons: observe:<ids>), inject

@@ -9,6 +9,11 @@ from marina.api import api
 from observability.views import metrics_view
 from passthru.api import unknown_path
 
+# The admin is Marina's, not "Django administration" (templates/admin/base_site.html).
+admin.site.site_header = "Marina administration"
+admin.site.site_title = "Marina admin"
+admin.site.index_title = "Ledger, keys and crews"
+
 urlpatterns = [
     # A person opening the server's address lands on the overview (or its login page).
     path("", RedirectView.as_view(pattern_name="reports:index", permanent=False), name="home"),

@@ -6,10 +6,23 @@ the ledger writer just committed) and for `manage.py export_traces`
 same ids and attributes. Plain Python: nothing of OpenTelemetry is imported
 here.
 
-- The request is the root span (kind SERVER); each recorded step is a child
-  of its `parent_seq` (or of the root). Upstream calls are CLIENT spans named
-  `chat <upstream model>` as the GenAI conventions name them; formation steps
-  (`verify`, `obligations+argcheck`, ...) are INTERNAL spans under their names.
+- The request is the root span (kind SERVER, named `POST /v1/chat/completions`
+  as HTTP server spans are); it is not a model call, so it carries no
+  `gen_ai.operation.name` and no `gen_ai.*` model attributes (its model ids are
+  `marina.request.model` / `marina.response.model`): tools that count
+  `gen_ai.operation.name` spans as LLM calls (Phoenix) count each call once.
+  Each recorded step is a child of its `parent_seq` (or of the root). Upstream
+  calls are CLIENT spans: a plain call is named `chat <upstream model>` as the
+  GenAI conventions name it, a formation's call `<formation>.<step>`
+  (`verify.draft`, `verify.review`, `obligations+argcheck.judge`) so a trace's
+  draft and review are told apart; formation steps (`verify`, ...) are
+  INTERNAL spans under their names.
+- Beside the GenAI attributes, OpenInference's (Arize Phoenix, Langfuse and
+  others read them): `openinference.span.kind` on every span (CHAIN for the
+  request and the formations, LLM for the model calls, RETRIEVER for the
+  lessons recall), and on the calls `llm.model_name`, `llm.provider`,
+  `llm.token_count.*` and `llm.cost.total`, Marina's billed cost in dollars,
+  so those tools show what Marina billed rather than their own estimate.
 - Ids are derived, not random: the trace id is the first 16 bytes of
   SHA-256(request id, start time in microseconds), the root's span id the
   next 8, a step's span id a hash of those and its `seq`. The start time is
@@ -17,9 +30,9 @@ here.
   were Marina's own (a client's x-request-id was taken as the id). The same stored trace
   always gets the same ids, so an export repeated, or one after the live
   export, shows up as the same trace.
-- Token usage (`gen_ai.usage.*`) sits on the upstream calls only, so tools that
-  add up generations count each token once; the root carries the request's
-  totals as `marina.*` (cost) for dashboards.
+- Token usage and cost (`gen_ai.usage.*`, `llm.token_count.*`, `llm.cost.*`) sit
+  on the upstream calls only, so tools that add up generations count each token
+  and cent once; the root carries the request's totals as `marina.*` for dashboards.
 - Message content (`gen_ai.input.messages`, `gen_ai.output.messages`) only
   with MARINA_TRACE_BODIES=on, from the bodies as stored (credentials
   redacted by kernel/redact.py before they were stored), and only on the
@@ -112,6 +125,7 @@ def to_spans(trace: TraceRecord, *, bodies: bool = False, links: Sequence[ItemLi
             error=(trace.error_message or trace.error_kind or "error") if trace.status == "error" else None,
         )
     ]
+    by_seq = {step.seq: step for step in trace.spans}
     for step in trace.spans:
         step_start = unix_ns(step.started_at)
         spans.append(
@@ -119,7 +133,7 @@ def to_spans(trace: TraceRecord, *, bodies: bool = False, links: Sequence[ItemLi
                 trace_id=trace_id,
                 span_id=ids[step.seq],
                 parent_id=ids.get(step.parent_seq, root_id) if step.parent_seq is not None else root_id,
-                name=f"chat {step.upstream_model}" if step.is_upstream_call else step.name,
+                name=_step_name(step, by_seq.get(step.parent_seq) if step.parent_seq is not None else None),
                 kind=CLIENT if step.is_upstream_call else INTERNAL,
                 start_ns=step_start,
                 end_ns=step_start + round(step.duration_ms * 1e6),
@@ -137,7 +151,23 @@ def _is_chat(trace: TraceRecord) -> bool:
 def _root_name(trace: TraceRecord) -> str:
     if not _is_chat(trace):
         return trace.method  # a refused request on another path: HTTP's name for a span without a route
-    return f"chat {trace.requested_model}" if trace.requested_model else "chat"
+    return f"{trace.method} {trace.path}"  # HTTP's `{method} {route}`: the request, not a model call
+
+
+# What a call's step is called when nothing wraps it (passthru/calls.py's default).
+_PLAIN_CALL = "upstream"
+_RETRIEVERS = {"lessons"}
+
+
+def _step_name(step: SpanRecord, parent: SpanRecord | None) -> str:
+    """`chat <model>` for a plain call; `<formation>.<step>` for a formation's call."""
+    if not step.is_upstream_call:
+        return step.name
+    if step.name == _PLAIN_CALL:
+        return f"chat {step.upstream_model}"
+    if parent is not None and not parent.is_upstream_call and not step.name.startswith(f"{parent.name}."):
+        return f"{parent.name}.{step.name}"
+    return step.name
 
 
 def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str, AttributeValue]:
@@ -149,16 +179,15 @@ def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str,
         "marina.request_id": trace.request_id,
         "marina.status": trace.status,
         "marina.calls": len(calls),
+        "openinference.span.kind": "CHAIN",  # the request; its model calls are the LLM spans
     }
-    if _is_chat(trace):
-        attrs["gen_ai.operation.name"] = "chat"
     if trace.requested_model:
-        attrs["gen_ai.request.model"] = trace.requested_model
-        attrs["gen_ai.request.stream"] = trace.stream
+        attrs["marina.request.model"] = trace.requested_model
+        attrs["marina.request.stream"] = trace.stream
     answered = [s for s in calls if s.status == "ok"]
     if answered:  # the call whose answer went back (x-marina-upstream-model)
-        attrs["gen_ai.response.model"] = answered[-1].upstream_model
-        attrs["gen_ai.provider.name"] = attrs["gen_ai.system"] = _provider_name(answered[-1].provider)
+        attrs["marina.response.model"] = answered[-1].upstream_model
+        attrs["marina.provider"] = answered[-1].provider
     if trace.key_name:
         attrs["marina.key_name"] = trace.key_name  # the key's name; the key itself is never in a trace
     if trace.route:
@@ -170,7 +199,7 @@ def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str,
     if trace.requested_model.startswith(CREW_PREFIX):
         attrs["marina.crew"] = trace.requested_model[len(CREW_PREFIX):]
     if trace.session:
-        attrs["gen_ai.conversation.id"] = attrs["marina.session"] = trace.session
+        attrs["gen_ai.conversation.id"] = attrs["session.id"] = attrs["marina.session"] = trace.session
     if trace.error_kind:
         attrs["error.type"] = trace.error_kind
     if trace.overhead_ms is not None:
@@ -195,6 +224,8 @@ def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str,
 
 def _step_attributes(step: SpanRecord, bodies: bool) -> dict[str, AttributeValue]:
     attrs: dict[str, AttributeValue] = {"marina.step": step.name, "marina.status": step.status}
+    if not step.is_upstream_call:
+        attrs["openinference.span.kind"] = "RETRIEVER" if step.name in _RETRIEVERS else "CHAIN"
     if step.is_upstream_call:
         provider = _provider_name(step.provider)
         attrs.update(
@@ -207,16 +238,27 @@ def _step_attributes(step: SpanRecord, bodies: bool) -> dict[str, AttributeValue
                 "gen_ai.usage.output_tokens": step.completion_tokens,
                 "marina.provider": step.provider,
                 "marina.cost_source": step.cost_source,
+                # OpenInference's names for the same (openinference-semantic-conventions).
+                "openinference.span.kind": "LLM",
+                "llm.model_name": step.upstream_model,
+                "llm.provider": provider,
+                "llm.system": provider,
+                "llm.token_count.prompt": step.prompt_tokens,
+                "llm.token_count.completion": step.completion_tokens,
+                "llm.token_count.total": step.prompt_tokens + step.completion_tokens,
             }
         )
         if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
             attrs["gen_ai.response.model"] = step.upstream_model
         if step.cached_tokens:
             attrs["gen_ai.usage.cache_read.input_tokens"] = step.cached_tokens
+            attrs["llm.token_count.prompt_details.cache_read"] = step.cached_tokens
         if step.reasoning_tokens:
             attrs["gen_ai.usage.reasoning.output_tokens"] = step.reasoning_tokens
+            attrs["llm.token_count.completion_details.reasoning"] = step.reasoning_tokens
         if step.cost_nanousd is not None:
-            attrs["marina.cost_usd"] = step.cost_nanousd / 1e9
+            # What Marina billed (unpriced: absent, never 0), so consumers show it, not their estimate.
+            attrs["marina.cost_usd"] = attrs["llm.cost.total"] = step.cost_nanousd / 1e9
         if step.ttft_ms is not None:
             attrs["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
     if step.http_status is not None:
@@ -248,7 +290,8 @@ def _json(value: Any) -> str:
 def _add_input(attrs: dict[str, AttributeValue], body: dict[str, Any]) -> None:
     messages = body.get("messages")
     if isinstance(messages, list):
-        attrs["gen_ai.input.messages"] = _json([_message(m) for m in messages if isinstance(m, dict)])
+        attrs["gen_ai.input.messages"] = attrs["input.value"] = _json([_message(m) for m in messages if isinstance(m, dict)])
+        attrs["input.mime_type"] = "application/json"
 
 
 def _add_output(attrs: dict[str, AttributeValue], payload: dict[str, Any]) -> None:
@@ -259,7 +302,8 @@ def _add_output(attrs: dict[str, AttributeValue], payload: dict[str, Any]) -> No
     for choice in choices:
         if isinstance(choice, dict) and isinstance(choice.get("message"), dict):
             out.append({**_message(choice["message"]), "finish_reason": choice.get("finish_reason") or ""})
-    attrs["gen_ai.output.messages"] = _json(out)
+    attrs["gen_ai.output.messages"] = attrs["output.value"] = _json(out)
+    attrs["output.mime_type"] = "application/json"
     if isinstance(payload.get("model"), str):
         attrs["gen_ai.response.model"] = payload["model"]  # what the provider says answered
     if isinstance(payload.get("id"), str):

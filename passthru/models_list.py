@@ -1,8 +1,9 @@
 """GET /v1/models: the ids a client can use, in OpenAI's list shape.
 
-Listed before their first use: the configured aliases, each formation's
-listed ids and its templates (the formation's prefix on every alias, and on
-`default` when MARINA_DEFAULT_MODEL is set), and whatever other parts add
+Only ids a client can call: never a template with a placeholder
+(`marina/verify:<model>`: GET /api/formations describes those). Listed before
+their first use: the configured aliases, each formation's prefix on every alias
+(and on `default` when MARINA_DEFAULT_MODEL is set), and whatever other parts add
 through EXTRA_SOURCES (every enabled crew, `marina:<name>`). Then the ids served in the last week. An id
 whose provider is gone (no longer configured) is left out: an alias or
 template that would not route, a recent id none of whose serving providers
@@ -23,7 +24,7 @@ from passthru.doors.catalog import endpoints
 from passthru.errors import ApiError
 
 # Other parts list their own ids here: async functions returning ids owned by
-# Marina. Each id is listed as given, after the formation templates.
+# Marina. Each id is listed as given, after the formation-prefixed aliases.
 EXTRA_SOURCES: list[Callable[[], Awaitable[Iterable[str]]]] = [crews.listed_ids]
 
 
@@ -51,8 +52,8 @@ async def list_models(authorization: str | None) -> dict[str, Any]:
         ids.setdefault(alias, "marina")
     bases = aliases + (["default"] if settings.MARINA_DEFAULT_MODEL and _routes("default") else [])
     for formation in formations.FORMATIONS:
-        for example in getattr(formation, "listed_ids", ()):
-            ids.setdefault(example, "marina")
+        # Its templates (`marina/verify:<model>`) are not callable ids: an OpenAI client
+        # iterating the list would call them. /api/formations describes them.
         for base in bases:
             ids.setdefault(f"{formation.prefix}{base}", "marina")
     for source in EXTRA_SOURCES:

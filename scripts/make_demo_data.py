@@ -1,7 +1,7 @@
 """Regenerate ledger/demo_data/ (what `manage.py demo` loads) from the τ² fixtures.
 
-A developer tool, run by hand; the server and `manage.py demo` never read
-../shared. It converts the fixtures to Marina's ledger format (no
+A developer tool, run by hand, reading tests/fixtures/tau2 (the server and
+`manage.py demo` read only ledger/demo_data/). It converts the fixtures to Marina's ledger format (no
 conversations, no credentials: the converter strips them), renames the oracle
 models to the demo's model ids, and derives a second arm from each airline run
 (a seeded share of its failures turned into passes, a few passes into
@@ -30,7 +30,7 @@ from ledger.benchmarks.credentials import credential_paths  # noqa: E402
 from ledger.benchmarks.importers import load_tau2  # noqa: E402
 from ledger.benchmarks.ledgerfile import Ledger, write_ledger  # noqa: E402
 
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "tau2"
+FIXTURES = ROOT / "tests" / "fixtures" / "tau2"
 OUT = ROOT / "ledger" / "demo_data"
 BASE_MODEL = "demo/alpha-large"
 VERIFY_MODEL = f"marina/verify:{BASE_MODEL}"

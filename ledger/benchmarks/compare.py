@@ -25,6 +25,15 @@ class CompareError(Exception):
     """A comparison that cannot be made (unknown run, empty group, nothing shared)."""
 
 
+class SameSides(CompareError):
+    """A run or group compared with itself. One rule for the command (exit 2),
+    GET /api/compare (400, param `b`) and the compare page (400): refused, as
+    there is nothing to compare."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"A and B are the same {kind} ({name}): pick two different {kind}s")
+
+
 @dataclass
 class Side:
     run_ids: list[int]
@@ -149,6 +158,8 @@ def compare_runs(
     """Compare run B against run A on the items both evaluated, pairing items
     by item id; the interval is a task-clustered paired bootstrap."""
     run_a, run_b = _get_run(a), _get_run(b)
+    if run_a.pk == run_b.pk:
+        raise SameSides("run", f"#{run_a.pk}")
     for run in (run_a, run_b):
         if run.is_invalid:
             raise CompareError(f"run #{run.pk} is marked invalid ({run.invalid_reason}); --revalidate it to compare it")
@@ -167,6 +178,8 @@ def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> C
     """Compare group B against group A (`BenchmarkRun.group`), pooling each
     group's runs on the item ids every run of both groups evaluated; the
     interval is a two-stage bootstrap (runs within each side, then tasks)."""
+    if a == b:
+        raise SameSides("group", repr(a))
     return compare_run_sets(_group_runs(a), _group_runs(b), label_a=a, label_b=b, seed=seed, resamples=resamples)
 
 
@@ -497,7 +510,11 @@ def _warnings(
         # Replicates in a group differ in seed by design: for seeds only the
         # two sides' sets must agree; anything else must be one value throughout.
         differs = set(va) != set(vb) if name == "seed" else len(set(va) | set(vb)) > 1
-        if differs:
+        if differs and name != "seed" and (len(va) > 1 or len(vb) > 1):
+            # A side mixes values: say which run has which (the sets alone, "A x; y, B x; y",
+            # named nothing that differs).
+            out.append(f"runs differ in {name}: A {_by_run(side_a, get)}; B {_by_run(side_b, get)}")
+        elif differs:
             out.append(f"runs differ in {name}: A {'; '.join(va)}, B {'; '.join(vb)}")
 
     left_a = sum(len(d.evaluated) - len(shared) for d in side_a)
@@ -528,6 +545,14 @@ def _warnings(
                     f"group {label!r} ({side}) has a single run: the interval cannot show run-to-run variation"
                 )
     return out
+
+
+def _by_run(side: list[_RunData], get: Callable[[BenchmarkRun], Any]) -> str:
+    """`x (#1, #3), y (#2)`: each value with the runs of the side that have it."""
+    runs: dict[str, list[str]] = {}
+    for data in side:
+        runs.setdefault(_distinct([get(data.run)])[0], []).append(f"#{data.run.pk}")
+    return ", ".join(f"{value} ({', '.join(ids)})" for value, ids in runs.items())
 
 
 def _distinct(values: Iterable[Any]) -> list[str]:

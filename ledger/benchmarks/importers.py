@@ -353,7 +353,7 @@ def _cost(
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:
             raise LedgerInputError(
-                source, "--cost-from-spend: the run has no simulation times, so its days are unknown"
+                source, "--cost-from-spend: the run has no simulation times, so its days are unknown: give --cost-usd"
             )
         first, last = started.date(), ended.date()
         totals = SpendDaily.objects.filter(requested_model__in=models, day__gte=first, day__lte=last).aggregate(
@@ -362,7 +362,10 @@ def _cost(
         days = f"{first}" if first == last else f"{first}..{last}"
         if not totals["calls"]:
             raise LedgerInputError(
-                source, f"--cost-from-spend: Marina recorded no calls to {', '.join(models)} on {days} (UTC)"
+                source,
+                f"--cost-from-spend: Marina recorded no calls to {', '.join(models)} on {days} (UTC); it applies "
+                "only to a run whose model calls went through this Marina (the same database): give --cost-usd, "
+                "or leave the option out (the run is then priced by τ²'s own costs, or unpriced)",
             )
         unpriced = int(totals["unpriced"] or 0)
         if unpriced:

@@ -1,6 +1,6 @@
 """τ²'s own figures: mean reward and pass^k, computed exactly as
 tau2.metrics.agent_metrics does, with infrastructure errors excluded (the
-behaviour τ² intends; see shared/fixtures/tau2/README.md).
+behaviour τ² intends; see tests/fixtures/tau2/README.md).
 
 Exactly means to the last bit, so in τ²'s order of operations: τ² takes
 pandas means, which sum with numpy's pairwise summation (`mean_of`), of the

@@ -39,7 +39,8 @@ def add_import_options(parser: CommandParser, *, target_required: bool = True) -
     cost.add_argument(
         "--cost-from-spend", action="store_true",
         help="the run's cost from Marina's own records: its items' linked traces when every item has some "
-        "(source: traces), else spend_daily for its agent and user model ids over its UTC days (source: spend)",
+        "(source: traces), else spend_daily for its agent and user model ids over its UTC days (source: spend); "
+        "only for a run made through this Marina (the same database), refused otherwise",
     )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="check and show what would be recorded; write nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from ledger.benchmarks.compare import SameSides
 from ledger.reports.selectors import run_choices
 from ledger.spend.selectors import utc_today
 
@@ -64,8 +65,9 @@ class CompareForm(forms.Form):
         a, b = ("run_a", "run_b") if data.get("mode") == "runs" else ("group_a", "group_b")
         if data.get(a) in (None, "") or data.get(b) in (None, ""):
             raise forms.ValidationError("Pick both sides.")
-        if data[a] == data[b]:
-            raise forms.ValidationError("Pick two different sides.")
+        if data[a] == data[b]:  # the one rule (compare.SameSides): the command and the API say the same
+            kind = "run" if data.get("mode") == "runs" else "group"
+            raise forms.ValidationError(str(SameSides(kind, f"#{data[a]}" if kind == "run" else repr(data[a]))))
         return data
 
 

@@ -231,6 +231,20 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "ledger/trace_detail.html", context)
 
 
+def _side_names(data: dict[str, Any]) -> tuple[str, str]:
+    """What tells A from B: a run's id, target and group (two runs may share a label,
+    such as the demo's note), a group's name."""
+    if data["mode"] != "runs":
+        return f"group {data['group_a']}", f"group {data['group_b']}"
+    runs = {r.pk: r for r in BenchmarkRun.objects.filter(pk__in=[data["run_a"], data["run_b"]])}
+
+    def name(pk: int) -> str:
+        run = runs[int(pk)]
+        return f"run #{run.pk} · {run.target}" + (f" · {run.group}" if run.group else "")
+
+    return name(data["run_a"]), name(data["run_b"])
+
+
 @login_required
 def compare(request: HttpRequest) -> HttpResponse:
     """Two runs or two groups side by side, picked with a GET form."""
@@ -245,21 +259,23 @@ def compare(request: HttpRequest) -> HttpResponse:
                 comparison = compare_runs(data["run_a"], data["run_b"])
             else:
                 comparison = compare_groups(data["group_a"], data["group_b"])
-        except CompareError as error:
+        except CompareError as error:  # 400, as GET /api/compare answers it
             context["error"] = str(error)
-            return render(request, "ledger/compare.html", context)
+            return render(request, "ledger/compare.html", context, status=400)
         view = selectors.comparison_view(comparison)
+        names = _side_names(data)
         chart = line_chart(
             [f"k={k}" for k in range(1, view.max_k + 1)],
             [
-                Series(side.label, [Point(p.value, p.lo, p.hi) for p in curve])
-                for side, curve in ((comparison.a, view.curve_a), (comparison.b, view.curve_b))
+                Series(f"{tag}: {name}", [Point(p.value, p.lo, p.hi) for p in curve])
+                for tag, name, curve in (("A", names[0], view.curve_a), ("B", names[1], view.curve_b))
             ],
             title="pass^k of both sides",
             y_max=1.0,
             y_format=_rate,
         )
         context |= {
+            "side_names": names,
             "comparison": comparison,
             "view": view,
             "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)

@@ -16,6 +16,7 @@ from ledger.benchmarks.compare import compare_groups, compare_runs
 from ledger.benchmarks.importers import import_tau2
 from ledger.models import BenchmarkRun, SpendDaily, Trace
 from ledger.spend.selectors import spend_totals, utc_today
+from ledger.templatetags.ledger_format import usd_short
 from tests.browser.conftest import ADMIN_PASSWORD, PageProblems, screenshot
 from tests.ledger.report_builders import record_trace
 from tests.ledger.tau2files import results
@@ -89,7 +90,9 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     # formation's decision, charts that link to their pages, the latest runs.
     _visit(page, problems, f"{marina_url}/reports/", "01-reports-index")
     yesterday = utc_today() - timedelta(days=1)
-    assert _figure(page, "spend_yesterday") == f"${spend_totals(since=yesterday, until=yesterday).cost_nanousd / 1e9:.8f}"
+    spent_yesterday = spend_totals(since=yesterday, until=yesterday).cost_nanousd
+    assert _figure(page, "spend_yesterday") == usd_short(spent_yesterday)  # exact on hover:
+    assert page.locator('[data-figure="spend_yesterday"]').get_attribute("title") == f"${spent_yesterday / 1e9:.8f} exactly"
     assert _figure(page, "calls_today") == str(spend_totals(since=utc_today(), until=utc_today()).calls)
     expect(page.locator("#spend-chart svg.chart")).to_be_visible()
     expect(page.locator("#hourly-chart svg.chart")).to_be_visible()
@@ -108,9 +111,9 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     table = page.locator("#yesterday-spend")
     for model in ("openrouter/openai/gpt-5.2", "marina/verify:openrouter/openai/gpt-5.2"):
         cost = sum(r.cost_nanousd for r in SpendDaily.objects.filter(day=yesterday, requested_model=model))
-        expect(table.locator(f'tr:has(td:text-is("{model}"))')).to_contain_text(f"${cost / 1e9:.8f}")
+        expect(table.locator(f'tr:has(td:text-is("{model}"))')).to_contain_text(usd_short(cost))
     total = spend_totals(since=yesterday, until=yesterday).cost_nanousd
-    expect(table.locator("tfoot")).to_contain_text(f"${total / 1e9:.8f}")
+    expect(table.locator("tfoot")).to_contain_text(usd_short(total))
 
     # Runs list: every imported run with its pass^1; filter by group.
     _visit(page, problems, f"{marina_url}/reports/runs/", "02-runs")

@@ -59,9 +59,9 @@ def test_every_request_through_gunicorn_reaches_the_collector(servers, upstream,
         [call] = [s for s in found if s.parent_span_id]
         assert root.span_id == f"{root_id:016x}" and call.parent_span_id == root.span_id
         assert call.span_id == f"{spans.step_span_id(seed, 0):016x}"
-        assert root.attributes["marina.key_name"] == "tester" and root.attributes["gen_ai.request.model"] == MODEL
+        assert root.attributes["marina.key_name"] == "tester" and root.attributes["marina.request.model"] == MODEL
         assert call.attributes["gen_ai.usage.input_tokens"] == 12 and call.attributes["marina.cost_usd"] == pytest.approx(0.0002)
-    assert [s for s in otlp_receiver.spans if s.attributes.get("marina.request_id") == ids[-1]][0].attributes["gen_ai.request.stream"] is True
+    assert [s for s in otlp_receiver.spans if s.attributes.get("marina.request_id") == ids[-1]][0].attributes["marina.request.stream"] is True
     assert len(otlp_receiver.spans) == 2 * len(ids), "each span once"
     assert not any(find_secrets(body.decode("utf-8", "replace")) for body in otlp_receiver.raw)
 

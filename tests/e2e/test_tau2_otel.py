@@ -46,7 +46,7 @@ def test_a_tau2_run_shows_up_as_spans_in_the_collector(servers, tmp_path: Path, 
     )
     roots = [s for s in otlp_receiver.spans if not s.parent_span_id]
     assert len(roots) == len(request_ids), "one trace per call, once each"
-    assert {s.attributes["gen_ai.request.model"] for s in roots} == {"openrouter/oracle-agent", "openrouter/oracle-user"}
+    assert {s.attributes["marina.request.model"] for s in roots} == {"openrouter/oracle-agent", "openrouter/oracle-user"}
     assert all(s.attributes["marina.key_name"] == "tester" for s in roots)
     calls = [s for s in otlp_receiver.spans if s.parent_span_id]
     assert {s.parent_span_id for s in calls} == {s.span_id for s in roots}

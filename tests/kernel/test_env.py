@@ -54,6 +54,21 @@ def test_dot_env_is_read_and_the_environment_wins_over_it(tmp_path: Path):
     assert found["cap"] == "3"  # the environment's value, not the file's
 
 
+def test_a_builtin_provider_pointed_at_this_machine_needs_no_key(tmp_path: Path):
+    """The README's `MARINA_OPENROUTER_BASE_URL=http://127.0.0.1:9000/v1` alone serves openrouter/*
+    (it answered 503 `provider_not_configured` asking for OPENROUTER_API_KEY); a remote one still needs its key."""
+    code = (
+        "import django, json; django.setup(); from passthru.providers import providers; p = providers(); "
+        "print(json.dumps({n: p[n].configured for n in ('openrouter', 'openai', 'groq', 'together')}))"
+    )
+    done = run(["-c", code], {
+        "MARINA_OPENROUTER_BASE_URL": "http://127.0.0.1:9000/v1", "MARINA_OPENAI_BASE_URL": "http://localhost:8000/v1",
+        "MARINA_GROQ_BASE_URL": "https://groq.example.com/v1",
+    })
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"openrouter": True, "openai": True, "groq": False, "together": False}
+
+
 def test_gunicorn_reads_dot_env_too(tmp_path: Path):
     env_file = tmp_path / ".env"
     env_file.write_text("MARINA_BIND=127.0.0.1:4711\nMARINA_WORKERS=3\n")

@@ -24,7 +24,7 @@ def _read(name: str) -> Ledger:
 
 
 def import_fixture(name: str, **options: Any) -> BenchmarkRun:
-    """Import shared/fixtures/tau2/<name>.results.json with the real importer
+    """Import tests/fixtures/tau2/<name>.results.json with the real importer
     (`import_tau2` is `load_tau2` then `import_loaded`)."""
     return import_loaded(_read(name), results(name), ImportOptions(**options)).run
 

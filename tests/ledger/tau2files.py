@@ -1,14 +1,14 @@
-"""The τ² fixture files (shared/fixtures/tau2, beside the repository) and
-small helpers that derive broken or key-holding copies of them."""
+"""The τ² fixture files (tests/fixtures/tau2, in the repository: see its README
+for where each came from) and small helpers that derive broken or key-holding
+copies of them."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-_ROOT = Path(__file__).resolve().parents[2]
-# shared/ lies beside the checkout, for developers and CI alike.
-FIXTURES = _ROOT.parent / "shared" / "fixtures" / "tau2"
+# In the repository, so a clone anywhere runs the tests with nothing beside it.
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tau2"
 NAMES = ["airline-oracle", "retail-oracle", "airline-skipped-samples", "airline-infra-errors"]
 FAKE_KEY = "sk-test-not-a-real-key"  # what every fixture stores as llm_args.api_key
 REAL_LOOKING_KEY = "sk-or-v1-9f8e7d6c5b4a39281706f5e4d3c2b1a0"

@@ -123,8 +123,8 @@ def test_an_open_api_opens_v1_not_the_ledger(settings, runs):
         ("/api/compare?group_a=arm-a&group_b=nope", 404, None),
         ("/api/compare?a={a}&b={b}&resamples=0", 400, "resamples"),
         ("/api/spend?since=bad", 400, "since"),
-        ("/api/spend?since=2026-12-05&until=2026-12-01", 400, None),
-        ("/api/spend?since=2024-01-01&until=2026-01-01", 400, None),
+        ("/api/spend?since=2026-12-05&until=2026-12-01", 400, "since"),
+        ("/api/spend?since=2024-01-01&until=2026-01-01", 400, "since"),
         ("/api/traces/no-such-request", 404, None),
     ],
 )

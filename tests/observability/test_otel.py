@@ -75,16 +75,18 @@ def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(client, up
     trace_id, root_id, seed = spans.trace_ids(request_id, trace.started_at)
     assert (root.trace_id, root.span_id) == (f"{trace_id:032x}", f"{root_id:016x}")
     assert call.parent_span_id == root.span_id and call.span_id == f"{spans.step_span_id(seed, trace.spans.get().seq):016x}"
-    assert (root.name, root.kind, call.name, call.kind) == (f"chat {PLAIN}", 2, "chat openai/gpt-5.2", 3)
+    assert (root.name, root.kind, call.name, call.kind) == ("POST /v1/chat/completions", 2, "chat openai/gpt-5.2", 3)
     assert root.start_ns == spans.unix_ns(trace.started_at)
     assert root.end_ns - root.start_ns == pytest.approx(trace.duration_ms * 1e6, abs=1)
     assert root.start_ns <= call.start_ns <= call.end_ns <= root.end_ns
     assert root.resource["service.name"] == "marina" and root.scope == "marina"
     assert (root.status_code, call.status_code) == (0, 0)
 
-    assert root.attributes["gen_ai.operation.name"] == "chat"
-    assert root.attributes["gen_ai.request.model"] == PLAIN
-    assert root.attributes["gen_ai.response.model"] == "openai/gpt-5.2"
+    # The request is a server span, not a model call: one LLM span per call for Phoenix & co.
+    assert not any(k.startswith(("gen_ai.operation", "gen_ai.request", "gen_ai.response", "llm.")) for k in root.attributes)
+    assert root.attributes["openinference.span.kind"] == "CHAIN"
+    assert root.attributes["marina.request.model"] == PLAIN
+    assert root.attributes["marina.response.model"] == "openai/gpt-5.2"
     assert root.attributes["marina.request_id"] == request_id
     assert root.attributes["marina.key_name"] == "tester"
     assert root.attributes["marina.route"] == "passthru"
@@ -97,6 +99,13 @@ def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(client, up
     assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["gen_ai.usage.output_tokens"]) == (30, 7)
     assert call.attributes["marina.cost_usd"] == pytest.approx(0.00125)
     assert call.attributes["marina.cost_source"] == trace.spans.get().cost_source
+    # OpenInference's attributes beside the GenAI ones: Marina's billed cost reaches Phoenix/Langfuse.
+    assert call.attributes["openinference.span.kind"] == "LLM"
+    assert (call.attributes["llm.model_name"], call.attributes["llm.provider"]) == ("openai/gpt-5.2", "openrouter")
+    assert (call.attributes["llm.token_count.prompt"], call.attributes["llm.token_count.completion"]) == (30, 7)
+    assert call.attributes["llm.token_count.total"] == 37
+    assert call.attributes["llm.cost.total"] == pytest.approx(0.00125)
+    assert "llm.cost.total" not in root.attributes, "cost counted once, on the call"
     assert not any(k.startswith("gen_ai.input") or k.startswith("gen_ai.output") for s in found for k in s.attributes), (
         "no message content without MARINA_TRACE_BODIES"
     )
@@ -117,8 +126,14 @@ def test_a_formation_exports_its_steps_under_their_parents(client, upstream, otl
         parent = root_id if step.parent_seq is None else spans.step_span_id(seed, step.parent_seq)
         assert got.parent_span_id == f"{parent:016x}", step.name
         assert got.attributes["marina.step"] == step.name
-        assert got.name == (f"chat {step.upstream_model}" if step.provider else step.name)
+        # A formation's calls are named by formation and step (draft and review used to share `chat <model>`).
+        assert got.name == (f"verify.{step.name}" if step.provider else step.name)
         assert got.kind == (3 if step.provider else 1)
+        kind = "LLM" if step.provider else "RETRIEVER" if step.name == "lessons" else "CHAIN"
+        assert got.attributes["openinference.span.kind"] == kind
+        assert ("gen_ai.operation.name" in got.attributes) == bool(step.provider), "only model calls are model calls"
+    names = [by_id[f"{spans.step_span_id(seed, step.seq):016x}"].name for step in stored]
+    assert names == ["verify", "lessons", "verify.draft", "verify.review", "verify.revision"]
     [root] = [s for s in found if s.span_id == f"{root_id:016x}"]
     assert root.attributes["marina.formation.name"] == "verify"
     assert root.attributes["marina.formation.decision"] == trace.formation_label == "revised"
@@ -262,3 +277,18 @@ def test_a_malformed_otel_setting_stops_start_up_in_one_line(env: dict[str, str]
     )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [f"Marina's configuration: {message}"]
+
+
+def test_the_demo_never_exports_its_synthetic_traces(transactional_db, otlp_receiver, monkeypatch):
+    """`manage.py demo` with an OTLP endpoint set: its traffic stays in the ledger (`demo --remove`
+    could not take it back from the backend)."""
+    from ledger.demo import load_demo
+
+    exporter = start_exporter(monkeypatch, otlp_receiver.base_url)
+    try:
+        made = load_demo(days=1, seed=0)
+        assert made.traces > 0 and Trace.objects.filter(request_id__startswith="demo-").count() == made.traces
+    finally:
+        services.remove_observer(exporter)
+        exporter.shutdown()  # flushes whatever was queued
+    assert otlp_receiver.spans == []

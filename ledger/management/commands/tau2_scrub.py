@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -24,7 +25,9 @@ class Command(BaseCommand):
             result = scrub(options["results"], options["out"])
         except ValueError as exc:
             raise bad_input(exc) from None
+        # The full path: by default the copy lands beside the input, which a relative
+        # argument leaves the reader to work out.
         self.stdout.write(
-            f"wrote {result.out} ({result.keys_redacted} credential value(s) removed, "
+            f"wrote {Path(result.out).resolve()} ({result.keys_redacted} credential value(s) removed, "
             f"{result.strings_redacted} string(s) with a key-shaped value masked)"
         )

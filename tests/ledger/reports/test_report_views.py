@@ -268,7 +268,7 @@ def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> 
     assert f"run #{runs['oracle'].pk} and run #{broken.pk} share no evaluated items" in html
     a = runs["oracle"].pk
     response = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a, "run_b": a})
-    assert response.status_code == 400 and "Pick two different sides." in response.content.decode()
+    assert response.status_code == 400 and f"A and B are the same run (#{a}): pick two different runs" in response.content.decode()
     response = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a})
     assert response.status_code == 400 and "Pick both sides." in response.content.decode()
     response = user_client.get("/reports/compare/", {"mode": "runs", "run_a": a, "run_b": 999999})

@@ -1,0 +1,45 @@
+"""GET /api/formations: the formations' id templates (`marina/verify:<model>`,
+...), described for people and scripts. /v1/models lists only ids a client can
+call (an OpenAI client iterating it must not get a placeholder), so the
+templates are described here and in docs/formations.md instead."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router
+
+from marina.read_api import ERRORS, Reader
+from passthru import formations
+
+router = Router(tags=["read"], auth=Reader())
+
+# What each template's <model> means, and what the formation does (docs/formations.md).
+_ABOUT = {
+    "marina/verify:<model>": "draft, independent review, one guarded revision; <model> is the proposer "
+    "(`<proposer>+<checker>` names the checker too)",
+    "marina/obligations:<model>": "the user's requests kept as obligations across turns; a final reply that "
+    "leaves one owed is judged and retried once",
+    "marina/argcheck:<model>": "a write call holding a value neither the user nor a tool stated is judged and retried once",
+    "marina/lessons:<model>": "lessons learned from past failed runs recalled into the conversation",
+}
+
+
+@router.get("/formations", response={200: dict, **ERRORS}, summary="The formations' model-id templates")
+def list_formations(request: HttpRequest) -> dict[str, Any]:
+    templates = [
+        {
+            "template": template,
+            "formation": formation.name,
+            "prefix": template.split("<", 1)[0],
+            "about": _ABOUT.get(template, ""),
+            "example": template.replace("<model>", "openrouter/openai/gpt-5.2"),
+        }
+        for formation in formations.FORMATIONS
+        for template in getattr(formation, "listed_ids", ())
+    ]
+    return {
+        "templates": templates,
+        "note": "replace <model> with a callable id (a <provider>/<model>, an alias, `default`); prefixes stack "
+        "(marina/obligations:marina/argcheck:marina/verify:<model>). Crews are `marina:<name>` and listed by /v1/models.",
+    }
