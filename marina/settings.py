@@ -145,6 +145,12 @@ LOGGING = {
 # MODEL_API_KEYS: comma list of `secret` or `secret:name`. Only names (or a
 # short hash of a nameless key) ever leave this module's settings.
 MODEL_API_KEYS = env_secret("MODEL_API_KEYS")
+# A key's name never holds `/`: that is what separates an operator key's name
+# from the callers it names (`secret:ops/*` -> `ops/<agent>`, passthru/auth.py).
+for _entry in MODEL_API_KEYS.split(","):
+    _key_name = _entry.partition(":")[2].strip()
+    if "/" in _key_name.removesuffix("/*") or _key_name == "/*":
+        raise ConfigError(f"MODEL_API_KEYS: a key name may not contain '/' (only an operator key's `name/*`), not {_key_name!r}")
 MARINA_OPEN_API = env_str("MARINA_OPEN_API") == "true"  # exactly "true", as in the reference
 
 MARINA_MAX_REQUEST_BYTES = env_int("MARINA_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
