@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from ledger.models import SpendDaily, Trace
+from passthru.formations.framing import unframe
 from passthru.formations.verify.formation import split_id
 from passthru.formations.verify.prompts import CHECKER_MARKER, REVISION_MARKER
 from tests.conftest import MARINA_KEY
@@ -123,9 +124,11 @@ def test_approved_returns_the_draft_with_summed_usage_and_cost(client, upstream)
     assert draft["reasoning_effort"] == "high"
     assert review["model"] == "check" and "tools" not in review
     assert review["reasoning_effort"] == "high", "the caller's effort carries over to the checker"
-    shown = review["messages"][1]["content"]
-    assert POLICY in shown and "cancel_pending_order [write]" in shown and "get_order_details [read-only]" in shown
-    assert 'CALL cancel_pending_order({"order_id": "#W1234567"' in shown.split("## DRAFT")[1]
+    shown = unframe(review["messages"][1]["content"])
+    assert shown["rules"] == POLICY
+    assert any(t.startswith("cancel_pending_order [write]") for t in shown["tools"])
+    assert any(t.startswith("get_order_details [read-only]") for t in shown["tools"])
+    assert shown["draft"]["calls"][0].startswith('cancel_pending_order({"order_id": "#W1234567"')
     assert seen["revision"] == []
 
 
@@ -248,7 +251,7 @@ def test_two_rounds_review_the_revision_and_keep_revised(client, upstream, setti
     raw = ask(client)
     assert raw.headers["x-marina-verify"] == "revised"
     assert len(seen["checker"]) == 2
-    assert CONFIRM_TEXT in seen["checker"][1]["messages"][1]["content"].split("## DRAFT")[1]
+    assert unframe(seen["checker"][1]["messages"][1]["content"])["draft"]["text"] == CONFIRM_TEXT
     assert [s.name for s in spans_of(raw)["spans"]] == ["verify", "lessons", "draft", "review", "revision", "review"]
 
 
