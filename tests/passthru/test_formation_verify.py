@@ -13,6 +13,7 @@ from typing import Any
 import openai
 import pytest
 
+from kernel.conversation import digest
 from ledger.models import SpendDaily, Trace
 from passthru.formations.framing import unframe
 from passthru.formations.verify.formation import split_id
@@ -167,7 +168,8 @@ def test_revised_returns_the_revision_and_traces_every_step(client, upstream):
     assert (trace.prompt_tokens, trace.completion_tokens, trace.cost_nanousd) == (750, 75, 3_400_000)
     detail = verify.detail
     assert detail["label"] == "revised" and detail["verdict"] == "revise"
-    assert detail["conflict"] == {"quote": "obtain explicit user confirmation (yes)", "call": "cancel_pending_order", "argument": None}
+    quote = "obtain explicit user confirmation (yes)"  # with bodies off: its length and hash, never the words
+    assert detail["conflict"] == {"quote_chars": len(quote), "quote_hash": digest([quote]), "call": "cancel_pending_order", "argument": None}
     assert detail["guard"] == "accepted" and "dropped cancel_pending_order" in detail["guard_reason"]
     assert detail["proposer"] == "openrouter/prop" and detail["checker"] == "openrouter/check"
     assert spans[3].detail["verdict"] == "revise" and spans[4].detail["guard"] == "accepted"

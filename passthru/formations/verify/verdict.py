@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kernel.conversation import digest
 from passthru.formations.framing import last_object, only_keys
 from passthru.formations.verify.guard import Conflict
 
@@ -31,13 +32,23 @@ class Verdict:
     def approves(self) -> bool:
         return self.decision == "approve"
 
-    def as_detail(self) -> dict[str, Any]:
+    def as_detail(self, bodies: bool) -> dict[str, Any]:
+        """What the trace keeps of the verdict. The fix and the quote are the
+        checker's words, often the conversation's: with bodies off
+        (MARINA_TRACE_BODIES) only their lengths and hashes, never the text."""
         detail: dict[str, Any] = {"verdict": self.decision}
         if self.fix:
-            detail["fix"] = self.fix[:500]
+            detail.update({"fix": self.fix[:500]} if bodies else text_shape("fix", self.fix))
         if self.conflict is not None:
-            detail["conflict"] = self.conflict.as_detail()
+            c = self.conflict
+            cited = {"quote": c.quote[:500]} if bodies else text_shape("quote", c.quote)
+            detail["conflict"] = {**cited, "call": c.call, "argument": c.argument}
         return detail
+
+
+def text_shape(name: str, text: str) -> dict[str, Any]:
+    """A text's length and hash in place of its words (`fix_chars`, `fix_hash`)."""
+    return {f"{name}_chars": len(text), f"{name}_hash": digest([text])}
 
 
 def _text(value: Any) -> str | None:
