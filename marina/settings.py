@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from kernel import proxies as _proxies
 from kernel.env import (
     ConfigError,
     env_bool,
@@ -254,9 +255,15 @@ MARINA_PASSTHRU_MODEL = env_str("MARINA_PASSTHRU_MODEL")
 # up to BURST at once. 0 (the default) is off.
 MARINA_RATE_LIMIT_RPS = env_float("MARINA_RATE_LIMIT_RPS", 0.0, minimum=0.0)
 MARINA_RATE_LIMIT_BURST = env_int("MARINA_RATE_LIMIT_BURST", 0, minimum=0) or max(1, round(MARINA_RATE_LIMIT_RPS * 5))
-# true: the client's IP is the first X-Forwarded-For address (else X-Real-IP), for
-# a server behind a proxy that sets them; otherwise the socket peer.
-MARINA_TRUST_PROXY = env_bool("MARINA_TRUST_PROXY", False)
+# The proxies in front of Marina whose X-Forwarded-For hops are believed
+# (kernel/proxies.py): a count, or addresses/CIDRs; empty: the socket peer.
+# The client is the right-most hop that is not a trusted proxy. The older
+# MARINA_TRUST_PROXY=true means one proxy in front (MARINA_TRUSTED_PROXIES=1).
+MARINA_TRUSTED_PROXIES = env_str("MARINA_TRUSTED_PROXIES") or ("1" if env_bool("MARINA_TRUST_PROXY", False) else "")
+try:
+    _proxies.parse(MARINA_TRUSTED_PROXIES)
+except ValueError as _exc:
+    raise ConfigError(f"MARINA_TRUSTED_PROXIES: {_exc}") from None
 # Origins allowed to call /v1 from a browser (comma list, or *); empty sends no CORS headers.
 MARINA_CORS_ORIGINS = [o.strip() for o in env_str("MARINA_CORS_ORIGINS").split(",") if o.strip()]
 
