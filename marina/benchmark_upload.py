@@ -89,10 +89,11 @@ def _parse(body: bytes) -> dict[str, Any]:
     return data
 
 
-def _import(data: dict[str, Any]) -> ImportResult:
+def _import(data: dict[str, Any], keys: list[str] | None) -> ImportResult:
     options: dict[str, Any] = {
         "target_kind": data["targetKind"], "target": data["target"], "group": data.get("replicateGroup"),
         "label": data.get("label"), "judge": data.get("judge"), "cost_usd": data.get("costUsd"),
+        "keys": keys,  # the uploader's key: its items link to that key's traces only (docs/security.md)
     }  # fmt: skip
     result = data["result"]
     if "simulations" in result and "info" in result:
@@ -130,7 +131,8 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
         )
     data = _parse(_read_body(request))
     try:
-        result = await sync_to_async(_import, thread_sensitive=True)(data)
+        keys = [caller.owner] if caller.keyed else None
+        result = await sync_to_async(_import, thread_sensitive=True)(data, keys)
     except UncleanRunError as exc:
         raise _bad(str(exc).split(": ", 1)[-1], "result") from None
     except ValueError as exc:  # LedgerInputError names the problem; option errors name the flag

@@ -285,6 +285,7 @@ class Runner:
             result = import_tau2(
                 inv.results, target=run.arm.agent_model, target_kind=run.arm.target_kind, group=group,
                 label=f"{self.plan.name} {run.arm.name} r{run.replicate}", require_clean=True, cost_from_spend=True,
+                keys=[self.key_name],  # link its items within the experiment's own key, never another team's calls
             )  # fmt: skip
         except UncleanRunError as exc:
             return RunResult(run, Outcome.REFUSED, f"INVALID: {exc.infra_errors} infrastructure error(s); not imported")

@@ -27,7 +27,7 @@ from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
-from ledger.benchmarks.links import LINKED, LinkPlan, plan_links
+from ledger.benchmarks.links import LINKED, LinkPlan, of_keys, plan_links
 from ledger.benchmarks.original import from_original, is_original, to_original
 from ledger.benchmarks.tau2.convert import to_ledger
 from ledger.benchmarks.tau2.results import parse_time, read_results
@@ -144,9 +144,11 @@ def import_ledger(
     dry_run: bool = False,
     judge: str | None = None,
     replicate_of: int | None = None,
+    keys: Sequence[str] | None = None,
 ) -> ImportResult:
     """Import a ledger file (or its parsed data), in Marina's format or the
-    original's (ledger.benchmarks.original), as one BenchmarkRun with its items."""
+    original's (ledger.benchmarks.original), as one BenchmarkRun with its items.
+    `keys`: the Marina keys the run used; its items are linked to their traces only."""
     group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
     name, data = load_json(path_or_data)
     # Marina's format or the original Marina's, told apart by its shape
@@ -156,7 +158,7 @@ def import_ledger(
     return _import(
         ledger, sha=sha, legacy_keys=legacy, source=name, source_name=source_name, target_kind=target_kind,
         target=target, group=group, label=label, cost_usd=cost_usd, cost_from_spend=cost_from_spend,
-        dry_run=dry_run, judge=judge, replicate_of=replicate_of,
+        dry_run=dry_run, judge=judge, replicate_of=replicate_of, keys=keys,
     )  # fmt: skip
 
 
@@ -197,6 +199,7 @@ def import_tau2(
     progress: bool | None = None,
     judge: str | None = None,
     replicate_of: int | None = None,
+    keys: Sequence[str] | None = None,
 ) -> ImportResult:
     """Convert a τ² results.json and import it in one step (no ledger file is
     written). Same result as `tau2_convert` followed by `import_ledger`."""
@@ -206,7 +209,7 @@ def import_tau2(
         ledger, sha=ledger.source["sha256"], legacy_keys=[ledger.source["file_sha256"]], source=str(results_path),
         source_name=Path(results_path).name,
         target_kind=target_kind, target=target, group=group, label=label, cost_usd=cost_usd,
-        cost_from_spend=cost_from_spend, dry_run=dry_run, judge=judge, replicate_of=replicate_of,
+        cost_from_spend=cost_from_spend, dry_run=dry_run, judge=judge, replicate_of=replicate_of, keys=keys,
     )  # fmt: skip
 
 
@@ -256,7 +259,7 @@ def _fit(source: str, what: str, value: str, limit: int) -> str:
 def _import(
     ledger: Ledger, *, sha: str, legacy_keys: Sequence[str] = (), source: str, source_name: str, target_kind: str, target: str,
     group: str | None, label: str | None, cost_usd: float | Decimal | None, cost_from_spend: bool, dry_run: bool,
-    judge: str | None = None, replicate_of: int | None = None,
+    judge: str | None = None, replicate_of: int | None = None, keys: Sequence[str] | None = None,
 ) -> ImportResult:  # fmt: skip
     summary = ledger.summary()
     verdict = assess(ledger.run, ledger.items)
@@ -268,7 +271,7 @@ def _import(
 
     run_ = ledger.run
     started, ended = parse_time(run_.started_at), parse_time(run_.ended_at)
-    links = plan_links(ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended)
+    links = plan_links(ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended, keys=keys)
     cost_nanousd, cost_source, cost_note = _cost(
         ledger, source, started, ended, cost_usd=cost_usd, cost_from_spend=cost_from_spend, warnings=warnings,
         links=links,
@@ -392,7 +395,10 @@ def _cost(
                 source, "--cost-from-spend: the run has no simulation times, so its days are unknown"
             )
         first, last = started.date(), ended.date()
-        totals = SpendDaily.objects.filter(requested_model__in=models, day__gte=first, day__lte=last).aggregate(
+        spent = SpendDaily.objects.filter(requested_model__in=models, day__gte=first, day__lte=last)
+        if links.within is not None:
+            spent = spent.filter(of_keys(links.within))
+        totals = spent.aggregate(
             cost=Sum("cost_nanousd"), calls=Sum("calls"), unpriced=Sum("unpriced_calls")
         )
         days = f"{first}" if first == last else f"{first}..{last}"
@@ -405,9 +411,10 @@ def _cost(
                 f"{source}: {totals['unpriced']} of {totals['calls']} calls to these models were unpriced; "
                 "the spend total is a lower bound"
             )
+        whose = f"key(s) {', '.join(links.within)}'" if links.within is not None else "any key's"
         note = (
             f"spend_daily for {', '.join(models)} on {days} (UTC): whole days, so it includes every call "
-            "to these model ids on those days, this run's and any other's"
+            f"to these model ids on those days by {whose}, this run's and any other's"
         )
         if links.attempted:
             unlinked = sum(1 for x in evaluated_links if x.status != LINKED)

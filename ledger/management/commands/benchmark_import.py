@@ -31,6 +31,11 @@ def add_import_options(parser: CommandParser, *, target_required: bool = True) -
         help="the run's cost from Marina's own records: its items' linked traces when every item has some "
         "(source: traces), else spend_daily for its agent and user model ids over its UTC days (source: spend)",
     )  # fmt: skip
+    parser.add_argument(
+        "--key", action="append", metavar="NAME", dest="keys",
+        help="a Marina key the run used (repeatable): its items are linked only to that key's traces "
+        "(an operator key's: its callers' too). Without it every key's traces are candidates",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="check and show what would be recorded; write nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -46,6 +51,7 @@ def import_options(options: dict[str, Any]) -> dict[str, Any]:
         "dry_run": options["dry_run"],
         "judge": options["judge"],
         "replicate_of": options["replicate_of"],
+        "keys": options["keys"],
     }
 
 
