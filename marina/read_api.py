@@ -31,7 +31,7 @@ from pydantic import BeforeValidator, Field
 
 from ledger.benchmarks import stats
 from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs
-from ledger.models import BenchmarkRun, Trace
+from ledger.models import BenchmarkRun
 from ledger.reports import jsondata, selectors
 from ledger.reports.forms import SpendRangeForm
 from ledger.spend import selectors as spend_selectors
@@ -212,10 +212,7 @@ def get_trace(request: HttpRequest, request_id: str) -> dict[str, Any]:
     scope = scope_of(request)
     if not scope.traces:
         raise _denied("traces")
-    traces = Trace.objects.filter(request_id=request_id)
-    if scope.owner is not None:  # another key's trace reads as an unknown one (same one query: bench/scoped_reads.py)
-        traces = traces.filter(spend_selectors.owned_by(scope.owner))
-    trace = traces.order_by("pk").first()
+    trace = selectors.trace_for(request_id, scope.owner)  # another key's trace reads as an unknown one
     if trace is None:
         raise _not_found(f"No trace with request id {request_id!r}.")
     return jsondata.trace(trace, selectors.span_tree(trace))

@@ -31,6 +31,11 @@ def owned_by(owner: str) -> Q:
     return Q(key_name=owner) | Q(key_name__startswith=owner + "/")
 
 
+def owns(owner: str, key_name: str) -> bool:
+    """owned_by(owner), for one row's key name."""
+    return key_name == owner or key_name.startswith(owner + "/")
+
+
 @dataclass
 class SpendTotals:
     first_day: date | None
