@@ -5,8 +5,10 @@ so that it is never the bottleneck: it answers every
 `POST .../chat/completions` with one canned completion, or, when the body asks
 for `"stream": true`, with a canned SSE stream (a role chunk, content chunks, a
 finish chunk, a usage chunk and `[DONE]`) sent one event per write, `gap_ms`
-apart, as a model streams tokens. `GET .../models` lists the one model.
-Anything else is 404.
+apart, as a model streams tokens. `POST .../responses`, `.../messages` and
+`.../embeddings` get their own canned answers (bench/door_bodies.py): a
+response object or the Responses events, an Anthropic message or its events,
+two embeddings. `GET .../models` lists the one model. Anything else is 404.
 
 A slow stream, as a reasoning model sends it (bench/slow_streams.py): with
 `--first-token-ms F` nothing at all is sent for F ms (not even the status
@@ -25,7 +27,13 @@ import argparse
 import asyncio
 import json
 import re
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import door_bodies
 
 STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
 CONTENT_CHUNKS = 16
@@ -104,7 +112,17 @@ class Canned:
         self.stream_end = b"0\r\n\r\n"
         models = json.dumps({"object": "list", "data": [{"id": "gpt-4.1-mini", "object": "model", "created": 0, "owned_by": "bench"}]}).encode()
         self.models = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(models), models)
+        self.doors = {
+            b"/responses": (self._json(door_bodies.responses_plain()), [_chunked(e) for e in door_bodies.responses_events(content_chunks)]),
+            b"/messages": (self._json(door_bodies.messages_plain()), [_chunked(e) for e in door_bodies.messages_events(content_chunks)]),
+            b"/embeddings": (self._json(door_bodies.embeddings_plain()), []),
+        }
         self.not_found = b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+
+
+    @staticmethod
+    def _json(body: bytes) -> bytes:
+        return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
 
 
 class Upstream(asyncio.Protocol):
@@ -150,15 +168,21 @@ class Upstream(asyncio.Protocol):
                 self.busy = asyncio.get_running_loop().create_task(self._stream())
             else:
                 self.transport.write(self.canned.plain)
+        elif method == b"POST" and (door := self.canned.doors.get(path[path.rfind(b"/") :])) is not None:
+            plain, events = door
+            if events and STREAM_RE.search(body):
+                self.busy = asyncio.get_running_loop().create_task(self._stream(events, chat=False))
+            else:
+                self.transport.write(plain)
         elif method == b"GET" and path.endswith(b"/models"):
             self.transport.write(self.canned.models)
         else:
             self.transport.write(self.canned.not_found)
 
-    async def _stream(self) -> None:
+    async def _stream(self, events: list[bytes] | None = None, chat: bool = True) -> None:
         write = self.transport.write
-        events = self.canned.stream_events
-        if self.first_token:
+        events = events or self.canned.stream_events
+        if self.first_token and chat:  # slow streams are chat streams (bench/slow_streams.py)
             # A slow stream: silence, the role chunk, the content chunks gap
             # apart, and the end (finish, usage, [DONE]) with the last one.
             await asyncio.sleep(self.first_token)

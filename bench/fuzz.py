@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import MARINA_KEY  # noqa: E402
-from tests.e2e.conftest import find_secrets, server_env  # noqa: E402
-from tests.e2e.servers import SqliteTemplate, start_gunicorn  # noqa: E402
-from tests.upstream import ScriptedUpstream  # noqa: E402
+from tests.conftest import MARINA_KEY
+from tests.e2e.conftest import find_secrets, server_env
+from tests.e2e.servers import SqliteTemplate, start_gunicorn
+from tests.upstream import ScriptedUpstream
 
 
 def main() -> int:

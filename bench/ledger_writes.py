@@ -187,7 +187,7 @@ def main() -> None:
                 try:
                     _pg_admin(args.pg_url, f'DROP DATABASE IF EXISTS "{dbname}"')
                     _pg_admin(args.pg_url, f'CREATE DATABASE "{dbname}"')
-                except Exception as exc:  # noqa: BLE001 - report and go on with the other backend
+                except Exception as exc:  # report it and go on with the other backend
                     print(f"PostgreSQL skipped: cannot create {dbname}: {exc}", file=sys.stderr)
                     break
                 try:

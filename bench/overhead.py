@@ -16,6 +16,14 @@ passthru/fallback.py, served by the first configured provider); with
 `--ratelimit`, `marina-ratelimit`: a second server with the rate limiter on
 (a bucket in the same kind of database, never exhausted). `--ids` picks them.
 
+`--doors` adds the other /v1 doors beside chat, on the same server and in the
+same run, each against the fake upstream on its own path (`direct-<door>`):
+`marina-responses` (native, openai), `marina-responses-translated` (a provider
+without /responses: translated to chat and back), `marina-messages`
+(anthropic) and `marina-embeddings` (plain only); their bodies are the
+τ²-sized request in each door's shape (bench/door_bodies.py). The goal: no
+door's added p50 at c=1 more than DOOR_GOAL_MS above chat's (`marina`).
+
 Marina runs as in production: gunicorn with gunicorn.conf.py, 2 workers, the
 ledger and traces on (SQLite in a temporary directory, the spend cap on).
 LiteLLM's proxy is installed on first use into its own virtualenv
@@ -45,8 +53,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tau2_body  # noqa: E402
-from common import (  # noqa: E402
+import door_bodies
+import tau2_body
+from common import (
     LOOPBACK_ONLY_ENV,
     ROOT,
     Server,
@@ -72,6 +81,36 @@ MARINA_IDS = {
     "marina-unprefixed": MODEL,
     "marina-ratelimit": f"openai/{MODEL}",
 }
+# The other doors (--doors): target -> (path, model id, body builder, streams).
+DOORS: dict[str, tuple[str, str, Any, bool]] = {
+    "marina-responses": ("/v1/responses", f"openai/{MODEL}", door_bodies.responses_body, True),
+    "marina-responses-translated": ("/v1/responses", f"groq/{MODEL}", door_bodies.responses_body, True),
+    "marina-messages": ("/v1/messages", "anthropic/claude-sonnet-4-5", door_bodies.messages_body, True),
+    "marina-embeddings": ("/v1/embeddings", "openai/text-embedding-3-small", lambda m, stream: door_bodies.embeddings_body(m), False),
+}
+DOOR_GOAL_MS = 0.3
+CHAT_PATH = "/v1/chat/completions"
+
+
+def _door(target: str) -> tuple[str, str, Any, bool] | None:
+    """The door of a Marina door target or of its direct baseline."""
+    return DOORS.get(target) or DOORS.get(target.replace("direct-", "marina-", 1))
+
+
+def path_of(target: str) -> str:
+    door = _door(target)
+    return door[0] if door else CHAT_PATH
+
+
+def baseline_of(target: str) -> str:
+    """The direct target a Marina target is measured against: the fake upstream on the same path."""
+    return target.replace("marina-", "direct-", 1) if target in DOORS else "direct"
+
+
+def is_baseline(target: str) -> bool:
+    return target in BASELINES or target.startswith("direct-")
+
+
 BASELINES = ("direct", "litellm")  # the targets Marina's are measured against
 PG_ADMIN_URL = os.environ.get("MARINA_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
@@ -151,7 +190,19 @@ def write_bodies(tmp: Path) -> dict[tuple[str, str], Path]:
             path = tmp / f"{target}-{mode}.json"
             path.write_bytes(tau2_body.encoded(model, stream=mode == "stream"))
             bodies[(target, mode)] = path
+    for target, (_, model, build, _) in DOORS.items():
+        for name, sent in ((target, model), (baseline_of(target), model.partition("/")[2])):
+            for mode in ("plain", "stream"):
+                path = tmp / f"{name}-{mode}.json"
+                path.write_bytes(json.dumps(build(sent, stream=mode == "stream")).encode())
+                bodies[(name, mode)] = path
     return bodies
+
+
+def serves(target: str, mode: str) -> bool:
+    """Embeddings have no stream."""
+    door = _door(target)
+    return mode == "plain" or door is None or door[3]
 
 
 def start_litellm(tmp: Path, upstream_port: int) -> Server:
@@ -272,16 +323,17 @@ def ttfb(url: str, body: Path, key: str, concurrency: int, seconds: float) -> di
 
 
 def fmt_table(results: list[Result]) -> str:
-    direct = {(r.run, r.mode, r.concurrency): r for r in results if r.target == "direct"}
+    by = {(r.run, r.target, r.mode, r.concurrency): r for r in results}
     runs = max(r.run for r in results) > 1
     lines = [
         ("| run " if runs else "") + "| target | mode | c | req/s | p50 ms | p99 ms | added p50 ms | errors | server CPU ms/req |",
         ("| --- " if runs else "") + "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
-        d = direct.get((r.run, r.mode, r.concurrency))
-        added = f"{r.p50_ms - d.p50_ms:+.2f}" if d and r.target != "direct" else ""
-        cpu = f"{r.cpu_ms_per_req:.2f}" if r.target != "direct" else f"(upstream {r.upstream_cpu_ms_per_req:.2f})"
+        d = by.get((r.run, baseline_of(r.target), r.mode, r.concurrency))
+        direct_row = r.target == "direct" or r.target.startswith("direct-")
+        added = f"{r.p50_ms - d.p50_ms:+.2f}" if d and not direct_row else ""
+        cpu = f"{r.cpu_ms_per_req:.2f}" if not direct_row else f"(upstream {r.upstream_cpu_ms_per_req:.2f})"
         lines.append(
             (f"| {r.run} " if runs else "")
             + f"| {r.target} | {r.mode} | {r.concurrency} | {r.rps:.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {added} | {r.errors} | {cpu} |"
@@ -294,7 +346,7 @@ def fmt_runs(results: list[Result]) -> list[str]:
     lines = []
     for (target, mode, c), runs in same_run(results).items():
         added = [m.p50_ms - d.p50_ms for m, d, _ in runs if d]
-        if c == 1 and target not in BASELINES and added:
+        if c == 1 and not is_baseline(target) and added:
             lines.append(f"{target} {mode}: added p50 at c=1 per run {', '.join(f'{v:+.2f}' for v in added)} ms; "
                          f"median {statistics.median(added):+.2f} ms")
     return lines
@@ -331,7 +383,7 @@ def same_run(results: list[Result]) -> dict[tuple[str, str, int], list[tuple[Res
     by = {(r.run, r.target, r.mode, r.concurrency): r for r in results}
     out: dict[tuple[str, str, int], list[tuple[Result, Result | None, Result | None]]] = {}
     for r in results:
-        direct = by.get((r.run, "direct", r.mode, r.concurrency))
+        direct = by.get((r.run, baseline_of(r.target), r.mode, r.concurrency))
         litellm = by.get((r.run, "litellm", r.mode, r.concurrency))
         out.setdefault((r.target, r.mode, r.concurrency), []).append((r, direct, litellm))
     return out
@@ -348,7 +400,7 @@ def fmt_ratios(results: list[Result]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for (target, mode, c), runs in same_run(results).items():
-        if target in BASELINES:
+        if is_baseline(target):
             continue
         with_d = [(m, d) for m, d, _ in runs if d]
         with_l = [(m, lite) for m, _, lite in runs if lite]
@@ -407,7 +459,17 @@ def goals(results: list[Result], ttfb_rows: list[dict[str, Any]], rss: dict[str,
     for name, sizes in rss.items():
         if name.startswith("marina"):
             line(max(sizes) < 150, f"RSS per Marina worker < 150 MB ({name}): {', '.join(f'{v:.0f}' for v in sizes)} MB")
-    errors = sum(r.errors for r in results if r.target not in BASELINES)
+    for door in DOORS:
+        for mode in ("plain", "stream"):
+            door_runs = [(m, d) for m, d, _ in runs.get((door, mode, 1), []) if d]
+            chat_runs = [(m, d) for m, d, _ in runs.get(("marina", mode, 1), []) if d]
+            if door_runs and chat_runs:
+                door_added = _median([m.p50_ms - d.p50_ms for m, d in door_runs])
+                chat_added = _median([m.p50_ms - d.p50_ms for m, d in chat_runs])
+                line(door_added - chat_added <= DOOR_GOAL_MS,
+                     f"{door} added p50 at c=1 ({mode}) ≤ chat's + {DOOR_GOAL_MS:g} ms, {over}: "
+                     f"{door_added:+.2f} vs {chat_added:+.2f} ms ({door_added - chat_added:+.2f})")
+    errors = sum(r.errors for r in results if not is_baseline(r.target))
     line(errors == 0, f"zero errors through Marina: {errors}")
     return out
 
@@ -420,6 +482,88 @@ def databases(spec: str) -> list[str]:
     return names
 
 
+def measure_runs(
+    args: argparse.Namespace, wrk_bin: str, targets: list[tuple[str, Server | None, str, str]], upstream: Server,
+    bodies: dict[tuple[str, str], Path], modes: list[str], levels: list[int], ttfb_levels: list[int],
+) -> tuple[list[Result], list[dict[str, Any]]]:
+    """The measured matrix, args.runs times: each (mode, c) over every target, then the streams' TTFB."""
+    results: list[Result] = []
+    ttfb_rows: list[dict[str, Any]] = []
+    # Targets interleave within each (mode, c), so that noise from the
+    # shared machine falls on all of them alike; each run ends with the
+    # streams' time to first byte, interleaved the same way.
+    for run in range(1, args.runs + 1):
+        for mode in modes:
+            for c in levels:
+                for name, server, url, key in targets:
+                    if not serves(name, mode):
+                        continue
+                    r = measure(wrk_bin, name, server, upstream, f"{url}{path_of(name)}",
+                                bodies[(name, mode)], key, mode, c, args.duration)
+                    r.run = run
+                    results.append(r)
+                    print(f"  run {run} {name:18} {mode:6} c={c:<4} {r.rps:8.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
+                          f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
+                          file=sys.stderr, flush=True)
+        for c in ttfb_levels:
+            for name, _, url, key in targets:
+                if path_of(name) != CHAT_PATH:
+                    continue  # time to first byte: chat's streams
+                row = {"run": run, "target": name, "c": c, **ttfb(url, bodies[(name, "stream")], key, c, args.duration)}
+                ttfb_rows.append(row)
+                print(f"  run {run} ttfb {name:13} c={c:<4} p50 {row['ttfb_p50_ms']:7.2f} ms", file=sys.stderr, flush=True)
+    return results, ttfb_rows
+
+
+def report(
+    args: argparse.Namespace, results: list[Result], ttfb_rows: list[dict[str, Any]], rss_idle: dict[str, Any],
+    rss: dict[str, Any], counts: dict[str, Any], database_of: dict[str, str],
+) -> None:
+    """The Markdown report on stdout (and args.json)."""
+    litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
+    print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
+          f"{args.duration:g} s per run; body {len(tau2_body.encoded('openai/' + MODEL))} bytes; "
+          f"ledger on {', '.join(args.database)}; LiteLLM {litellm_version})\n")
+    print(fmt_table(results))
+    if args.runs > 1:
+        print("\n### Added p50 at c=1 over the runs\n")
+        for line in fmt_runs(results):
+            print(f"- {line}")
+    if ttfb_rows:
+        print("\n### Streams: time to first byte (first SSE event), keep-alive connections\n")
+        print(fmt_ttfb(ttfb_rows))
+    print("\n### Marina's ratios (same run)\n")
+    print(fmt_ratios(results))
+    print("\n### Memory (resident MB per worker)\n")
+    for name in rss:
+        print(f"- {name}: idle {', '.join(f'{v:.0f}' for v in rss_idle.get(name, []))}; "
+              f"after load {', '.join(f'{v:.0f}' for v in rss[name])}")
+    measured = sum(r.requests for r in results if r.target.startswith("marina"))
+    print("\n### Ledger\n")
+    for name, (traces, statuses, calls) in counts.items():
+        print(f"- {name}: traced {traces} requests ({', '.join(f'{k.strip()}: {v}' for k, v in sorted(statuses.items()))}); "
+              f"spend_daily counts {calls} calls")
+    print(f"- wrk counted {measured} completed through Marina in the measured runs (plus warm-up and TTFB streams; "
+          "`cancelled client_disconnected` are the streams wrk cut off when each run's time was up)")
+    print("\n### Goals\n")
+    for g in goals(results, ttfb_rows, rss, database_of):
+        print(f"- {g}")
+    if args.json:
+        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "ttfb": ttfb_rows, "rss_mb": rss,
+                                         "rss_idle_mb": rss_idle, "ledger": counts}, indent=2))
+
+
+def marina_settings(args: argparse.Namespace, up_port: int) -> dict[str, str]:
+    """--marina-env's settings; with --doors, anthropic and groq (no /responses: translated)
+    pointed at the fake upstream too."""
+    settings = dict(item.split("=", 1) for item in args.marina_env)
+    if args.doors:
+        for name in ("anthropic", "groq"):
+            settings.setdefault(f"{name.upper()}_API_KEY", "sk-fake-upstream-key")
+            settings.setdefault(f"MARINA_{name.upper()}_BASE_URL", f"http://127.0.0.1:{up_port}/v1")
+    return settings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per wrk run (default 6)")
@@ -428,6 +572,8 @@ def main() -> None:
     parser.add_argument("--skip-litellm", action="store_true", help="measure direct and Marina only")
     parser.add_argument("--ids", default="marina,marina-unpriced",
                         help="Marina targets (default marina,marina-unpriced; also marina-unprefixed)")
+    parser.add_argument("--doors", action="store_true",
+                        help="also the other doors (/v1/responses native and translated, /v1/messages, /v1/embeddings)")
     parser.add_argument("--ratelimit", action="store_true", help="also a Marina with the rate limiter on (marina-ratelimit)")
     parser.add_argument("--database", type=databases, default=["sqlite"],
                         help=f"Marina's ledger: sqlite (a temporary file), postgres (a throwaway database on {PG_ADMIN_URL}), "
@@ -470,7 +616,7 @@ def main() -> None:
                 dbs.append(url)
                 return url
 
-            settings = dict(item.split("=", 1) for item in args.marina_env)
+            settings = marina_settings(args, up_port)
             marina = start_marina(tmp, up_port, database("marina"), extra=settings)
             servers.append(marina)
             by_id: dict[str, Server] = {i: marina for i in ids if i != "marina-ratelimit"}
@@ -484,6 +630,10 @@ def main() -> None:
                 servers.append(litellm)
             targets: list[tuple[str, Server | None, str, str]] = [("direct", None, upstream.base_url, "")]
             targets += [(i, by_id[i], by_id[i].base_url, MARINA_KEY) for i in ids]
+            if args.doors:
+                for door in DOORS:
+                    targets.append((baseline_of(door), None, upstream.base_url, ""))
+                    targets.append((door, marina, marina.base_url, MARINA_KEY))
             # The same ids through a Marina on each further database, interleaved with the first.
             database_of = {i: main_db for i in ids}
             for kind in args.database[1:]:
@@ -510,67 +660,17 @@ def main() -> None:
             # Warm every path (imports, connection pools, price tables) before measuring.
             for name, _, url, key in targets:
                 for mode in modes:
-                    wrk(wrk_bin, f"{url}/v1/chat/completions", bodies[(name, mode)], key, 8, 1)
+                    if serves(name, mode):
+                        wrk(wrk_bin, f"{url}{path_of(name)}", bodies[(name, mode)], key, 8, 1)
 
-            results: list[Result] = []
-            ttfb_rows: list[dict[str, Any]] = []
-            # Targets interleave within each (mode, c), so that noise from the
-            # shared machine falls on all of them alike; each run ends with the
-            # streams' time to first byte, interleaved the same way.
-            for run in range(1, args.runs + 1):
-                for mode in modes:
-                    for c in levels:
-                        for name, server, url, key in targets:
-                            r = measure(wrk_bin, name, server, upstream, f"{url}/v1/chat/completions",
-                                        bodies[(name, mode)], key, mode, c, args.duration)
-                            r.run = run
-                            results.append(r)
-                            print(f"  run {run} {name:18} {mode:6} c={c:<4} {r.rps:8.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
-                                  f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU {r.cpu_ms_per_req:6.2f} ms/req",
-                                  file=sys.stderr, flush=True)
-                for c in ttfb_levels:
-                    for name, _, url, key in targets:
-                        row = {"run": run, "target": name, "c": c, **ttfb(url, bodies[(name, "stream")], key, c, args.duration)}
-                        ttfb_rows.append(row)
-                        print(f"  run {run} ttfb {name:13} c={c:<4} p50 {row['ttfb_p50_ms']:7.2f} ms", file=sys.stderr, flush=True)
+            results, ttfb_rows = measure_runs(args, wrk_bin, targets, upstream, bodies, modes, levels, ttfb_levels)
             rss = {name: s.worker_rss() for name, s in processes.items()}
             counts = {url.rsplit("/", 1)[1]: ledger_counts(url) for url in dbs}
         finally:
             for server in reversed(servers):
                 server.stop()
 
-    litellm_version = LITELLM_VERSION if not args.skip_litellm else "-"
-    print(f"\n## Overhead and throughput ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; "
-          f"{args.duration:g} s per run; body {len(tau2_body.encoded('openai/' + MODEL))} bytes; "
-          f"ledger on {', '.join(args.database)}; LiteLLM {litellm_version})\n")
-    print(fmt_table(results))
-    if args.runs > 1:
-        print("\n### Added p50 at c=1 over the runs\n")
-        for line in fmt_runs(results):
-            print(f"- {line}")
-    if ttfb_rows:
-        print("\n### Streams: time to first byte (first SSE event), keep-alive connections\n")
-        print(fmt_ttfb(ttfb_rows))
-    print("\n### Marina's ratios (same run)\n")
-    print(fmt_ratios(results))
-    print("\n### Memory (resident MB per worker)\n")
-    for name in rss:
-        print(f"- {name}: idle {', '.join(f'{v:.0f}' for v in rss_idle.get(name, []))}; "
-              f"after load {', '.join(f'{v:.0f}' for v in rss[name])}")
-    measured = sum(r.requests for r in results if r.target.startswith("marina"))
-    print("\n### Ledger\n")
-    for name, (traces, statuses, calls) in counts.items():
-        print(f"- {name}: traced {traces} requests ({', '.join(f'{k.strip()}: {v}' for k, v in sorted(statuses.items()))}); "
-              f"spend_daily counts {calls} calls")
-    print(f"- wrk counted {measured} completed through Marina in the measured runs (plus warm-up and TTFB streams; "
-          "`cancelled client_disconnected` are the streams wrk cut off when each run's time was up)")
-    print("\n### Goals\n")
-    for g in goals(results, ttfb_rows, rss, database_of):
-        print(f"- {g}")
-    if args.json:
-        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "ttfb": ttfb_rows, "rss_mb": rss,
-                                         "rss_idle_mb": rss_idle, "ledger": counts}, indent=2))
-
+    report(args, results, ttfb_rows, rss_idle, rss, counts, database_of)
 
 if __name__ == "__main__":
     main()

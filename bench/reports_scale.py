@@ -273,6 +273,14 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
 
     counts["item_trace_links"] = Writer(BenchmarkItemTrace, ["id", "item_id", "trace_id", "role"]).write(link_rows())
 
+    _analyze(connection)
+    return counts
+
+
+def _analyze(connection: Any) -> None:
+    """Sequences past the ids written by hand (PostgreSQL), and fresh planner statistics."""
+    from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, Span, SpendDaily, Trace
+
     if connection.vendor == "postgresql":
         with connection.cursor() as cur:
             for model in (SpendDaily, Trace, Span, BenchmarkRun, BenchmarkItem, BenchmarkItemTrace):
@@ -282,7 +290,6 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
                 cur.execute(f'ANALYZE "{table}"')
     else:
         connection.cursor().execute("ANALYZE")
-    return counts
 
 
 def empty_tables() -> None:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tau2_body  # noqa: E402
-from common import ROOT, Server, children, free_port, marina_env, migrate, start, start_fake_upstream  # noqa: E402
+import tau2_body
+from common import ROOT, Server, children, free_port, marina_env, migrate, start, start_fake_upstream
 
 KEY = "sk-marina-bench-key-0000"
 MODEL = "gpt-4.1-mini"

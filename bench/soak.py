@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import MARINA_KEY  # noqa: E402
-from tests.e2e.conftest import find_secrets, server_env  # noqa: E402
-from tests.e2e.load import cost_nanousd, run_load, summary  # noqa: E402
-from tests.e2e.servers import SqliteTemplate, postgres_database, start_gunicorn  # noqa: E402
-from tests.e2e.upstream_process import upstream_process  # noqa: E402
+from tests.conftest import MARINA_KEY
+from tests.e2e.conftest import find_secrets, server_env
+from tests.e2e.load import cost_nanousd, run_load, summary
+from tests.e2e.servers import SqliteTemplate, postgres_database, start_gunicorn
+from tests.e2e.upstream_process import upstream_process
 
 
 def main() -> int:

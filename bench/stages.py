@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tau2_body  # noqa: E402
-from common import ROOT, marina_env, migrate, start_fake_upstream  # noqa: E402
+import tau2_body
+from common import ROOT, marina_env, migrate, start_fake_upstream
 
 KEY = "sk-marina-bench-key-0000"
 MODEL = "openai/gpt-4.1-mini"

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from ledger.benchmarks.importers import import_ledger
+from ledger.benchmarks.options import ImportOptions
 from ledger.models import BenchmarkRun, SpendDaily, Trace
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.services import record_requests
@@ -93,10 +94,10 @@ def load_demo(*, days: int = 1, seed: int = 0, now: datetime | None = None) -> D
         remove_demo()
         counts = DemoCounts()
         for stem, (target, group, cost) in RUNS.items():
-            result = import_ledger(
-                DATA / f"{stem}.ledger.json", target_kind="model", target=target, group=group,
-                label="demo data (manage.py demo --remove deletes it)", cost_usd=Decimal(cost),
-            )  # fmt: skip
+            options = ImportOptions(
+                target=target, group=group, label="demo data (manage.py demo --remove deletes it)", cost_usd=Decimal(cost)
+            )
+            result = import_ledger(DATA / f"{stem}.ledger.json", options)
             counts.runs += 1
             counts.items += result.items
         traces = list(synthetic_traffic(days=days, seed=seed, now=now))

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult, import_ledger, import_tau2
+from ledger.benchmarks.options import ImportOptions, max_length
 from passthru import auth
 from passthru.errors import UPLOAD_LIMIT, ApiError, check_request_size, declared_size
 from passthru.intake import admitted
@@ -40,12 +41,12 @@ class UploadRequest(BaseModel):
     below so the size limit applies before anything is read)."""
 
     result: dict[str, Any] = Field(description="a ledger file (Marina's or the original's) or a τ² results.json")
-    targetKind: Literal["model", "crew"]  # noqa: N815 (the reference's field names)
-    target: str = Field(min_length=1, max_length=200)
+    targetKind: Literal["model", "crew"]  # camelCase: the reference's field names
+    target: str = Field(min_length=1, max_length=max_length("target"))
     label: str | None = None
     judge: str | None = None
-    costUsd: float | None = Field(default=None, ge=0)  # noqa: N815
-    replicateGroup: str | None = None  # noqa: N815
+    costUsd: float | None = Field(default=None, ge=0)
+    replicateGroup: str | None = None
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -89,12 +90,12 @@ def _parse(body: bytes) -> dict[str, Any]:
     return data
 
 
-def _import(data: dict[str, Any], keys: list[str] | None) -> ImportResult:
-    options: dict[str, Any] = {
-        "target_kind": data["targetKind"], "target": data["target"], "group": data.get("replicateGroup"),
-        "label": data.get("label"), "judge": data.get("judge"), "cost_usd": data.get("costUsd"),
-        "keys": keys,  # the uploader's key: its items link to that key's traces only (docs/security.md)
-    }  # fmt: skip
+def _import(data: dict[str, Any], keys: tuple[str, ...] | None) -> ImportResult:
+    options = ImportOptions(
+        target_kind=data["targetKind"], target=data["target"], group=data.get("replicateGroup"),
+        label=data.get("label"), judge=data.get("judge"), cost_usd=data.get("costUsd"),
+        keys=keys,  # the uploader's key: its items link to that key's traces only (docs/security.md)
+    )  # fmt: skip
     result = data["result"]
     if "simulations" in result and "info" in result:
         # τ²'s reader streams from a file: the upload is written to one, read, and removed.
@@ -103,12 +104,12 @@ def _import(data: dict[str, Any], keys: list[str] | None) -> ImportResult:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump(result, out, ensure_ascii=False)
             try:
-                return import_tau2(path, progress=False, **options)
+                return import_tau2(path, options, progress=False)
             except ValueError as exc:
                 raise ValueError(str(exc).replace(path, "result")) from None
         finally:
             os.unlink(path)
-    return import_ledger(result, **options)
+    return import_ledger(result, options)
 
 
 @router.post(
@@ -131,7 +132,7 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
         )
     data = _parse(_read_body(request))
     try:
-        keys = [caller.owner] if caller.keyed else None
+        keys = (caller.owner,) if caller.keyed else None
         result = await sync_to_async(_import, thread_sensitive=True)(data, keys)
     except UncleanRunError as exc:
         raise _bad(str(exc).split(": ", 1)[-1], "result") from None

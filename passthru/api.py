@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -12,11 +13,25 @@ from ninja import Router
 from passthru import cors
 from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
+from passthru.doors import common as doors
+from passthru.doors.embeddings import embeddings
+from passthru.doors.messages import anthropic_error, messages
+from passthru.doors.responses import responses
 from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
 from passthru.intake import admitted, headers_of
 from passthru.models_list import list_models
 from passthru.responses import Outbound
-from passthru.schemas import ChatCompletionRequest, ErrorEnvelope, Health, ModelList, inline_schema
+from passthru.schemas import (
+    AnthropicErrorEnvelope,
+    ChatCompletionRequest,
+    EmbeddingsRequest,
+    ErrorEnvelope,
+    Health,
+    MessagesRequest,
+    ModelList,
+    ResponsesRequest,
+    inline_schema,
+)
 
 router = Router(tags=["v1"])
 
@@ -67,6 +82,15 @@ async def _serve(request: HttpRequest, core: Callable[[Inbound], Awaitable[Outbo
     return to_django(await core(parsed))
 
 
+async def _serve_anthropic(request: HttpRequest, core: Callable[[Inbound], Awaitable[Outbound]]) -> HttpResponseBase:
+    """As `_serve`, refusals in Anthropic's envelope (/v1/messages)."""
+    try:
+        parsed = inbound(request)
+    except ApiError as exc:
+        return to_django(await doors.refuse(_without_body(request), exc, anthropic_error))
+    return to_django(await core(parsed))
+
+
 def to_django(out: Outbound) -> HttpResponseBase:
     response: HttpResponseBase
     if out.stream is not None:
@@ -93,6 +117,41 @@ def to_django(out: Outbound) -> HttpResponseBase:
 )
 async def create_chat_completion(request: HttpRequest) -> HttpResponseBase:
     return await _serve(request, chat_completions)
+
+
+def _door(schema: type, summary: str, *, streams: bool = True, errors: dict[int, Any] | None = None) -> dict[str, Any]:
+    """The OpenAPI description of a door: its request schema, and its events when it streams."""
+    extra: dict[str, Any] = {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(schema)}}},
+    }
+    if streams:
+        extra["responses"] = {200: {"content": {"text/event-stream": {"schema": SSE_EVENT}}}}
+    return {"response": {200: dict, **(errors or _ERRORS)}, "openapi_extra": extra, "summary": summary}
+
+
+@router.post(
+    "/responses",
+    **_door(ResponsesRequest, "Create a model response (Responses API: native for openai and openrouter, else translated)"),
+)
+async def create_response(request: HttpRequest) -> HttpResponseBase:
+    return await _serve(request, responses)
+
+
+@router.post("/embeddings", **_door(EmbeddingsRequest, "Create embeddings (passthru, metered)", streams=False))
+async def create_embeddings(request: HttpRequest) -> HttpResponseBase:
+    return await _serve(request, embeddings)
+
+
+@router.post(
+    "/messages",
+    **_door(
+        MessagesRequest,
+        "Create a message (Anthropic's Messages API; anthropic and openrouter/anthropic)",
+        errors={code: AnthropicErrorEnvelope for code in _ERRORS},
+    ),
+)
+async def create_message(request: HttpRequest) -> HttpResponseBase:
+    return await _serve_anthropic(request, messages)
 
 
 @router.get("/models", response={200: ModelList, 401: ErrorEnvelope}, summary="List usable model ids")
@@ -127,12 +186,21 @@ def _refuse_other_methods(path: str, allowed: str) -> None:
         error = ApiError(
             405, f"Method {request.method} is not allowed on {request.path}: use {allowed}.", code="method_not_allowed"
         )
+        if path == "/messages":
+            return to_django(await doors.refuse(_without_body(request), error, anthropic_error, headers={"allow": allowed}))
         return to_django(await refuse(_without_body(request), error, headers={"allow": allowed}))
 
     router.add_api_operation(path, [m for m in _METHODS if m != allowed], wrong_method, include_in_schema=False)
 
 
-for _path, _allowed in (("/chat/completions", "POST"), ("/models", "GET"), ("/health", "GET")):
+for _path, _allowed in (
+    ("/chat/completions", "POST"),
+    ("/responses", "POST"),
+    ("/embeddings", "POST"),
+    ("/messages", "POST"),
+    ("/models", "GET"),
+    ("/health", "GET"),
+):
     _refuse_other_methods(_path, _allowed)
 
 

@@ -20,10 +20,10 @@ from django.conf import settings
 from kernel.redact import redact
 from ledger.spend.records import SpanRecord
 from passthru import spendcap, upstream
-from passthru.bodyprep import prepare
 from passthru.context import RequestContext
+from passthru.endpoints import CHAT, Endpoint
 from passthru.errors import ApiError, UpstreamError, bad_upstream_response
-from passthru.pricing import Usage, price, usage_from
+from passthru.pricing import Usage
 from passthru.providers import Route
 from passthru.responses import SSE
 from passthru.streaming import Meter, Pump, relay_or_error, wants_usage, with_usage_requested
@@ -77,6 +77,8 @@ def meter(span: SpanRecord, route: Route, usage: Usage) -> None:
     span.reasoning_tokens = usage.reasoning_tokens
     span.cost_nanousd = usage.cost_nanousd
     span.cost_source = usage.cost_source
+    if usage.cache_write_tokens:  # no column of its own: the span's detail
+        span.detail["cache_write_tokens"] = usage.cache_write_tokens
 
 
 def _is_json(body: bytes) -> bool:
@@ -110,23 +112,29 @@ def note_queued(span: SpanRecord, seconds: float) -> None:
 
 
 async def call_json(
-    ctx: RequestContext, route: Route, body: dict[str, Any], *, name: str = "upstream", parent_seq: int | None = None
+    ctx: RequestContext,
+    route: Route,
+    body: dict[str, Any],
+    *,
+    name: str = "upstream",
+    parent_seq: int | None = None,
+    endpoint: Endpoint = CHAT,
 ) -> Completion:
-    """POST a non-streaming chat completion to `route`, recording its span.
+    """POST a non-streaming chat completion (or `endpoint`'s request) to `route`, recording its span.
 
     Upstream 4xx/5xx replies are returned (status and body as they came), not
     raised: the passthru relays them. Transport failures and a 2xx body that
     is not JSON raise UpstreamError."""
-    body = prepare(route, body)  # the upstream id, and only the changes this provider needs
+    body = endpoint.prepare(route, body)  # the upstream id, and only the changes this provider needs
     data = encode(body)
-    await _hold(ctx, route, body, data)
+    await _hold(ctx, route, endpoint.cap_view(body) if endpoint.cap_view else body, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(body)}
     started = time.perf_counter()
     # The call runs in a task of its own: a client that leaves cancels the
     # request's task, not this one, so the call can end and be metered (`_drain_reply`).
-    call = asyncio.ensure_future(upstream.post_chat(route.provider, data, ctx.upstream_headers()))
+    call = asyncio.ensure_future(upstream.post_chat(route.provider, data, ctx.upstream_headers(), endpoint.path))
     try:
         reply = await asyncio.shield(call)
     except UpstreamError as exc:
@@ -134,10 +142,10 @@ async def call_json(
         fail_span(span, exc)
         raise
     except asyncio.CancelledError:
-        ctx.draining = _drain_later(_drain_reply(ctx, call, route, span, started))
+        ctx.draining = _drain_later(_drain_reply(ctx, call, route, span, started, endpoint))
         raise
     _time_span(ctx, span, started)
-    return _completed(route, span, reply)
+    return _completed(route, span, reply, endpoint)
 
 
 def _time_span(ctx: RequestContext, span: SpanRecord, started: float) -> None:
@@ -146,7 +154,7 @@ def _time_span(ctx: RequestContext, span: SpanRecord, started: float) -> None:
     span.duration_ms = elapsed * 1000
 
 
-def _completed(route: Route, span: SpanRecord, reply: upstream.Reply) -> Completion:
+def _completed(route: Route, span: SpanRecord, reply: upstream.Reply, endpoint: Endpoint = CHAT) -> Completion:
     """The reply parsed and priced, its span filled in."""
     span.http_status = reply.status
     note_queued(span, reply.queued)
@@ -159,8 +167,7 @@ def _completed(route: Route, span: SpanRecord, reply: upstream.Reply) -> Complet
                 raise ValueError("not an object")
         except ValueError:
             raise _unusable(span, route, reply.status, reply.content_type) from None
-        usage = usage_from(payload.get("usage")) or Usage()
-        price(usage, provider=route.provider.name, upstream_model=route.upstream_model, reported=payload.get("usage"))
+        usage = endpoint.usage(route, payload)
         meter(span, route, usage)
         if settings.MARINA_TRACE_BODIES:
             span.body["response"] = redact(payload)
@@ -173,7 +180,12 @@ def _completed(route: Route, span: SpanRecord, reply: upstream.Reply) -> Complet
 
 
 async def _drain_reply(
-    ctx: RequestContext, call: asyncio.Future[upstream.Reply], route: Route, span: SpanRecord, started: float
+    ctx: RequestContext,
+    call: asyncio.Future[upstream.Reply],
+    route: Route,
+    span: SpanRecord,
+    started: float,
+    endpoint: Endpoint = CHAT,
 ) -> None:
     """A plain call whose client left: let it end, for at most
     MARINA_DRAIN_AFTER_DISCONNECT_SECONDS, and meter its reply (the provider
@@ -193,7 +205,7 @@ async def _drain_reply(
             fail_span(span, failure)
         elif failure is None:
             try:
-                _completed(route, span, call.result())
+                _completed(route, span, call.result(), endpoint)
             except UpstreamError:
                 pass  # the span says bad_json
         _time_span(ctx, span, started)
@@ -215,9 +227,15 @@ class StreamReply:
 
 
 async def call_stream(
-    ctx: RequestContext, route: Route, body: dict[str, Any], *, name: str = "upstream", parent_seq: int | None = None
+    ctx: RequestContext,
+    route: Route,
+    body: dict[str, Any],
+    *,
+    name: str = "upstream",
+    parent_seq: int | None = None,
+    endpoint: Endpoint = CHAT,
 ) -> StreamReply:
-    """POST a streaming chat completion to `route`, recording its span.
+    """POST a streaming chat completion (or `endpoint`'s request) to `route`, recording its span.
 
     Usage is always asked of the provider (the call is priced from it); its
     usage-only chunk is kept from the caller unless the client asked for it.
@@ -226,17 +244,19 @@ async def call_stream(
     re-raised) or is closed or cancelled early: then the upstream is read on
     in the background, metered, for MARINA_DRAIN_AFTER_DISCONNECT_SECONDS at
     most (`_drain`), and `ctx.draining` is the task to wait on before tracing."""
-    client_wants_usage = wants_usage(body)
-    sent = prepare(route, body if client_wants_usage else with_usage_requested(body))
+    client_wants_usage = not endpoint.asks_for_usage or wants_usage(body)
+    sent = endpoint.prepare(route, body if client_wants_usage else with_usage_requested(body))
     data = encode(sent)
-    await _hold(ctx, route, sent, data)
+    await _hold(ctx, route, endpoint.cap_view(sent) if endpoint.cap_view else sent, data)
     span = ctx.open_span(name, parent_seq=parent_seq, provider=route.provider.name, upstream_model=route.upstream_model)
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}
-    meter = Meter(route, span, hide_usage_chunk=not client_wants_usage)
+    meter = endpoint.meter(route, span, not client_wants_usage)
     stack = AsyncExitStack()
     try:
-        stream = await stack.enter_async_context(upstream.open_stream(route.provider, data, ctx.upstream_headers()))
+        stream = await stack.enter_async_context(
+            upstream.open_stream(route.provider, data, ctx.upstream_headers(), endpoint.path)
+        )
     except UpstreamError as exc:
         _stop_clock(ctx, meter)
         fail_span(span, exc)
@@ -338,3 +358,5 @@ def _close_span(ctx: RequestContext, meter: Meter) -> None:
         span.prompt_tokens, span.completion_tokens = u.prompt_tokens, u.completion_tokens
         span.cached_tokens, span.reasoning_tokens = u.cached_tokens, u.reasoning_tokens
         span.cost_nanousd, span.cost_source = u.cost_nanousd, u.cost_source
+        if u.cache_write_tokens:
+            span.detail["cache_write_tokens"] = u.cache_write_tokens

@@ -24,6 +24,7 @@ from passthru.formations import lessons, streamed
 from passthru.formations.conversation import with_trailing_note
 from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
+from passthru.schemas import MAX_MODEL_CHARS, SURROGATES, TYPED_FIELDS, UNPRINTABLE
 from passthru.streaming import DONE
 
 log = logging.getLogger(__name__)
@@ -31,13 +32,8 @@ log = logging.getLogger(__name__)
 # No answer went out: the status nginx and most gateways log for a client that
 # closed the connection first.
 CLIENT_CLOSED_REQUEST = 499
-MAX_MODEL_CHARS = 200  # ledger columns requested_model / upstream_model
-# Control characters (C0, DEL, C1), line/paragraph separators and lone
-# surrogates. The id is echoed in response headers, and Python's header
-# encoding splits lines on U+2028/U+2029 and U+0085 as well as CR/LF: such an
-# id once reached the upstream (and was billed) before the answer's headers
-# broke the client's connection.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# passthru/schemas.py states the body rules (and says why each).
+_UNPRINTABLE = re.compile(f"[{UNPRINTABLE}{SURROGATES}]")
 
 
 async def chat_completions(inbound: Inbound) -> Outbound:
@@ -130,13 +126,10 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if not isinstance(model, str) or not model.strip():
         raise ApiError(400, "'model' is required and must be a non-empty string.", param="model")
     if _UNPRINTABLE.search(model):
-        # The id goes into response headers and the ledger: a control character
-        # would break the one, a lone surrogate the other.
         raise ApiError(
             400, "'model' must not contain control characters, line separators or lone surrogates.", param="model"
         )
     if len(model) > MAX_MODEL_CHARS:
-        # The ledger keys spend by model id: longer ids could not be stored whole.
         raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -144,12 +137,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise ApiError(400, f"messages[{i}] must be an object with a string 'role'.", param=f"messages[{i}]")
-    for name, kind, label in (
-        ("stream", bool, "a boolean"),
-        ("n", int, "an integer"),
-        ("tools", list, "an array"),
-        ("stream_options", dict, "an object"),
-    ):
+    for name, (kind, label) in TYPED_FIELDS.items():
         value = body.get(name)
         if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
             raise ApiError(400, f"'{name}' must be {label}.", param=name)

@@ -49,7 +49,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CHAT_PATH = "/v1/chat/completions"
 UPLOAD_PATH = "/v1/benchmarks/runs"
-KEYED_PATHS = (CHAT_PATH, UPLOAD_PATH)  # POST routes that take a body and a key
+MESSAGES_PATH = "/v1/messages"  # Anthropic's Messages API: the key may come as x-api-key
+# The other doors (passthru/doors/).
+DOOR_PATHS = ("/v1/responses", "/v1/embeddings", MESSAGES_PATH)
+KEYED_PATHS = (CHAT_PATH, UPLOAD_PATH, *DOOR_PATHS)  # POST routes that take a body and a key
 
 # Where Intake leaves its decision for the view (read by `admitted`).
 REFUSAL = "marina.refusal"
@@ -68,12 +71,21 @@ async def admit(path: str, headers: dict[str, str]) -> auth.Caller:
     key (ApiError 401, or 400 for a bad X-Marina-Agent)."""
     check_request_size(declared_size(headers), limit_for(path))
     try:
-        return await auth.authenticate(headers.get("authorization"), headers.get("x-marina-agent"))
+        return await auth.authenticate(key_header(path, headers), headers.get("x-marina-agent"))
     except ApiError:
         raise
     except Exception:  # the stored keys could not be read: the core's 500, not a dropped request
         log.exception("could not check the key on POST %s", path)
         raise internal_error() from None
+
+
+def key_header(path: str, headers: Mapping[str, str]) -> str | None:
+    """The Authorization header to check; on /v1/messages, Anthropic's clients
+    send the key as `x-api-key` instead, taken when there is no Authorization."""
+    authorization = headers.get("authorization")
+    if authorization is None and path == MESSAGES_PATH and headers.get("x-api-key"):
+        return f"Bearer {headers['x-api-key']}"
+    return authorization
 
 
 def request_headers(scope: Scope) -> dict[str, str]:

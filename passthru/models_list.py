@@ -6,7 +6,8 @@ listed ids and its templates (the formation's prefix on every alias, and on
 through EXTRA_SOURCES (every enabled crew, `marina:<name>`). Then the ids served in the last week. An id
 whose provider is gone (no longer configured) is left out: an alias or
 template that would not route, a recent id none of whose serving providers
-is still configured."""
+is still configured. Each card names the /v1 doors that serve its id
+(`endpoints`, passthru/doors/catalog.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -18,6 +19,7 @@ from django.conf import settings
 
 from ledger.spend import selectors, services
 from passthru import auth, crews, formations, providers
+from passthru.doors.catalog import endpoints
 from passthru.errors import ApiError
 
 # Other parts list their own ids here: async functions returning ids owned by
@@ -62,5 +64,8 @@ async def list_models(authorization: str | None) -> dict[str, Any]:
             ids.setdefault(model_id, "marina" if formations.find(model_id) else model_id.partition("/")[0] or "marina")
     return {
         "object": "list",
-        "data": [{"id": i, "object": "model", "created": now, "owned_by": owner} for i, owner in ids.items()],
+        "data": [
+            {"id": i, "object": "model", "created": now, "owned_by": owner, "endpoints": endpoints(i)}
+            for i, owner in ids.items()
+        ],
     }

@@ -138,8 +138,12 @@ class _Misses:
 unpriced = _Misses()
 
 
-def price(usage: Usage, *, provider: str, upstream_model: str, reported: dict[str, Any] | None) -> None:
-    """Fill usage.cost_nanousd and cost_source in place."""
+def price(
+    usage: Usage, *, provider: str, upstream_model: str, reported: dict[str, Any] | None, cache_writes: bool = False
+) -> None:
+    """Fill usage.cost_nanousd and cost_source in place. `cache_writes`: price
+    usage.cache_write_tokens at the model's cache-write rate (Anthropic's
+    Messages API reports them apart; elsewhere they stay at the input rate)."""
     cost = (reported or {}).get("cost")
     if isinstance(cost, (int, float, str)) and not isinstance(cost, bool):
         try:
@@ -161,6 +165,7 @@ def price(usage: Usage, *, provider: str, upstream_model: str, reported: dict[st
                 _PriceUsage(
                     input_tokens=usage.prompt_tokens,
                     cache_read_tokens=usage.cached_tokens,
+                    cache_write_tokens=usage.cache_write_tokens if cache_writes else None,
                     output_tokens=usage.completion_tokens,
                 ),
                 model_ref=upstream_model,

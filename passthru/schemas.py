@@ -8,6 +8,32 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ledger.models import SpendDaily, Trace
+
+# The body rules, stated once: ChatCompletionRequest documents them and
+# passthru.chat.parse_body checks them by hand (faster than validating the
+# model; tests/passthru/test_body_rules.py holds the two to the same verdicts).
+# The ledger keys spend and traces by model id: a longer one could not be stored whole.
+MAX_MODEL_CHARS = min(model._meta.get_field("requested_model").max_length or 0 for model in (SpendDaily, Trace))
+# Control characters (C0, DEL, C1) and line/paragraph separators, as a regular
+# expression's class. The id is echoed in response headers, and Python's header
+# encoding splits lines on U+2028/U+2029 and U+0085 as well as CR/LF: such an
+# id once reached the upstream (and was billed) before the answer's headers
+# broke the client's connection. parse_body also refuses lone surrogates
+# (SURROGATES), which JSON text cannot carry as characters but Python's json
+# makes of a `\ud800` escape, and which the ledger cannot store.
+UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+SURROGATES = r"\ud800-\udfff"
+# Not blank, and no character of UNPRINTABLE (the middle class: one that is neither that nor a space).
+MODEL_PATTERN = rf"^[^{UNPRINTABLE}]*[^{UNPRINTABLE}\s][^{UNPRINTABLE}]*$"
+# Optional fields checked for their JSON type: name -> (Python type, the words in the 400).
+TYPED_FIELDS: dict[str, tuple[type, str]] = {
+    "stream": (bool, "a boolean"),
+    "n": (int, "an integer"),
+    "tools": (list, "an array"),
+    "stream_options": (dict, "an object"),
+}
+
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -19,16 +45,61 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = Field(
         min_length=1,
-        max_length=200,
-        pattern=r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$",  # not blank, no control characters
+        max_length=MAX_MODEL_CHARS,
+        pattern=MODEL_PATTERN,
         description="`<provider>/<model id>`, an alias, or a formation id",
         examples=["openrouter/openai/gpt-5.2"],
     )
     messages: list[ChatMessage] = Field(min_length=1, examples=[[{"role": "user", "content": "Hello"}]])
+    # The fields of TYPED_FIELDS:
     stream: bool | None = None
     n: int | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None  # each an object
     stream_options: dict[str, Any] | None = None
+
+
+_MODEL = Field(
+    min_length=1,
+    max_length=200,
+    pattern=r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$",
+    description="`<provider>/<model id>` or an alias",
+)
+
+
+class ResponsesRequest(BaseModel):
+    """POST /v1/responses: OpenAI's Responses API. Sent as it is to openai and
+    openrouter; translated to a chat completion for other providers (function
+    tools, text and image input; no previous_response_id or built-in tools there).
+    Formation ids are refused (400): they run on /v1/chat/completions."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = _MODEL
+    input: str | list[dict[str, Any]] = Field(examples=["Hello"])
+    instructions: str | None = None
+    stream: bool | None = None
+    tools: list[dict[str, Any]] | None = None
+    max_output_tokens: int | None = None
+
+
+class EmbeddingsRequest(BaseModel):
+    """POST /v1/embeddings: passed through, metered from the reply's usage."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = _MODEL
+    input: str | list[str] | list[int] | list[list[int]] = Field(examples=["The food was delicious."])
+
+
+class MessagesRequest(BaseModel):
+    """POST /v1/messages: Anthropic's Messages API, for anthropic/<model> and
+    openrouter/anthropic/<model>; the key as x-api-key or Authorization: Bearer;
+    cache_control kept. Errors in Anthropic's envelope."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = _MODEL
+    max_tokens: int
+    messages: list[ChatMessage] = Field(min_length=1, examples=[[{"role": "user", "content": "Hello"}]])
+    system: str | list[dict[str, Any]] | None = None
+    stream: bool | None = None
 
 
 def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -69,6 +140,11 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="The /v1 doors that serve this id: /v1/chat/completions (all), /v1/responses and "
+        "/v1/embeddings (plain ids), /v1/messages (Anthropic models on anthropic or openrouter)",
+    )
 
 
 class ModelList(BaseModel):
@@ -79,3 +155,15 @@ class ModelList(BaseModel):
 class Health(BaseModel):
     status: str
     engine: str
+
+
+class AnthropicErrorBody(BaseModel):
+    type: str
+    message: str
+
+
+class AnthropicErrorEnvelope(BaseModel):
+    """/v1/messages' errors, as Anthropic words them."""
+
+    type: Literal["error"] = "error"
+    error: AnthropicErrorBody

@@ -95,6 +95,10 @@ CHUNK_CAP_FRACTION = 100  # ...or 1/100 of the cap, whichever is more...
 CHUNKS_LEFT = 3  # ...while this many chunks more stay free: nearer the cap, a lease is its calls in flight, exactly
 BYTES_PER_TOKEN = 4  # the prompt's tokens, estimated from the body's size (JSON keys included: on the high side)
 _LOCK = (0x4D41, 0x5249)  # PostgreSQL advisory lock (two int4 keys) serialising the checks
+# The monotonic clock the leases' ages are read on (renewal, idleness,
+# validity), looked up at each call: tests move it on rather than wait out
+# IDLE_SECONDS or RENEW_SECONDS in real time.
+clock: Callable[[], float] = time.monotonic
 
 
 # --- The estimate ---------------------------------------------------------------
@@ -200,7 +204,7 @@ class Book:
     def release(self, holds: list[Hold], spent: int) -> bool:
         """Count released calls at what they spent; True if a lease sized
         without a chunk (near the cap) should now publish its room left."""
-        now = time.monotonic()
+        now = clock()
         publish = False
         with self.lock:
             for i, held in enumerate(h for h in holds if h.counted):
@@ -312,7 +316,7 @@ def settle(asks: list[_Ask], book: Book) -> list[tuple[bool, Figures]]:
     by_day: dict[date, list[_Ask]] = {}
     for ask in asks:
         by_day.setdefault(ask.day, []).append(ask)
-    started, now = time.monotonic(), time.time()
+    started, now = clock(), time.time()
     _state["batches"] += 1
     answers: dict[int, tuple[bool, Figures]] = {}
     with book.lock:
@@ -360,7 +364,7 @@ def tick(book: Book, *, renew: bool = True) -> None:
     room given back). Runs on the cap thread: from the ticker, and after
     releases from a lease sized without a chunk (near the cap, where others
     may need that room at once)."""
-    started, now = time.monotonic(), time.time()
+    started, now = clock(), time.time()
     with book.lock:
         live = [lease for lease in book.leases.values() if lease.row and not lease.busy]
         idle = [lease for lease in live if lease.calls == 0 and started - lease.used >= IDLE_SECONDS]
@@ -424,7 +428,7 @@ def _on_thread() -> None:
     asks = _take(_asks)
     if not asks:
         return  # an earlier run took this job's work
-    now = time.monotonic()
+    now = time.monotonic()  # a health check, not a lease's age
     if now - _state["checked_at"] >= HEALTH_CHECK_SECONDS:
         _state["checked_at"] = now
         close_old_connections()
@@ -471,7 +475,7 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     cap_nanousd = to_nanousd(cap)
     with _book.lock:
         lease = _book.leases.get(today)
-        now = time.monotonic()
+        now = clock()
         if lease is not None and lease.serves(estimate, cap_nanousd, now):
             lease.in_flight += estimate
             lease.calls += 1

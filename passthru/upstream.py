@@ -38,6 +38,14 @@ _transport: httpx.AsyncBaseTransport | None = None
 # Headers a client sent that may go upstream as they are. The client's
 # Authorization never does: the provider gets its own key.
 _FORWARDED_HEADERS = ("x-request-id", "user-agent", "http-referer", "x-title")
+# The endpoint a call goes to, under the provider's base URL: each /v1 door
+# names its own (passthru/doors/); chat completions unless told otherwise.
+CHAT = "chat/completions"
+# Anthropic's Messages API (passthru/doors/messages.py): its version and beta
+# headers are the client's to choose, and Anthropic itself wants its key in
+# x-api-key (OpenRouter's /messages takes the usual Bearer).
+ANTHROPIC_HEADERS = ("anthropic-version", "anthropic-beta")
+ANTHROPIC_VERSION = "2023-06-01"
 
 
 def use_transport(transport: httpx.AsyncBaseTransport | None) -> None:
@@ -128,9 +136,9 @@ def _default_headers() -> tuple[tuple[bytes, bytes], ...]:
     return tuple(httpx.AsyncClient().headers.raw)
 
 
-async def _send(provider: Provider, body: bytes, headers: dict[str, str]) -> httpx.Response:
-    """POST to the provider's chat endpoint; the response body is left unread."""
-    url = f"{provider.base_url}/chat/completions"
+async def _send(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> httpx.Response:
+    """POST to the provider's `path` (chat completions by default); the response body is left unread."""
+    url = f"{provider.base_url}/{path}"
     if _transport is None and _proxied(provider.base_url):
         proxied = client()
         return await proxied.send(proxied.build_request("POST", url, content=body, headers=headers), stream=True)
@@ -170,11 +178,20 @@ class Reply:
         return json.loads(self.body)
 
 
-def _headers(provider: Provider, incoming: Mapping[str, str]) -> dict[str, str]:
+def _headers(provider: Provider, incoming: Mapping[str, str], path: str = CHAT) -> dict[str, str]:
     headers = {"content-type": "application/json"}
     for name in _FORWARDED_HEADERS:
         if name in incoming:
             headers[name] = incoming[name]
+    if path == "messages":
+        for name in ANTHROPIC_HEADERS:
+            if name in incoming:
+                headers[name] = incoming[name]
+        if provider.name == "anthropic":
+            headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+            if provider.api_key:
+                headers["x-api-key"] = provider.api_key
+            return headers
     if provider.api_key:
         headers["authorization"] = f"Bearer {provider.api_key}"
     return headers
@@ -213,16 +230,16 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
     )
 
 
-async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str]) -> Reply:
-    """POST a chat completion and read the whole reply, within
+async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str], path: str = CHAT) -> Reply:
+    """POST a chat completion (or another door's request: `path`) and read the whole reply, within
     MARINA_UPSTREAM_DEADLINE in all: the idle timeout alone
     (MARINA_UPSTREAM_TIMEOUT) lets a provider that trickles a byte now and
     then hold the call for ever."""
-    headers = _headers(provider, incoming)
+    headers = _headers(provider, incoming, path)
     deadline = settings.MARINA_UPSTREAM_DEADLINE
     try:
         async with asyncio.timeout(deadline):
-            return await _post(provider, body, headers)
+            return await _post(provider, body, headers, path)
     except TimeoutError:
         raise UpstreamError(
             provider.name,
@@ -232,11 +249,11 @@ async def post_chat(provider: Provider, body: bytes, incoming: Mapping[str, str]
         ) from None
 
 
-async def _post(provider: Provider, body: bytes, headers: dict[str, str]) -> Reply:
+async def _post(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> Reply:
     """A connect error is retried once: the request never left, so it is safe."""
     for attempt in (1, 2):
         try:
-            response = await _send(provider, body, headers)
+            response = await _send(provider, body, headers, path)
             try:
                 content = await response.aread()
             finally:
@@ -258,18 +275,19 @@ class Stream:
     Use as `async with open_stream(...) as stream:`; the response is closed in
     __aexit__ whatever happens, so a cancelled client never leaks a connection."""
 
-    def __init__(self, provider: Provider, body: bytes, incoming: Mapping[str, str]) -> None:
+    def __init__(self, provider: Provider, body: bytes, incoming: Mapping[str, str], path: str = CHAT) -> None:
         self.provider = provider
         self._body = body
+        self._path = path
         # No compression on streams: a compressor holds events back until its
         # block fills, and the events are relayed (and metered) as they come.
         # A provider that compresses anyway is decoded in chunks().
-        self._headers = {**_headers(provider, incoming), "accept-encoding": "identity"}
+        self._headers = {**_headers(provider, incoming, path), "accept-encoding": "identity"}
         self._response: httpx.Response | None = None
 
     async def __aenter__(self) -> Stream:
         try:
-            self._response = await _send(self.provider, self._body, self._headers)
+            self._response = await _send(self.provider, self._body, self._headers, self._path)
         except httpx.HTTPError as exc:
             raise _failure(self.provider, exc) from None
         return self
@@ -311,5 +329,5 @@ class Stream:
             raise _failure(self.provider, exc) from None
 
 
-def open_stream(provider: Provider, body: bytes, incoming: Mapping[str, str]) -> Stream:
-    return Stream(provider, body, incoming)
+def open_stream(provider: Provider, body: bytes, incoming: Mapping[str, str], path: str = CHAT) -> Stream:
+    return Stream(provider, body, incoming, path)

@@ -32,6 +32,7 @@ from ledger.benchmarks import experiments
 from ledger.benchmarks.compare import render_text
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.importers import import_tau2
+from ledger.benchmarks.options import ImportOptions
 from ledger.benchmarks.tau2.results import read_results
 from ledger.models import Experiment
 from ledger.spend.selectors import spent_by_key
@@ -282,11 +283,12 @@ class Runner:
             )  # fmt: skip
         group = run.arm.group(self.plan.options.domain)
         try:
-            result = import_tau2(
-                inv.results, target=run.arm.agent_model, target_kind=run.arm.target_kind, group=group,
-                label=f"{self.plan.name} {run.arm.name} r{run.replicate}", require_clean=True, cost_from_spend=True,
-                keys=[self.key_name],  # link its items within the experiment's own key, never another team's calls
+            options = ImportOptions(
+                target=run.arm.agent_model, target_kind=run.arm.target_kind, group=group,
+                label=f"{self.plan.name} {run.arm.name} r{run.replicate}", cost_from_spend=True,
+                keys=(self.key_name,),  # link its items within the experiment's own key, never another team's calls
             )  # fmt: skip
+            result = import_tau2(inv.results, options, require_clean=True)
         except UncleanRunError as exc:
             return RunResult(run, Outcome.REFUSED, f"INVALID: {exc.infra_errors} infrastructure error(s); not imported")
         except ValueError as exc:  # LedgerInputError included

@@ -50,8 +50,8 @@ def _guarded_connect_ex(self: socket.socket, address: object) -> int:
     return _real_connect_ex(self, address)
 
 
-socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
-socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+socket.socket.connect = _guarded_connect
+socket.socket.connect_ex = _guarded_connect_ex
 
 
 # --- The scripted upstream --------------------------------------------------
@@ -70,7 +70,7 @@ def upstream(_upstream_server: ScriptedUpstream) -> Iterator[ScriptedUpstream]:
 
 
 @pytest.fixture
-def marina_config(settings, upstream: ScriptedUpstream):  # type: ignore[no-untyped-def]
+def marina_config(settings, upstream: ScriptedUpstream):
     """Marina configured for tests: one named key, OpenRouter pointed at the scripted upstream."""
     settings.MODEL_API_KEYS = f"{MARINA_KEY}:tester"
     settings.MARINA_OPEN_API = False
@@ -111,7 +111,7 @@ def serve_in_thread(app: Any, **config: Any) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:
     from marina.asgi import application
 
     with serve_in_thread(application, proxy_headers=False) as url:
@@ -127,7 +127,7 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:  # type
 
 
 @pytest.fixture
-def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # type: ignore[no-untyped-def]
+def marina_url(_marina_server: str, transactional_db, marina_config) -> str:
     """Base URL of a live Marina (append /v1 for clients). Uses transactional_db:
     the server and the ledger writer run in other threads, so the test's data
     must really be committed."""
@@ -137,6 +137,21 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:  # 
     # database: a lease from the case before (its row flushed) must not serve calls.
     spendcap.submit(spendcap.forget).result()
     return _marina_server
+
+
+@pytest.fixture(scope="session")
+def _site_server(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
+    """A second live server: the whole site's Django handler alone (no /v1 door)."""
+    from marina.asgi import site_application
+
+    with serve_in_thread(site_application) as url:
+        yield url
+
+
+@pytest.fixture
+def urls(marina_url: str, _site_server: str) -> dict[str, str]:
+    """The same answer asked of /v1's door and of the site's handler (tests/marina/test_one_door.py)."""
+    return {"door": marina_url, "site": _site_server}
 
 
 # --- An OpenTelemetry collector ---------------------------------------------------

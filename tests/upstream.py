@@ -101,6 +101,9 @@ class Sse:
     gzip: str = ""
     content_type: str = "text/event-stream"
     usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
+    # Name each event after its chunk's "type" (`event: response.created`), as
+    # the Responses and Anthropic streams do; they send no [DONE] (done=False).
+    named: bool = False
 
 
 @dataclass
@@ -280,7 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return "stalled"
             if step.usage_delay and i == len(chunks) - 1 and "usage" in chunk:
                 time.sleep(step.usage_delay)
-            write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            name = b"event: " + str(chunk.get("type", "")).encode() + b"\n" if step.named else b""
+            write(name + b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
             time.sleep(step.gap)
         if step.done:

@@ -9,7 +9,6 @@ existing run)."""
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import ijson
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Sum
 
 from kernel.money import to_nanousd
@@ -28,14 +27,12 @@ from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
 from ledger.benchmarks.links import LINKED, LinkPlan, of_keys, plan_links
+from ledger.benchmarks.options import ImportOptions, max_length
 from ledger.benchmarks.original import from_original, is_original, to_original
 from ledger.benchmarks.tau2.convert import to_ledger
 from ledger.benchmarks.tau2.results import parse_time, read_results
 from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, SpendDaily
 
-TARGET_KINDS = ("model", "crew")
-# Group keys are short labels (as the original Marina's): letters, digits and : . _ @ / -
-_GROUP = re.compile(r"^[A-Za-z0-9:._@/-]{1,120}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -133,33 +130,24 @@ def convert_tau2(
 
 
 def import_ledger(
-    path_or_data: str | Path | dict[str, Any],
-    *,
-    target_kind: str,
-    target: str,
-    group: str | None = None,
-    label: str | None = None,
-    cost_usd: float | Decimal | None = None,
-    cost_from_spend: bool = False,
-    dry_run: bool = False,
-    judge: str | None = None,
-    replicate_of: int | None = None,
-    keys: Sequence[str] | None = None,
+    path_or_data: str | Path | dict[str, Any], options: ImportOptions | None = None, /, **fields: Any
 ) -> ImportResult:
     """Import a ledger file (or its parsed data), in Marina's format or the
-    original's (ledger.benchmarks.original), as one BenchmarkRun with its items.
-    `keys`: the Marina keys the run used; its items are linked to their traces only."""
-    group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
+    original's (ledger.benchmarks.original), as one BenchmarkRun with its items,
+    under `options` (or ImportOptions(**fields))."""
+    checked = _options(options, fields).checked()
     name, data = load_json(path_or_data)
     # Marina's format or the original Marina's, told apart by its shape
     ledger = from_original(name, data) if is_original(data) else from_data(name, data)
     sha, legacy = _keys(ledger, data, path_or_data)
     source_name = ledger.source["name"] if isinstance(ledger.source.get("name"), str) else Path(name).name
-    return _import(
-        ledger, sha=sha, legacy_keys=legacy, source=name, source_name=source_name, target_kind=target_kind,
-        target=target, group=group, label=label, cost_usd=cost_usd, cost_from_spend=cost_from_spend,
-        dry_run=dry_run, judge=judge, replicate_of=replicate_of, keys=keys,
-    )  # fmt: skip
+    return _import(ledger, sha=sha, legacy_keys=legacy, source=name, source_name=source_name, options=checked)
+
+
+def _options(options: ImportOptions | None, fields: dict[str, Any]) -> ImportOptions:
+    if options is not None and fields:
+        raise TypeError("give ImportOptions or its fields, not both")
+    return options if options is not None else ImportOptions(**fields)
 
 
 def _keys(ledger: Ledger, data: Any, given: str | Path | dict[str, Any]) -> tuple[str, list[str]]:
@@ -176,91 +164,53 @@ def _keys(ledger: Ledger, data: Any, given: str | Path | dict[str, Any]) -> tupl
     return contentkey.of_value(data), legacy
 
 
-def import_ledgers(paths: Sequence[str | Path], **options: Any) -> list[ImportResult]:
+def import_ledgers(paths: Sequence[str | Path], options: ImportOptions | None = None, /, **fields: Any) -> list[ImportResult]:
     """Several ledger files (same options) in one transaction: if one file is
     refused, none is recorded."""
-    if options.get("cost_usd") is not None and len(paths) > 1:
+    options = _options(options, fields)
+    if options.cost_usd is not None and len(paths) > 1:
         raise ValueError("--cost-usd is one run's cost: give exactly one file with it")
     with transaction.atomic():
-        return [import_ledger(p, **options) for p in paths]
+        return [import_ledger(p, options) for p in paths]
 
 
 def import_tau2(
-    results_path: str | Path,
-    *,
-    target_kind: str = "model",
-    target: str,
-    group: str | None = None,
-    label: str | None = None,
-    cost_usd: float | Decimal | None = None,
-    cost_from_spend: bool = False,
-    require_clean: bool = False,
-    dry_run: bool = False,
-    progress: bool | None = None,
-    judge: str | None = None,
-    replicate_of: int | None = None,
-    keys: Sequence[str] | None = None,
-) -> ImportResult:
+    results_path: str | Path, options: ImportOptions | None = None, /, *, require_clean: bool = False,
+    progress: bool | None = None, **fields: Any,
+) -> ImportResult:  # fmt: skip
     """Convert a τ² results.json and import it in one step (no ledger file is
     written). Same result as `tau2_convert` followed by `import_ledger`."""
-    group = _check_options(target_kind, target, group, label, cost_usd, cost_from_spend, judge, replicate_of)
-    ledger = load_tau2(results_path, require_clean=require_clean, progress=progress)
+    checked = _options(options, fields).checked()  # a bad option is refused before the file is read
+    return _import_tau2(load_tau2(results_path, require_clean=require_clean, progress=progress), results_path, checked)
+
+
+def import_loaded(ledger: Ledger, results_path: str | Path, options: ImportOptions) -> ImportResult:
+    """Import a τ² results file already read by `load_tau2` (what `import_tau2`
+    does once it has read it). A caller that imports one file under several
+    options, as the test suite's fixtures do, reads it once."""
+    return _import_tau2(ledger, results_path, options.checked())
+
+
+def _import_tau2(ledger: Ledger, results_path: str | Path, checked: ImportOptions) -> ImportResult:
     return _import(
         ledger, sha=ledger.source["sha256"], legacy_keys=[ledger.source["file_sha256"]], source=str(results_path),
-        source_name=Path(results_path).name,
-        target_kind=target_kind, target=target, group=group, label=label, cost_usd=cost_usd,
-        cost_from_spend=cost_from_spend, dry_run=dry_run, judge=judge, replicate_of=replicate_of, keys=keys,
+        source_name=Path(results_path).name, options=checked,
     )  # fmt: skip
 
 
-def _check_options(
-    target_kind: str, target: str, group: str | None, label: str | None, cost_usd: float | Decimal | None,
-    cost_from_spend: bool, judge: str | None = None, replicate_of: int | None = None,
-) -> str | None:  # fmt: skip
-    """Raises ValueError for a bad option; returns the group to record: --group,
-    or --replicate-of's run's group."""
-    if judge is not None and not 0 < len(judge) <= 200:
-        raise ValueError("--judge must be 1 to 200 characters")
-    if replicate_of is not None:
-        if group is not None:
-            raise ValueError("give --group or --replicate-of, not both")
-        group = replicate_group(replicate_of)
-    if target_kind not in TARGET_KINDS:
-        raise ValueError(f"--target-kind must be one of {', '.join(TARGET_KINDS)}, not {target_kind!r}")
-    if not target or len(target) > 200:
-        raise ValueError("--target must be a model id or crew id of 1 to 200 characters")
-    if group is not None and (not _GROUP.match(group) or group.startswith("auto:")):
-        raise ValueError("--group must be 1 to 120 letters, digits or : . _ @ / - (not starting auto:)")
-    if label is not None and len(label) > 200:
-        raise ValueError("--label must be at most 200 characters")
-    if cost_usd is not None:
-        if cost_from_spend:
-            raise ValueError("give --cost-usd or --cost-from-spend, not both")
-        if not math.isfinite(float(cost_usd)) or not 0 <= cost_usd <= checks.MAX_RUN_COST_USD:
-            raise ValueError(f"--cost-usd must be a number of dollars from 0 to {checks.MAX_RUN_COST_USD:,.0f}")
-    return group
-
-
-def replicate_group(run_id: int) -> str:
-    """The group a replicate of run #run_id joins: that run's group, or, when it
-    has none, `run-<id>` (the run is put in it when the replicate is recorded)."""
-    run = BenchmarkRun.objects.filter(pk=run_id).first()
-    if run is None:
-        raise ValueError(f"--replicate-of: no run #{run_id}")
-    return run.group or f"run-{run.pk}"
-
-
-def _fit(source: str, what: str, value: str, limit: int) -> str:
+def _fit(source: str, what: str, value: str, field: str, model: type[models.Model] = BenchmarkRun) -> str:
+    """The value, or LedgerInputError when its column (model.field) cannot hold it whole."""
+    limit = max_length(field, model)
     if len(value) > limit:
         raise LedgerInputError(source, f"{what} is longer than {limit} characters")
     return value
 
 
 def _import(
-    ledger: Ledger, *, sha: str, legacy_keys: Sequence[str] = (), source: str, source_name: str, target_kind: str, target: str,
-    group: str | None, label: str | None, cost_usd: float | Decimal | None, cost_from_spend: bool, dry_run: bool,
-    judge: str | None = None, replicate_of: int | None = None, keys: Sequence[str] | None = None,
+    ledger: Ledger, *, sha: str, legacy_keys: Sequence[str] = (), source: str, source_name: str, options: ImportOptions,
 ) -> ImportResult:  # fmt: skip
+    """Record the ledger under checked options (their group resolved)."""
+    dry_run, group = options.dry_run, options.group
     summary = ledger.summary()
     verdict = assess(ledger.run, ledger.items)
     warnings = list(ledger.warnings)
@@ -271,36 +221,38 @@ def _import(
 
     run_ = ledger.run
     started, ended = parse_time(run_.started_at), parse_time(run_.ended_at)
-    links = plan_links(ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended, keys=keys)
+    links = plan_links(
+        ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended, keys=options.keys
+    )
     cost_nanousd, cost_source, cost_note = _cost(
-        ledger, source, started, ended, cost_usd=cost_usd, cost_from_spend=cost_from_spend, warnings=warnings,
+        ledger, source, started, ended, cost_usd=options.cost_usd, cost_from_spend=options.cost_from_spend, warnings=warnings,
         links=links,
     )  # fmt: skip
     run = BenchmarkRun(
-        benchmark=_fit(source, "the benchmark name", run_.benchmark, 64),
-        domain=_fit(source, "the domain", run_.domain, 64),
-        target_kind=target_kind,
-        target=target,
+        benchmark=_fit(source, "the benchmark name", run_.benchmark, "benchmark"),
+        domain=_fit(source, "the domain", run_.domain, "domain"),
+        target_kind=options.target_kind,
+        target=options.target,
         group=group or "",
-        label=label or "",
+        label=options.label or "",
         seed=run_.seed,
-        task_split=_fit(source, "the task split", verdict.task_split, 64),
+        task_split=_fit(source, "the task split", verdict.task_split, "task_split"),
         num_trials=run_.num_trials,
-        agent_model=_fit(source, "the agent model id", run_.agent.model, 200),
-        user_model=_fit(source, "the user model id", run_.user.model, 200),
+        agent_model=_fit(source, "the agent model id", run_.agent.model, "agent_model"),
+        user_model=_fit(source, "the user model id", run_.user.model, "user_model"),
         agent_args=strip_secrets(run_.agent.args),
         user_args=strip_secrets(run_.user.args),
-        tau2_version=_fit(source, "the τ² distribution", run_.tau2.get("distribution", ""), 64),
-        tau2_commit=_fit(source, "the τ² commit", run_.tau2.get("git_commit", ""), 64),
+        tau2_version=_fit(source, "the τ² distribution", run_.tau2.get("distribution", ""), "tau2_version"),
+        tau2_commit=_fit(source, "the τ² commit", run_.tau2.get("git_commit", ""), "tau2_commit"),
         source_sha256=sha,
-        source_name=source_name[:255],
+        source_name=source_name[: max_length("source_name")],
         cost_nanousd=cost_nanousd,
         cost_source=cost_source,
         simulations=len(ledger.items),
         infra_errors=ledger.infra_errors,
         skipped=ledger.skipped,
         status="complete",
-        judge=_fit(source, "the judge", judge or run_.judge, 200),
+        judge=_fit(source, "the judge", options.judge or run_.judge, "judge"),
         comparable=verdict.comparable,
         comparability_reasons=verdict.reasons,
         mean_reward=summary.mean_reward,
@@ -310,14 +262,14 @@ def _import(
     )
     items = [
         BenchmarkItem(
-            item_id=_fit(source, "an item id", i.id, 200),
-            task_id=_fit(source, "a task id", i.task_id, 190),
+            item_id=_fit(source, "an item id", i.id, "item_id", BenchmarkItem),
+            task_id=_fit(source, "a task id", i.task_id, "task_id", BenchmarkItem),
             trial=i.trial,
             reward=i.reward,
             correct=i.correct,
             infra_error=i.infra_error,
             skipped=i.skipped,
-            termination_reason=_fit(source, "a termination reason", i.termination_reason, 64),
+            termination_reason=_fit(source, "a termination reason", i.termination_reason, "termination_reason", BenchmarkItem),
             duration_s=i.duration_s,
             agent_cost_usd=i.agent_cost_usd,
             user_cost_usd=i.user_cost_usd,
@@ -341,9 +293,9 @@ def _import(
         return ImportResult(run, False, True, source, len(items), summary, verdict, cost_note, warnings, links)
     try:
         with transaction.atomic():
-            if replicate_of is not None and group == f"run-{replicate_of}":
+            if options.replicate_of is not None and group == f"run-{options.replicate_of}":
                 # The first replicate of an ungrouped run: both join the group `run-<id>`.
-                BenchmarkRun.objects.filter(pk=replicate_of, group="").update(group=group)
+                BenchmarkRun.objects.filter(pk=options.replicate_of, group="").update(group=group)
             run.save()
             for item in items:
                 item.run = run
@@ -458,11 +410,11 @@ def file_kind(path: str | Path) -> str:
     return "ledger"
 
 
-def import_path(path: str | Path, *, require_clean: bool = False, **options: Any) -> ImportResult:
+def import_path(path: str | Path, options: ImportOptions, *, require_clean: bool = False) -> ImportResult:
     """One file of any kind: a τ² results.json, or a ledger file in either format."""
     if file_kind(path) == "tau2":
-        return import_tau2(path, require_clean=require_clean, **options)
-    return import_ledger(path, **options)
+        return import_tau2(path, options, require_clean=require_clean)
+    return import_ledger(path, options)
 
 
 def directory_files(directory: str | Path) -> list[Path]:
@@ -485,10 +437,11 @@ class FileOutcome:
         return self.result is None
 
 
-def import_each(paths: Sequence[str | Path], **options: Any) -> list[FileOutcome]:
+def import_each(paths: Sequence[str | Path], options: ImportOptions | None = None, /, **fields: Any) -> list[FileOutcome]:
     """Files and directories (every run file in it), each file in its own
     transaction: a refused file is reported and the others are still recorded."""
-    if options.get("cost_usd") is not None:
+    options = _options(options, fields)
+    if options.cost_usd is not None:
         raise ValueError("--cost-usd is one run's cost: it cannot apply to a directory")
     outcomes = []
     for given in paths:
@@ -500,7 +453,7 @@ def import_each(paths: Sequence[str | Path], **options: Any) -> list[FileOutcome
             files = [Path(given)]
         for path in files:
             try:
-                outcomes.append(FileOutcome(path, import_path(path, **options)))
+                outcomes.append(FileOutcome(path, import_path(path, options)))
             except UncleanRunError as exc:
                 outcomes.append(FileOutcome(path, error=str(exc)))
             except ValueError as exc:  # LedgerInputError is one, and names the file

@@ -146,6 +146,18 @@ def of_keys(keys: Sequence[str]) -> Q:
     return found
 
 
+def _candidates(
+    models: Sequence[str], seeds: Sequence[int | None], started: datetime, ended: datetime, keys: Sequence[str] | None
+) -> list[dict[str, Any]]:
+    """The traces that may be the run's: in its window, of its model ids and seeds, of its keys when named."""
+    found = Trace.objects.filter(
+        started_at__gte=started - SLACK, started_at__lte=ended + SLACK, requested_model__in=models, conv_seed__in=seeds,
+    )  # fmt: skip
+    if keys is not None:
+        found = found.filter(of_keys(keys))
+    return list(found.order_by("started_at", "pk").values(*_FIELDS))
+
+
 def plan_links(
     items: Sequence[LedgerItem], *, models: Sequence[str], started: datetime | None, ended: datetime | None,
     keys: Sequence[str] | None = None,
@@ -167,12 +179,7 @@ def plan_links(
                 by_opening[(item.seed, opening)].append((item.id, role))  # type: ignore[index]
 
     seeds = sorted({i.seed for i in identified})  # type: ignore[type-var]
-    candidates = Trace.objects.filter(
-        started_at__gte=started - SLACK, started_at__lte=ended + SLACK, requested_model__in=models, conv_seed__in=seeds,
-    )  # fmt: skip
-    if keys is not None:
-        candidates = candidates.filter(of_keys(keys))
-    rows = list(candidates.order_by("started_at", "pk").values(*_FIELDS))
+    rows = _candidates(models, seeds, started, ended, keys)
     plan.candidates = len(rows)
     ambiguous: set[str] = set()
     linked: dict[int, tuple[str, str]] = {}  # trace id -> (item id, role)

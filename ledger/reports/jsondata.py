@@ -1,7 +1,7 @@
 """The report pages' figures as JSON-ready data, for the read API
 (marina/read_api.py). Every figure comes from the selector the page uses
 (ledger.reports.selectors, ledger.spend.selectors) or the function the command
-line prints (ledger.benchmarks.compare.as_json, ledger.benchmarks.cli.spend_dict);
+line prints (ledger.benchmarks.compare.as_json, ledger.spend.cli.spend_dict);
 this module only names the fields. Money is a decimal string of dollars (as
 the CLI's JSON), times are ISO 8601 in UTC."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ from django.db.models import QuerySet
 
 from kernel import money
 from kernel.redact import redact
-from ledger.benchmarks.cli import spend_dict
 from ledger.models import BenchmarkItem, BenchmarkRun, Trace
 from ledger.reports.selectors import RunReport, SpanNode, cost_source_label
+from ledger.spend.cli import spend_dict
 from ledger.spend.selectors import SpendByModel, SpendTotals
 
 

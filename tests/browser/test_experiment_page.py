@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 BASE = {f"{t}#{n}": 1.0 if (t * 7 + n) % 4 else 0.0 for t in range(1, 21) for n in range(4)}
 
 
-def test_an_experiment_is_one_unit_with_its_arms_side_by_side(marina_url: str, page) -> None:  # type: ignore[no-untyped-def]
+def test_an_experiment_is_one_unit_with_its_arms_side_by_side(marina_url: str, page) -> None:
     page, problems = page
     User.objects.create_superuser("admin", "admin@example.invalid", ADMIN_PASSWORD)
     arms = [("single", "openrouter/openai/gpt-5.2"), ("verify", "marina/verify:openrouter/openai/gpt-5.2"),

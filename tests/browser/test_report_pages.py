@@ -24,7 +24,7 @@ pytestmark = pytest.mark.browser
 
 
 def _import(name: str, **options: object) -> BenchmarkRun:
-    return import_tau2(results(name), **options).run  # type: ignore[arg-type]
+    return import_tau2(results(name), **options).run
 
 
 def _ledger() -> dict[str, object]:
@@ -69,7 +69,7 @@ def _visit(page: Page, problems: PageProblems, url: str, shot: str) -> None:
     assert problems.seen == [], f"{url}: {problems.seen}"
 
 
-def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, page) -> None:  # type: ignore[no-untyped-def]
+def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, page) -> None:
     page, problems = page
     data = _ledger()
     run_a, run_b = data["a"], data["b"]

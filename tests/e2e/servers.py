@@ -97,7 +97,7 @@ class Ledger:
         import psycopg
 
         with psycopg.connect(self.url, autocommit=True) as conn:
-            return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+            return conn.execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self.rows(sql, params)[0][0]
@@ -318,7 +318,7 @@ def start_gunicorn(
             **env,
         }
     )
-    log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+    log_file = open(log_path, "ab")  # handed to the child, closed below
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "marina.asgi:application"],

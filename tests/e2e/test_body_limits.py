@@ -47,7 +47,7 @@ def send_the_rest(sock: socket.socket, sent: int) -> None:
 
 
 @pytest.fixture
-def server(servers) -> Gunicorn:  # type: ignore[no-untyped-def]
+def server(servers) -> Gunicorn:
     server = servers.start(workers=1, MARINA_MAX_REQUEST_BYTES=str(LIMIT))
     # Warm the worker (imports, the first trace) before measuring it.
     for headers in ({}, {"authorization": f"Bearer {MARINA_KEY}"}):
@@ -64,7 +64,7 @@ def test_a_chunked_body_without_a_key_is_refused_unread(server, upstream):
         assert status == 401 and payload["error"]["code"] == "invalid_api_key"
         send_the_rest(sock, PIECE)
     assert peak_rss(worker) - before < BODY / 4, (before, peak_rss(worker))
-    trace = server.ledger.trace("req-big-nokey")  # type: ignore[union-attr]
+    trace = server.ledger.trace("req-big-nokey")
     assert trace is not None and trace["http_status"] == 401
     assert upstream.requests == []
 
@@ -80,6 +80,6 @@ def test_a_chunked_body_over_the_limit_is_refused_at_the_limit(server, upstream)
         assert payload["error"]["message"] == f"Request body is too large; the limit is MARINA_MAX_REQUEST_BYTES={LIMIT}."
         send_the_rest(sock, sent)
     assert peak_rss(worker) - before < BODY / 4, (before, peak_rss(worker))
-    trace = server.ledger.trace("req-big-keyed")  # type: ignore[union-attr]
+    trace = server.ledger.trace("req-big-keyed")
     assert trace is not None and trace["http_status"] == 413 and trace["error_kind"] == "request_too_large"
     assert upstream.requests == []

@@ -107,7 +107,7 @@ async def one_round(base_url: str, n: int, dead_model: str) -> dict[str, Any]:
     return dict(zip(names, results))
 
 
-def wait_for_trace(ledger, request_id: str, seconds: float = 10) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def wait_for_trace(ledger, request_id: str, seconds: float = 10) -> dict[str, Any]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         trace = ledger.trace(request_id)
@@ -117,7 +117,7 @@ def wait_for_trace(ledger, request_id: str, seconds: float = 10) -> dict[str, An
     raise AssertionError(f"no trace for {request_id}")
 
 
-def check_round(r: dict[str, Any], ledger) -> None:  # type: ignore[no-untyped-def]
+def check_round(r: dict[str, Any], ledger) -> None:
     def traced(response: httpx.Response, kind: str, status: str = "error") -> None:
         trace = wait_for_trace(ledger, response.headers["x-request-id"])
         assert (trace["status"], trace["error_kind"], trace["http_status"]) == (status, kind, response.status_code), trace
@@ -179,7 +179,7 @@ def wait_until_upstream_idle(upstream: ScriptedUpstream, seconds: float = 15) ->
     raise AssertionError(f"upstream still answering {len(pending)} requests: {pending[:3]}")
 
 
-def settled_descriptors(server, pid: int, fits: Any = lambda found: True, seconds: float = 15) -> list[Any]:  # type: ignore[no-untyped-def]
+def settled_descriptors(server, pid: int, fits: Any = lambda found: True, seconds: float = 15) -> list[Any]:
     """A worker's descriptors once no socket sits in CLOSE_WAIT and `fits`
     holds (closed connections are reaped soon, not at once); what is there
     after `seconds` otherwise, for the caller's assertions to report."""

@@ -17,10 +17,10 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: before litellm is imported
 
-import litellm  # noqa: E402
+import litellm
 
-from tests.conftest import MARINA_KEY  # noqa: E402
-from tests.passthru.formation_play import (  # noqa: E402
+from tests.conftest import MARINA_KEY
+from tests.passthru.formation_play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,
@@ -31,7 +31,7 @@ from tests.passthru.formation_play import (  # noqa: E402
     tau2_litellm,
     text,
 )
-from tests.upstream import tool_call  # noqa: E402
+from tests.upstream import tool_call
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ SECONDS = float(os.environ.get("MARINA_E2E_LOAD_SECONDS", "12"))
 pytestmark = pytest.mark.e2e
 
 
-def check_ledger_matches(outcomes, ledger) -> None:  # type: ignore[no-untyped-def]
+def check_ledger_matches(outcomes, ledger) -> None:
     """Sent = answered = traced = counted in spend_daily, with the exact cost."""
     assert all(o.ok for o in outcomes), summary(outcomes)
     totals = ledger.totals()

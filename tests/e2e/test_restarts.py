@@ -33,23 +33,23 @@ class Load(threading.Thread):
         self.outcomes: list[Outcome] = []
 
     def run(self) -> None:
-        self.outcomes = asyncio.run(run_load(*self.args, **self.kwargs))  # type: ignore[arg-type]
+        self.outcomes = asyncio.run(run_load(*self.args, **self.kwargs))
 
 
-def wait_for_upstream(upstream, count: int, seconds: float = 20) -> None:  # type: ignore[no-untyped-def]
+def wait_for_upstream(upstream, count: int, seconds: float = 20) -> None:
     deadline = time.monotonic() + seconds
     while len(upstream.requests) < count:
         assert time.monotonic() < deadline, f"only {len(upstream.requests)} requests reached the upstream"
         time.sleep(0.02)
 
 
-def in_flight_at(upstream) -> set[int]:  # type: ignore[no-untyped-def]
+def in_flight_at(upstream) -> set[int]:
     """Indexes of the requests the upstream has received (and is answering, with a delay)."""
     with upstream.lock:
         return {i for r in upstream.requests if (i := request_index(r.body)) is not None and r.outcome == "pending"}
 
 
-def wait_for_in_flight(upstream, count: int, seconds: float = 20) -> set[int]:  # type: ignore[no-untyped-def]
+def wait_for_in_flight(upstream, count: int, seconds: float = 20) -> set[int]:
     """At least `count` requests the upstream is still answering (a loaded
     machine may need longer to have them under way than an idle one)."""
     deadline = time.monotonic() + seconds

@@ -34,7 +34,7 @@ class _Unrecorded(ScriptedUpstream):
         self.requests = _Discard()
 
 
-class _Discard(list):  # type: ignore[type-arg]
+class _Discard(list):
     def append(self, item: Any) -> None:
         pass
 

@@ -124,7 +124,7 @@ def test_junk_cap_is_refused_naming_the_variable(raw: str, monkeypatch: pytest.M
         (env_float, "-0.5", r"^MARINA_X must be at least 0.0, not -0.5$"),
     ],
 )  # fmt: skip
-def test_numbers_read_or_refused_naming_the_variable(read, raw: str, want, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def test_numbers_read_or_refused_naming_the_variable(read, raw: str, want, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MARINA_X", raw)
     if isinstance(want, str):
         with pytest.raises(ConfigError, match=want):

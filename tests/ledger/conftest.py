@@ -1,21 +1,36 @@
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ledger.benchmarks.importers import import_tau2
+from ledger.benchmarks.importers import import_loaded, load_tau2
+from ledger.benchmarks.ledgerfile import Ledger
+from ledger.benchmarks.options import ImportOptions
 from ledger.models import BenchmarkRun
 from tests.ledger.tau2files import results
 
 
-def import_fixture(name: str, **options: object) -> BenchmarkRun:
-    """Import shared/fixtures/tau2/<name>.results.json with the real importer."""
-    return import_tau2(results(name), **options).run  # type: ignore[arg-type]
+@functools.cache
+def _read(name: str) -> Ledger:
+    """Each fixture file read once a session: reading (parsing and hashing
+    the JSON) was most of an import's time, 1.4-2.8 s of setup for a test
+    that imports three; the reader has tests of its own (test_importers,
+    test_tau2_adapter, test_bad_files)."""
+    return load_tau2(results(name))
+
+
+def import_fixture(name: str, **options: Any) -> BenchmarkRun:
+    """Import shared/fixtures/tau2/<name>.results.json with the real importer
+    (`import_tau2` is `load_tau2` then `import_loaded`)."""
+    return import_loaded(_read(name), results(name), ImportOptions(**options)).run
 
 
 @pytest.fixture
-def runs(db) -> dict[str, BenchmarkRun]:  # type: ignore[no-untyped-def]
+def runs(db) -> dict[str, BenchmarkRun]:
     """Two imported airline runs (the second with two infrastructure errors) and a retail run."""
     return {
         "oracle": import_fixture("airline-oracle", target="openrouter/oracle-agent", group="arm-a", cost_usd=0.8),
@@ -39,7 +54,7 @@ def readers_account(name: str, permissions: tuple[str, ...] = READ_PERMISSIONS) 
 
 
 @pytest.fixture
-def user_client(db) -> Client:  # type: ignore[no-untyped-def]
+def user_client(db) -> Client:
     """A logged-in staff user with the admin's view permissions on the ledger:
     what the report pages ask (ledger/reports/views.py `needs`), and no more."""
     user = readers_account("reader")

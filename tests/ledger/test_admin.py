@@ -16,7 +16,7 @@ MODELS = ["benchmarkrun", "benchmarkitem", "trace", "span", "spenddaily"]
 
 
 @pytest.fixture
-def ledger_rows(runs) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def ledger_rows(runs) -> dict[str, object]:
     trace = record_trace(
         request_id="req-verify", model="marina/verify:openrouter/openai/gpt-5.2",
         calls=[("openrouter/openai/gpt-5.2", 1_000_000), ("openrouter/openai/gpt-5.2", 500_000)],
@@ -25,16 +25,16 @@ def ledger_rows(runs) -> dict[str, object]:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_every_changelist_opens(admin_client: Client, ledger_rows, model: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_changelist_opens(admin_client: Client, ledger_rows, model: str) -> None:
     assert admin_client.get(reverse(f"admin:ledger_{model}_changelist")).status_code == 200
 
 
-def test_admin_needs_a_staff_login(client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_admin_needs_a_staff_login(client: Client, db) -> None:
     response = client.get(reverse("admin:ledger_benchmarkrun_changelist"))
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
 
 
-def test_run_changelist_columns_and_links(admin_client: Client, ledger_rows) -> None:  # type: ignore[no-untyped-def]
+def test_run_changelist_columns_and_links(admin_client: Client, ledger_rows) -> None:
     run = ledger_rows["oracle"]
     html = admin_client.get(reverse("admin:ledger_benchmarkrun_changelist"), {"group": "arm-a"}).content.decode()
     for text in ["arm-a", "tau2-airline", "openrouter/oracle-agent", "0.700", "0.300 (k=4)", "$0.80000000 (given at import (--cost-usd))"]:
@@ -49,7 +49,7 @@ def test_run_changelist_columns_and_links(admin_client: Client, ledger_rows) -> 
     assert listed == {str(run.pk)}
 
 
-def test_run_group_and_label_are_the_only_editable_fields(admin_client: Client, ledger_rows) -> None:  # type: ignore[no-untyped-def]
+def test_run_group_and_label_are_the_only_editable_fields(admin_client: Client, ledger_rows) -> None:
     run = ledger_rows["oracle"]
     url = reverse("admin:ledger_benchmarkrun_change", args=[run.pk])
     html = admin_client.get(url).content.decode()
@@ -62,7 +62,7 @@ def test_run_group_and_label_are_the_only_editable_fields(admin_client: Client, 
 
 
 @pytest.mark.parametrize("model", ["benchmarkitem", "trace", "span", "spenddaily"])
-def test_append_only_records_are_view_only(admin_client: Client, ledger_rows, model: str) -> None:  # type: ignore[no-untyped-def]
+def test_append_only_records_are_view_only(admin_client: Client, ledger_rows, model: str) -> None:
     row = {"benchmarkitem": BenchmarkItem, "trace": Trace, "span": Span, "spenddaily": SpendDaily}[model].objects.first()
     change = reverse(f"admin:ledger_{model}_change", args=[row.pk])
     page = admin_client.get(change).content.decode()
@@ -73,7 +73,7 @@ def test_append_only_records_are_view_only(admin_client: Client, ledger_rows, mo
     assert type(row).objects.filter(pk=row.pk).exists()
 
 
-def test_trace_shows_its_spans_inline(admin_client: Client, ledger_rows) -> None:  # type: ignore[no-untyped-def]
+def test_trace_shows_its_spans_inline(admin_client: Client, ledger_rows) -> None:
     trace = ledger_rows["trace"]
     html = admin_client.get(reverse("admin:ledger_trace_change", args=[trace.pk])).content.decode()
     assert html.count("openai/gpt-5.2") >= 2 and "draft" in html and "review" in html
@@ -81,7 +81,7 @@ def test_trace_shows_its_spans_inline(admin_client: Client, ledger_rows) -> None
     assert reverse("reports:trace", args=[trace.pk]) in admin_client.get(reverse("admin:ledger_trace_changelist")).content.decode()
 
 
-def test_spend_changelist_totals_follow_the_filters(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_spend_changelist_totals_follow_the_filters(admin_client: Client, db) -> None:
     for day, key, cost in [(date(2025, 5, 1), "alice", 1_000_000_000), (date(2025, 5, 1), "ci", 250_000_000), (date(2025, 6, 1), "ci", 50)]:
         SpendDaily.objects.create(day=day, key_name=key, requested_model="m", provider="p", upstream_model="m", calls=2, cost_nanousd=cost)
     url = reverse("admin:ledger_spenddaily_changelist")
@@ -95,7 +95,7 @@ def test_spend_changelist_totals_follow_the_filters(admin_client: Client, db) ->
     assert re.search(r"\?day__month=5&amp;day__year=2025|\?day__year=2025&amp;day__month=5", html)  # the date hierarchy
 
 
-def test_keys_are_listed_without_their_hash_and_revoked_by_an_action(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_keys_are_listed_without_their_hash_and_revoked_by_an_action(admin_client: Client, db) -> None:
     from ledger.models import ApiKey
     from passthru.auth import create_key
 

@@ -17,7 +17,7 @@ RAW_FLOAT = re.compile(r"(?<![\w.$])\d+\.\d{9,}")
 
 
 @pytest.fixture
-def costly_item(runs) -> BenchmarkItem:  # type: ignore[no-untyped-def]
+def costly_item(runs) -> BenchmarkItem:
     item = BenchmarkItem.objects.filter(run=runs["oracle"]).order_by("-pk").first()  # the newest: the first the changelist shows
     assert item is not None
     item.agent_cost_usd, item.user_cost_usd, item.duration_s = 597.0618970000032, 0.1 + 0.2, 12.345678901234
@@ -35,7 +35,7 @@ def admin_pages() -> list[str]:
     return pages
 
 
-def test_no_admin_page_shows_a_raw_float(admin_client: Client, costly_item) -> None:  # type: ignore[no-untyped-def]
+def test_no_admin_page_shows_a_raw_float(admin_client: Client, costly_item) -> None:
     for url in admin_pages():
         response = admin_client.get(url)
         assert response.status_code == 200, url
@@ -43,7 +43,7 @@ def test_no_admin_page_shows_a_raw_float(admin_client: Client, costly_item) -> N
         assert RAW_FLOAT.findall(html) == [], url
 
 
-def test_item_pages_show_dollars_as_the_reports_do(admin_client: Client, costly_item) -> None:  # type: ignore[no-untyped-def]
+def test_item_pages_show_dollars_as_the_reports_do(admin_client: Client, costly_item) -> None:
     listed = admin_client.get(reverse("admin:ledger_benchmarkitem_changelist")).content.decode()
     assert "$597.06189700" in listed and "$0.30000000" in listed and "12.3 s" in listed
     page = admin_client.get(reverse("admin:ledger_benchmarkitem_change", args=[costly_item.pk])).content.decode()
@@ -51,6 +51,6 @@ def test_item_pages_show_dollars_as_the_reports_do(admin_client: Client, costly_
     assert "597.0618970000032" not in page
 
 
-def test_run_page_shows_pass_hat_k_rounded(admin_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_run_page_shows_pass_hat_k_rounded(admin_client: Client, runs) -> None:
     page = admin_client.get(reverse("admin:ledger_benchmarkrun_change", args=[runs["oracle"].pk])).content.decode()
     assert "0.700, 0.517, 0.400, 0.300" in page and "0.5166666666666667" not in page

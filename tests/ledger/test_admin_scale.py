@@ -19,7 +19,7 @@ BIG_TABLES = ["trace", "span", "benchmarkitem", "spenddaily", "benchmarkrun"]
 
 def traces(first: int, count: int, **kwargs: object) -> None:
     for n in range(first, first + count):
-        record_trace(request_id=f"req-{n}", model=f"openrouter/vendor/model-{n % 3}", **kwargs)  # type: ignore[arg-type]
+        record_trace(request_id=f"req-{n}", model=f"openrouter/vendor/model-{n % 3}", **kwargs)
 
 
 def queries_for(client: Client, url: str) -> list[str]:
@@ -29,7 +29,7 @@ def queries_for(client: Client, url: str) -> list[str]:
 
 
 @pytest.mark.parametrize("model", BIG_TABLES)
-def test_a_changelist_runs_the_same_queries_for_few_rows_and_many(admin_client: Client, runs, model: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_changelist_runs_the_same_queries_for_few_rows_and_many(admin_client: Client, runs, model: str) -> None:
     url = reverse(f"admin:ledger_{model}_changelist")
     traces(0, 2)
     few = queries_for(admin_client, url)
@@ -39,7 +39,7 @@ def test_a_changelist_runs_the_same_queries_for_few_rows_and_many(admin_client: 
 
 
 @pytest.mark.parametrize("model", ["trace", "span", "benchmarkitem"])
-def test_big_changelists_ask_no_distinct_values_and_count_at_most_the_cap(admin_client: Client, runs, model: str) -> None:  # type: ignore[no-untyped-def]
+def test_big_changelists_ask_no_distinct_values_and_count_at_most_the_cap(admin_client: Client, runs, model: str) -> None:
     traces(0, 3)
     sql = queries_for(admin_client, reverse(f"admin:ledger_{model}_changelist"))
     assert not [q for q in sql if "DISTINCT" in q.upper()], sql
@@ -47,7 +47,7 @@ def test_big_changelists_ask_no_distinct_values_and_count_at_most_the_cap(admin_
     assert counts and all("LIMIT" in q.upper() for q in counts), counts
 
 
-def test_the_capped_count_stops_at_the_cap(db, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_capped_count_stops_at_the_cap(db, monkeypatch: pytest.MonkeyPatch) -> None:
     traces(0, 7)
     monkeypatch.setattr(CappedCountPaginator, "CAP", 5)
     assert CappedCountPaginator(Trace.objects.all(), 2).count == 5
@@ -55,7 +55,7 @@ def test_the_capped_count_stops_at_the_cap(db, monkeypatch: pytest.MonkeyPatch) 
     assert CappedCountPaginator(list(range(3)), 2).count == 3
 
 
-def test_status_filter_and_exact_search(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_status_filter_and_exact_search(admin_client: Client, db) -> None:
     traces(0, 2)
     traces(2, 1, status="error")
     url = reverse("admin:ledger_trace_changelist")

@@ -32,13 +32,13 @@ def test_the_shipped_runs_carry_no_conversation_and_no_credential() -> None:
 
 
 @pytest.mark.parametrize(("stem", "fixture"), [("airline-1", "airline-oracle"), ("airline-3", "airline-infra-errors"), ("retail-1", "retail-oracle")])
-def test_the_plain_demo_runs_keep_the_fixtures_figures(db, stem: str, fixture: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_plain_demo_runs_keep_the_fixtures_figures(db, stem: str, fixture: str) -> None:
     demo.load_demo(now=NOW)
     run = BenchmarkRun.objects.get(source_name=f"demo/{stem}.ledger.json")
     assert run.pass_hat_k == pytest.approx(intended_pass_hat_k(fixture), abs=1e-6)
 
 
-def test_demo_loads_two_groups_and_a_day_of_traffic_that_agree_with_spend(db) -> None:  # type: ignore[no-untyped-def]
+def test_demo_loads_two_groups_and_a_day_of_traffic_that_agree_with_spend(db) -> None:
     made = demo.load_demo(now=NOW, seed=3)
     assert made.runs == 7 and made.items == 280 == BenchmarkItem.objects.count()
     groups = dict(BenchmarkRun.objects.values_list("group").annotate(n=Sum("simulations")).values_list("group", "n"))
@@ -61,14 +61,14 @@ def test_demo_loads_two_groups_and_a_day_of_traffic_that_agree_with_spend(db) ->
     assert comparison.b.pass_hat_k[0] > comparison.a.pass_hat_k[0]
 
 
-def test_the_same_seed_makes_the_same_traffic(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_same_seed_makes_the_same_traffic(db) -> None:
     a = demo.synthetic_traffic(days=1, seed=7, now=NOW)
     b = demo.synthetic_traffic(days=1, seed=7, now=NOW)
     assert [(t.request_id, t.requested_model, len(t.spans)) for t in a] == [(t.request_id, t.requested_model, len(t.spans)) for t in b]
     assert len(demo.synthetic_traffic(days=3, seed=7, now=NOW)) > 2.5 * len(a)
 
 
-def test_loading_again_replaces_and_remove_leaves_real_rows_alone(db) -> None:  # type: ignore[no-untyped-def]
+def test_loading_again_replaces_and_remove_leaves_real_rows_alone(db) -> None:
     real_run = import_fixture("airline-oracle", target="openrouter/oracle-agent", group="real")
     record_trace(request_id="real-1", model="openrouter/openai/gpt-5.2", key="alice", started_at=NOW - timedelta(hours=1))
     first = demo.load_demo(now=NOW)
@@ -83,7 +83,7 @@ def test_loading_again_replaces_and_remove_leaves_real_rows_alone(db) -> None:  
     assert not demo.demo_present()
 
 
-def test_the_command_loads_removes_and_refuses_a_bad_day_count(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_loads_removes_and_refuses_a_bad_day_count(db) -> None:
     out = io.StringIO()
     call_command("demo", stdout=out)
     assert "Loaded demo data: 7 runs (280 items)" in out.getvalue() and "demo --remove" in out.getvalue()

@@ -333,7 +333,7 @@ def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
     assert views["door"][0]["error_kind"] == "client_disconnected"
 
 
-def _abandon_plain_calls(urls, upstream, *, delay: float, prefix: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _abandon_plain_calls(urls, upstream, *, delay: float, prefix: str) -> dict[str, Any]:
     """On each handler, a plain call whose client hangs up (0.3 s) before the
     upstream answers (`delay`): each handler's one trace, as _wait_for_trace reads it."""
     views = {}

@@ -28,7 +28,7 @@ KEY = {"HTTP_AUTHORIZATION": f"Bearer {MARINA_KEY}"}
 
 
 @pytest.fixture
-def keyed(settings, django_db_blocker) -> Iterator[Client]:  # type: ignore[no-untyped-def]
+def keyed(settings, django_db_blocker) -> Iterator[Client]:
     settings.MODEL_API_KEYS = f"{MARINA_KEY}:tester"
     settings.MARINA_OPEN_API = False
     from ledger.spend.services import close_writer_connection

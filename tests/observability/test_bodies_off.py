@@ -31,7 +31,7 @@ def database_text() -> str:
     dumped = []
     with connection.cursor() as cursor:
         for table in connection.introspection.table_names():
-            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608  # names from the database itself
+            cursor.execute(f'SELECT * FROM "{table}"')  # table names from the database itself
             dumped.append(repr(cursor.fetchall()))
     return "\n".join(dumped)
 

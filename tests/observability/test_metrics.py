@@ -116,7 +116,7 @@ def test_spend_today_and_cap_are_read_at_scrape(db, settings):
 
 def test_a_failing_observer_loses_no_ledger_row(transactional_db):
     class Broken(services.WriterObserver):
-        def committed(self, traces):  # type: ignore[no-untyped-def]
+        def committed(self, traces):
             raise RuntimeError("observer bug")
 
     broken = Broken()

@@ -21,7 +21,7 @@ MODEL = "openrouter/openai/gpt-5.2"
 
 
 @pytest.fixture
-def keys(marina_config):  # type: ignore[no-untyped-def]
+def keys(marina_config):
     marina_config.MODEL_API_KEYS = f"{MARINA_KEY}:alice,{OPERATOR_KEY}:*,{OPS_KEY}:ops/*"
     return marina_config
 

@@ -112,7 +112,7 @@ def test_other_providers_keep_max_tokens():
 
 # --- Through Marina ------------------------------------------------------------------
 @pytest.fixture
-def keyed_openai(marina_config, upstream):  # type: ignore[no-untyped-def]
+def keyed_openai(marina_config, upstream):
     providers = {name: dict(conf) for name, conf in marina_config.MARINA_PROVIDERS.items()}
     providers["openai"] = {"base_url": upstream.base_url, "api_key": "sk-openai-test", "key_env": "OPENAI_API_KEY"}
     marina_config.MARINA_PROVIDERS = providers

@@ -21,7 +21,7 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 
 @pytest.fixture
-def streaming(marina_config, upstream):  # type: ignore[no-untyped-def]
+def streaming(marina_config, upstream):
     settings = marina_config
     settings.MARINA_DAILY_SPEND_CAP_USD = None  # no spend read: no database in these calls
     return upstream

@@ -36,7 +36,7 @@ def form_errors(response: Any) -> str:
     return " ".join(re.findall(r'<ul class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.content.decode(), re.S))
 
 
-def test_a_crew_made_in_the_admin_is_served_by_name(admin_client: Client, client: openai.OpenAI, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_a_crew_made_in_the_admin_is_served_by_name(admin_client: Client, client: openai.OpenAI, upstream) -> None:
     made = create_in_admin(
         admin_client, name="support", description="Airline support desk", model_id="openrouter/openai/gpt-5.2",
         system_text=EXTRA, reasoning_effort="low",
@@ -62,7 +62,7 @@ def test_a_crew_made_in_the_admin_is_served_by_name(admin_client: Client, client
     assert SpendDaily.objects.get().requested_model == "marina:support"
 
 
-def test_the_callers_effort_wins_and_no_system_message_means_the_crews_comes_first(client, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_the_callers_effort_wins_and_no_system_message_means_the_crews_comes_first(client, upstream) -> None:
     Crew.objects.create(name="desk", model_id="openrouter/agent", system_text=EXTRA, reasoning_effort="high")
     client.chat.completions.create(model="marina:desk", messages=[OPENING[1]], reasoning_effort="minimal")
     sent = upstream.requests[0].body
@@ -71,7 +71,7 @@ def test_the_callers_effort_wins_and_no_system_message_means_the_crews_comes_fir
     assert Trace.objects.get().spans.get(name="crew").detail["applied"] == ["system_text"]
 
 
-def test_a_crew_without_defaults_sends_the_callers_body_unchanged(client, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_a_crew_without_defaults_sends_the_callers_body_unchanged(client, upstream) -> None:
     Crew.objects.create(name="bare", model_id="openrouter/agent")
     client.chat.completions.create(model="marina:bare", messages=OPENING, tools=TOOLS)
     client.chat.completions.create(model="openrouter/agent", messages=OPENING, tools=TOOLS)
@@ -80,7 +80,7 @@ def test_a_crew_without_defaults_sends_the_callers_body_unchanged(client, upstre
 
 
 @pytest.mark.parametrize("model", ["marina:nobody", "marina:off-duty", "marina:"])
-def test_unknown_or_disabled_crews_are_a_404(client, upstream, model: str) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_or_disabled_crews_are_a_404(client, upstream, model: str) -> None:
     Crew.objects.create(name="off-duty", model_id="openrouter/agent", enabled=False)
     with pytest.raises(openai.NotFoundError) as caught:
         client.chat.completions.create(model=model, messages=OPENING)
@@ -92,7 +92,7 @@ def test_unknown_or_disabled_crews_are_a_404(client, upstream, model: str) -> No
     assert (trace.http_status, trace.error_kind, trace.requested_model) == (404, "model_not_found", model)
 
 
-def test_disabling_in_the_admin_stops_serving_at_once(admin_client: Client, client, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_disabling_in_the_admin_stops_serving_at_once(admin_client: Client, client, upstream) -> None:
     crew = Crew.objects.create(name="night", model_id="openrouter/agent")
     client.chat.completions.create(model="marina:night", messages=OPENING)
     response = admin_client.post(
@@ -104,7 +104,7 @@ def test_disabling_in_the_admin_stops_serving_at_once(admin_client: Client, clie
     assert len(upstream.requests) == 1
 
 
-def test_editing_in_the_admin_holds_from_the_next_request(admin_client: Client, client, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_editing_in_the_admin_holds_from_the_next_request(admin_client: Client, client, upstream) -> None:
     crew = Crew.objects.create(name="swap", model_id="openrouter/first")
     client.chat.completions.create(model="marina:swap", messages=OPENING)
     edited = admin_client.post(
@@ -116,7 +116,7 @@ def test_editing_in_the_admin_holds_from_the_next_request(admin_client: Client, 
     assert [r.body["model"] for r in upstream.requests] == ["first", "second"]
 
 
-def test_a_crew_serves_a_stack_around_verify(client, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_a_crew_serves_a_stack_around_verify(client, upstream) -> None:
     Crew.objects.create(
         name="careful", model_id="marina/obligations:marina/verify:openrouter/agent+openrouter/checker", system_text=EXTRA
     )
@@ -133,7 +133,7 @@ def test_a_crew_serves_a_stack_around_verify(client, upstream) -> None:  # type:
     assert [s.name for s in trace.spans.order_by("seq")][:2] == ["crew", "obligations+verify"]
 
 
-def test_models_lists_every_enabled_crew(client, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_models_lists_every_enabled_crew(client, upstream) -> None:
     Crew.objects.create(name="alpha", model_id="openrouter/agent")
     Crew.objects.create(name="beta", model_id="marina/verify:openrouter/agent")
     Crew.objects.create(name="gamma", model_id="openrouter/agent", enabled=False)
@@ -159,14 +159,14 @@ def test_models_lists_every_enabled_crew(client, upstream) -> None:  # type: ign
         ({"name": "x", "model_id": "openrouter/agent", "reasoning_effort": "extreme"}, "Select a valid choice"),
     ],
 )
-def test_the_admin_refuses_what_cannot_be_served(admin_client: Client, marina_config, fields, says) -> None:  # type: ignore[no-untyped-def]
+def test_the_admin_refuses_what_cannot_be_served(admin_client: Client, marina_config, fields, says) -> None:
     response = create_in_admin(admin_client, **fields)
     assert response.status_code == 200
     assert says in form_errors(response)
     assert not Crew.objects.exists()
 
 
-def test_the_admin_lists_crews_with_their_served_id(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_the_admin_lists_crews_with_their_served_id(admin_client: Client, db) -> None:
     Crew.objects.create(name="listed", model_id="openrouter/agent", description="Shown")
     html = admin_client.get(reverse("admin:passthru_crew_changelist")).content.decode()
     assert "marina:listed" in html and "openrouter/agent" in html

@@ -152,7 +152,7 @@ def test_upstream_4xx_on_a_stream_passes_through(http, upstream):
 
 
 @pytest.fixture
-def dead_provider(settings):  # type: ignore[no-untyped-def]
+def dead_provider(settings):
     port = free_port()  # nothing listens there
     providers = {name: dict(conf) for name, conf in settings.MARINA_PROVIDERS.items()}
     providers["dead"] = {"base_url": f"http://127.0.0.1:{port}/v1", "api_key": "", "key_env": "DEAD_API_KEY", "keyless_ok": "yes"}
@@ -185,7 +185,7 @@ def test_reset_mid_stream_ends_with_an_error_event_and_no_done(http, upstream):
 
 
 @pytest.fixture
-def short_timeout(settings) -> Iterator[float]:  # type: ignore[no-untyped-def]
+def short_timeout(settings) -> Iterator[float]:
     settings.MARINA_UPSTREAM_TIMEOUT = 0.5
     upstream_client.use_transport(None)  # the cached clients carry the old timeout
     yield 0.5
@@ -308,7 +308,7 @@ def test_body_over_the_limit_is_413(http, settings, upstream):
     assert upstream.requests == []
 
 
-@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/embeddings"), ("GET", "/v1/nothing/here"), ("POST", "/v1/completions")])
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/audio/speech"), ("GET", "/v1/nothing/here"), ("POST", "/v1/completions")])
 def test_unknown_path_is_404(http, method, path):
     response = http.request(method, path, json={"model": MODEL})
     error = error_of(response, 404)

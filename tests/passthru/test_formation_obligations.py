@@ -37,7 +37,7 @@ def client(marina_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
-def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] = OPENING, session: str | None = "s1", tools: Any = TOOLS, **headers: str):  # type: ignore[no-untyped-def]
+def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] = OPENING, session: str | None = "s1", tools: Any = TOOLS, **headers: str):
     extra = {k.replace("_", "-"): v for k, v in headers.items()}
     if session:
         extra["x-marina-session"] = session
@@ -45,7 +45,7 @@ def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] = OPEN
     return client.chat.completions.with_raw_response.create(model=model, messages=messages, extra_headers=extra, **kwargs)
 
 
-def trace_of(raw) -> Trace:  # type: ignore[no-untyped-def]
+def trace_of(raw) -> Trace:
     return Trace.objects.get(request_id=raw.headers["x-request-id"])
 
 

@@ -95,13 +95,13 @@ def client(marina_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
-def ask(client: openai.OpenAI, model: str = MODEL, **extra: Any):  # type: ignore[no-untyped-def]
+def ask(client: openai.OpenAI, model: str = MODEL, **extra: Any):
     return client.chat.completions.with_raw_response.create(
         model=model, messages=MESSAGES, tools=TOOLS, tool_choice="auto", **extra
     )
 
 
-def spans_of(raw) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def spans_of(raw) -> dict[str, Any]:
     trace = Trace.objects.get(request_id=raw.headers["x-request-id"])
     return {"trace": trace, "spans": list(trace.spans.order_by("seq"))}
 

@@ -22,7 +22,7 @@ def _client(marina_url: str, key: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=key, max_retries=0)
 
 
-def test_a_made_key_works_at_once_beside_the_environments_keys(marina_url, upstream) -> None:  # type: ignore[no-untyped-def]
+def test_a_made_key_works_at_once_beside_the_environments_keys(marina_url, upstream) -> None:
     secret = auth.create_key("alice")
     assert secret.startswith("sk-marina-") and len(secret) > 40
     row = ApiKey.objects.get()
@@ -34,7 +34,7 @@ def test_a_made_key_works_at_once_beside_the_environments_keys(marina_url, upstr
         _client(marina_url, secret + "x").chat.completions.create(model="openrouter/openai/gpt-5.2", messages=HI)
 
 
-def test_stored_keys_alone_close_the_api(marina_url, marina_config) -> None:  # type: ignore[no-untyped-def]
+def test_stored_keys_alone_close_the_api(marina_url, marina_config) -> None:
     marina_config.MODEL_API_KEYS = ""
     marina_config.MARINA_OPEN_API = True  # would open it, were there no keys at all
     reply = httpx.get(f"{marina_url}/v1/models")
@@ -45,13 +45,13 @@ def test_stored_keys_alone_close_the_api(marina_url, marina_config) -> None:  # 
     assert httpx.get(f"{marina_url}/v1/models", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
 
 
-def test_a_closed_api_says_how_to_make_a_key(marina_url, marina_config) -> None:  # type: ignore[no-untyped-def]
+def test_a_closed_api_says_how_to_make_a_key(marina_url, marina_config) -> None:
     marina_config.MODEL_API_KEYS = ""
     reply = httpx.get(f"{marina_url}/v1/models", headers={"Authorization": "Bearer sk-anything"})
     assert reply.status_code == 401 and "manage.py create_key NAME" in reply.json()["error"]["message"]
 
 
-def test_a_revoked_key_is_refused(marina_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_revoked_key_is_refused(marina_url, monkeypatch) -> None:
     secret = auth.create_key("temp")
     headers = {"Authorization": f"Bearer {secret}"}
     assert httpx.get(f"{marina_url}/v1/models", headers=headers).status_code == 200
@@ -71,13 +71,13 @@ def test_a_revoked_key_is_refused(marina_url, monkeypatch) -> None:  # type: ign
     [("has space", "letters, digits"), ("", "letters, digits"), ("x" * 65, "letters, digits"), ("open", "reserved"),
      ("demo-ci", "reserved"), ("key-1234", "reserved"), ("tester", "MODEL_API_KEYS already")],
 )  # fmt: skip
-def test_bad_names_are_refused(marina_config, db, name: str, problem: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_names_are_refused(marina_config, db, name: str, problem: str) -> None:
     with pytest.raises(auth.KeyRefused, match=problem):
         auth.create_key(name)
     assert not ApiKey.objects.exists()
 
 
-def test_a_name_stays_taken_after_revocation(db) -> None:  # type: ignore[no-untyped-def]
+def test_a_name_stays_taken_after_revocation(db) -> None:
     auth.create_key("bob")
     auth.revoke_key("bob")
     with pytest.raises(auth.KeyRefused, match="exists already"):
@@ -86,7 +86,7 @@ def test_a_name_stays_taken_after_revocation(db) -> None:  # type: ignore[no-unt
         auth.revoke_key("bob")
 
 
-def test_the_commands_print_the_secret_once_and_only_on_stdout(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_commands_print_the_secret_once_and_only_on_stdout(db) -> None:
     out, err = io.StringIO(), io.StringIO()
     call_command("create_key", "nightly", stdout=out, stderr=err)
     secret = out.getvalue().strip()

@@ -43,7 +43,7 @@ def client(marina_url: str) -> openai.OpenAI:
 
 
 @pytest.fixture
-def stored(marina_url) -> dict[str, Lesson]:  # type: ignore[no-untyped-def]
+def stored(marina_url) -> dict[str, Lesson]:
     return {
         "bags": Lesson.objects.create(rule=BAGS, benchmark="tau2-airline", trust="trusted"),
         "cabin": Lesson.objects.create(rule=CABIN, benchmark="tau2-retail", domain="code"),
@@ -51,7 +51,7 @@ def stored(marina_url) -> dict[str, Lesson]:  # type: ignore[no-untyped-def]
     }
 
 
-def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] | None = None, **headers: str):  # type: ignore[no-untyped-def]
+def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] | None = None, **headers: str):
     extra = {k.replace("_", "-"): v for k, v in headers.items()}
     return client.chat.completions.with_raw_response.create(
         model=model, messages=messages or [SYSTEM, OPENING], extra_headers=extra
@@ -66,7 +66,7 @@ def ids(*lessons: Lesson) -> str:
     return ",".join(str(lesson.pk) for lesson in lessons)
 
 
-def lessons_span(raw) -> Any:  # type: ignore[no-untyped-def]
+def lessons_span(raw) -> Any:
     trace = Trace.objects.get(request_id=raw.headers["x-request-id"])
     return [s for s in trace.spans.all() if s.name == "lessons"]
 

@@ -11,16 +11,16 @@ import os
 # before anything imports litellm (τ² does the same).
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
-import litellm  # noqa: E402
+import litellm
 
-from ledger.models import SpendDaily, Trace  # noqa: E402
-from tests.conftest import MARINA_KEY, PROVIDER_KEY  # noqa: E402
-from tests.upstream import Reply, Sse, completion  # noqa: E402
+from ledger.models import SpendDaily, Trace
+from tests.conftest import MARINA_KEY, PROVIDER_KEY
+from tests.upstream import Reply, Sse, completion
 
 MESSAGES = [{"role": "system", "content": "You are an airline agent."}, {"role": "user", "content": "Cancel my trip."}]
 
 
-def tau2_completion(marina_url: str, **kwargs):  # type: ignore[no-untyped-def]
+def tau2_completion(marina_url: str, **kwargs):
     litellm.drop_params = True
     return litellm.completion(
         model="openai/openrouter/openai/gpt-5.2",

@@ -25,13 +25,13 @@ def _served(model: str, provider: str, days_ago: int = 0, errors: int = 0) -> No
     )  # fmt: skip
 
 
-def _gone_provider(marina_config) -> None:  # type: ignore[no-untyped-def]
+def _gone_provider(marina_config) -> None:
     providers = dict(marina_config.MARINA_PROVIDERS)
     providers["gone"] = {"base_url": "http://127.0.0.1:9/v1", "api_key": "", "key_env": "GONE_API_KEY"}
     marina_config.MARINA_PROVIDERS = providers
 
 
-def test_aliases_and_formation_templates_are_listed_before_first_use(client, marina_config) -> None:  # type: ignore[no-untyped-def]
+def test_aliases_and_formation_templates_are_listed_before_first_use(client, marina_config) -> None:
     _gone_provider(marina_config)
     marina_config.MARINA_MODEL_ALIASES = {"fast": "openrouter/openai/gpt-5.2", "old": "gone/some-model"}
     ids = [m.id for m in client.models.list()]
@@ -39,13 +39,13 @@ def test_aliases_and_formation_templates_are_listed_before_first_use(client, mar
     assert "old" not in ids and "marina/verify:old" not in ids  # its provider has no key any more
 
 
-def test_default_gets_a_template_when_the_operator_set_one(client, marina_config) -> None:  # type: ignore[no-untyped-def]
+def test_default_gets_a_template_when_the_operator_set_one(client, marina_config) -> None:
     assert "marina/verify:default" not in [m.id for m in client.models.list()]
     marina_config.MARINA_DEFAULT_MODEL = "openrouter/openai/gpt-5.2"
     assert "marina/verify:default" in [m.id for m in client.models.list()]
 
 
-def test_recent_ids_are_dropped_once_their_provider_is_gone(client, marina_config) -> None:  # type: ignore[no-untyped-def]
+def test_recent_ids_are_dropped_once_their_provider_is_gone(client, marina_config) -> None:
     _gone_provider(marina_config)
     _served("openrouter/qwen/qwen3", "openrouter", days_ago=2)
     _served("gone/llama-3", "gone")
@@ -58,7 +58,7 @@ def test_recent_ids_are_dropped_once_their_provider_is_gone(client, marina_confi
     assert not {"gone/llama-3", "demo/alpha-large", "openrouter/old-model"} & set(listed)
 
 
-def test_ids_whose_every_call_failed_are_not_listed(client) -> None:  # type: ignore[no-untyped-def]
+def test_ids_whose_every_call_failed_are_not_listed(client) -> None:
     """A mistyped id the provider answered 404 is in spend_daily (as errors), not a model to offer."""
     _served("openrouter/openai/gpt-5.2-typo", "openrouter", errors=3)
     _served("openrouter/qwen/qwen3", "openrouter", errors=2)  # answered once: served
@@ -67,7 +67,7 @@ def test_ids_whose_every_call_failed_are_not_listed(client) -> None:  # type: ig
     assert "openrouter/openai/gpt-5.2-typo" not in listed
 
 
-def test_other_parts_add_their_ids_through_the_hook(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_other_parts_add_their_ids_through_the_hook(client, monkeypatch) -> None:
     async def crews() -> list[str]:
         return ["crew/support-desk"]
 

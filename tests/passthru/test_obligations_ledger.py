@@ -14,7 +14,7 @@ DECLARED = effects([
 ])  # fmt: skip
 
 
-def item(what, target="", tools=("cancel_pending_order",), turn=1):  # type: ignore[no-untyped-def]
+def item(what, target="", tools=("cancel_pending_order",), turn=1):
     return {"what": what, "target": target, "tools": list(tools), "turn": turn}
 
 
@@ -76,7 +76,7 @@ def test_replay_does_not_extract_a_turn_twice_and_maps_its_ids():
     assert [(i["id"], i["nudged"]) for i in merged["items"]] == [("o1", True)]
 
 
-def call(name, args, ok=True, turn=1):  # type: ignore[no-untyped-def]
+def call(name, args, ok=True, turn=1):
     return Call("c", name, args, turn, ok)
 
 

@@ -27,7 +27,7 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 
 @pytest.fixture
-def one_connection(marina_config):  # type: ignore[no-untyped-def]
+def one_connection(marina_config):
     marina_config.MARINA_UPSTREAM_MAX_CONNECTIONS = 1
     return marina_config
 
@@ -43,7 +43,7 @@ async def _stream_to_end(ctx: RequestContext) -> None:
         pass
 
 
-async def _while_one_stream_runs(upstream, call):  # type: ignore[no-untyped-def]
+async def _while_one_stream_runs(upstream, call):
     """Start a stream that holds the one connection (~1 s: 0.15 s between
     events), make `call` once the provider has it, then let the stream end."""
     first_ctx = _ctx()
@@ -66,7 +66,7 @@ def test_a_call_past_the_limit_waits_and_its_span_says_how_long(one_connection, 
     before = queued_gauge()
     seen: list[float] = []
 
-    async def second():  # type: ignore[no-untyped-def]
+    async def second():
         call = asyncio.ensure_future(call_json(second_ctx, resolve(MODEL), {"model": MODEL, "messages": HELLO}))
         async with asyncio.timeout(5):
             while queued_gauge() == before:  # the gauge counts the call while it waits
@@ -110,7 +110,7 @@ def test_no_free_connection_within_the_pool_timeout_is_a_503_naming_the_settings
 
 
 @pytest.fixture
-def fresh_pools():  # type: ignore[no-untyped-def]
+def fresh_pools():
     """The live server's transport reads the limit when it is made: make a new
     one for this test, and again after it, so no other test inherits the limit."""
     upstream_module._lean.clear()

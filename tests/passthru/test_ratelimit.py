@@ -18,7 +18,7 @@ OTHER_KEY = "sk-marina-other-key-5555555555"
 
 
 @pytest.fixture
-def limited(marina_config):  # type: ignore[no-untyped-def]
+def limited(marina_config):
     """3 requests, then (practically) no refill."""
     marina_config.MODEL_API_KEYS = f"{MARINA_KEY}:tester,{OTHER_KEY}:other"
     marina_config.MARINA_RATE_LIMIT_RPS = 0.001

@@ -8,14 +8,14 @@ import os
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before litellm is imported: stay offline
 
-import litellm  # noqa: E402
-import openai  # noqa: E402
-import pytest  # noqa: E402
+import litellm
+import openai
+import pytest
 
-from ledger.models import Trace  # noqa: E402
-from passthru.fallback import FAILED, NOT_HERE, SERVED, outcome  # noqa: E402
-from tests.conftest import MARINA_KEY  # noqa: E402
-from tests.upstream import Reply, Reset, Sse, completion  # noqa: E402
+from ledger.models import Trace
+from passthru.fallback import FAILED, NOT_HERE, SERVED, outcome
+from tests.conftest import MARINA_KEY
+from tests.upstream import Reply, Reset, Sse, completion
 
 HELLO = [{"role": "user", "content": "hello"}]
 ANTHROPIC_404 = {"type": "error", "error": {"type": "not_found_error", "message": "model: gpt-4.1-mini"}}
@@ -23,7 +23,7 @@ OPENAI_404 = {"error": {"message": "The model `x` does not exist", "type": "inva
 
 
 @pytest.fixture
-def routed(marina_config, upstream):  # type: ignore[no-untyped-def]
+def routed(marina_config, upstream):
     """anthropic, openai and openrouter keyed, tried in that order; together keyless."""
     root = upstream.base_url.removesuffix("/v1")
     providers = {name: dict(conf) for name, conf in marina_config.MARINA_PROVIDERS.items()}
@@ -40,7 +40,7 @@ def client(marina_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
-def asked(upstream) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+def asked(upstream) -> list[tuple[str, str]]:
     """(provider, model sent) of every upstream request, in order."""
     return [(r.path.split("/")[1], r.body["model"]) for r in upstream.requests]
 

@@ -52,9 +52,33 @@ def _other_host_spent(dollars: str) -> None:
     )
 
 
+class _AheadClock:
+    """The cap's lease clock (spendcap.clock), which a test moves on instead of
+    waiting out IDLE_SECONDS or RENEW_SECONDS: the real monotonic clock plus
+    `ahead`, which only grows. What the leases then do is what a slower
+    machine would see; the rows' times (time.time()) stay real."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.ahead
+
+
+_clock = _AheadClock()
+
+
+@pytest.fixture(autouse=True)
+def _lease_clock(monkeypatch):
+    monkeypatch.setattr(spendcap, "clock", _clock)  # the leases are dropped between cases (marina_url)
+    return _clock
+
+
 def _wait_until_no_holds() -> None:
+    """Until every lease is given back (idle for IDLE_SECONDS on the lease clock)."""
     deadline = time.monotonic() + 10  # only a bound for a release that never comes
     while SpendHold.objects.exists() and time.monotonic() < deadline:
+        _clock.ahead += spendcap.TICK_SECONDS  # the ticker looks every TICK_SECONDS: a tick's wait, not a second's
         time.sleep(0.01)
     assert not SpendHold.objects.exists(), list(SpendHold.objects.values())
 
@@ -239,7 +263,7 @@ def test_a_lease_with_calls_in_flight_is_renewed(marina_url, settings, upstream)
     """A call in flight longer than RENEW_SECONDS: its process renews its
     lease row meanwhile (others stop counting rows not renewed for
     LEASE_STALE_SECONDS)."""
-    upstream.handler = lambda body: Reply(json=completion("ok", cost=0.001), delay=3)
+    upstream.handler = lambda body: Reply(json=completion("ok", cost=0.001), delay=1.5)
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     answer: list[int] = []
     call = threading.Thread(target=lambda: answer.append(_call(marina_url).status_code))
@@ -248,6 +272,7 @@ def test_a_lease_with_calls_in_flight_is_renewed(marina_url, settings, upstream)
     while not SpendHold.objects.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     first = SpendHold.objects.get().created_at
+    _clock.ahead += spendcap.RENEW_SECONDS  # renewal is due: the next tick renews the row
     while SpendHold.objects.get().created_at == first and time.monotonic() < deadline:
         time.sleep(0.05)
     renewed = SpendHold.objects.get().created_at

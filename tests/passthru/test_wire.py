@@ -33,7 +33,7 @@ async def _exchange(transport: LeanTransport, request: httpx.Request) -> tuple[h
         await response.aclose()
 
 
-def _run(coro):  # type: ignore[no-untyped-def]
+def _run(coro):
     return asyncio.run(coro)
 
 

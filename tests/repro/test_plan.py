@@ -86,9 +86,9 @@ def test_estimate_from_prices_states_its_assumption() -> None:
                          arms="single,verify"), NVIDIA, name="exp")  # fmt: skip
     single, verify = plan.estimates
     assert single.source == verify.source == "prices" and "assumed per simulation" in single.note
-    assert 0 < single.per_simulation_nanousd < verify.per_simulation_nanousd  # type: ignore[operator]
+    assert 0 < single.per_simulation_nanousd < verify.per_simulation_nanousd
     assert plan.tasks == 50  # airline's base split
-    assert plan.estimate_nanousd == (single.per_simulation_nanousd + verify.per_simulation_nanousd) * 50 * 4  # type: ignore[operator]
+    assert plan.estimate_nanousd == (single.per_simulation_nanousd + verify.per_simulation_nanousd) * 50 * 4
 
 
 @pytest.mark.parametrize(

@@ -224,19 +224,19 @@ class _Reader:
         self.simulations: list[Simulation] = []
         self.saw_skipped_flag = False
         self.timestamp: str | None = None
+        self.top = ""  # the top-level key being read
+        self.info_builder: ijson.ObjectBuilder | None = None
 
     def fail(self, problem: str) -> LedgerInputError:
         return LedgerInputError(self.path, problem)
 
     def consume(self, events: Any) -> None:
-        info_builder: ijson.ObjectBuilder | None = None
         sim: ijson.ObjectBuilder | None = None
         opening = _Opening()
         keep = False
         in_opening = False
-        top = ""
         for prefix, event, value in events:
-            # Hot path first: inside a simulation, most events are conversation.
+            # Hot path first, inline: inside a simulation, most events are conversation.
             if sim is not None:
                 if prefix == "simulations.item":
                     in_opening = False
@@ -256,48 +256,64 @@ class _Reader:
                 elif in_opening:
                     in_opening = opening.event(prefix, event, value)
                 continue
-            if not self.started:
-                self.started = True
-                if event != "start_map":
-                    raise self.fail("not a τ² results file: the top level is not a JSON object")
-                continue
-            if prefix == "":
-                if event == "map_key":
-                    top = value
-                    self.top_keys.append(value)
-                continue
-            if top == "info":
-                if info_builder is None:
-                    info_builder = ijson.ObjectBuilder()
-                info_builder.event(event, value)
-                if prefix == "info" and event in ("end_map", "end_array", "string", "number", "boolean", "null"):
-                    self.info = info_builder.value
-            elif top == "tasks":
-                if prefix == "tasks":
-                    if event in ("start_array", "end_array"):
-                        self.tasks_kind = "array"
-                    elif event == "null":
-                        self.tasks_kind = "null"
-                    elif event != "end_map":
-                        self.tasks_kind = event
-                elif prefix == "tasks.item.id" and event in ("string", "number"):
-                    self.task_ids.append(str(int(value) if isinstance(value, float) else value))
-            elif top == "simulations":
-                if prefix == "simulations":
-                    if event == "start_array":
-                        self.in_simulations = True
-                    elif event == "end_array":
-                        self.in_simulations = False
-                    elif event != "null":
-                        raise self.fail("not a τ² results file: `simulations` is not a list")
-                elif prefix == "simulations.item":
-                    if event != "start_map":
-                        raise self.fail("not a τ² results file: a simulation is not a JSON object")
-                    sim = ijson.ObjectBuilder()
-                    sim.event(event, value)
-                    opening = _Opening()
-            elif top == "timestamp" and prefix == "timestamp" and event == "string":
-                self.timestamp = value
+            sim = self.outside_simulations(prefix, event, value)
+            if sim is not None:
+                opening = _Opening()
+
+    def outside_simulations(self, prefix: str, event: str, value: Any) -> ijson.ObjectBuilder | None:
+        """An event outside any simulation; returns the builder of a simulation it starts."""
+        if not self.started:
+            self.started = True
+            if event != "start_map":
+                raise self.fail("not a τ² results file: the top level is not a JSON object")
+            return None
+        if prefix == "":
+            if event == "map_key":
+                self.top = value
+                self.top_keys.append(value)
+        elif self.top == "info":
+            self.info_event(prefix, event, value)
+        elif self.top == "tasks":
+            self.tasks_event(prefix, event, value)
+        elif self.top == "simulations":
+            return self.simulations_event(prefix, event, value)
+        elif self.top == "timestamp" and prefix == "timestamp" and event == "string":
+            self.timestamp = value
+        return None
+
+    def info_event(self, prefix: str, event: str, value: Any) -> None:
+        if self.info_builder is None:
+            self.info_builder = ijson.ObjectBuilder()
+        self.info_builder.event(event, value)
+        if prefix == "info" and event in ("end_map", "end_array", "string", "number", "boolean", "null"):
+            self.info = self.info_builder.value
+
+    def tasks_event(self, prefix: str, event: str, value: Any) -> None:
+        if prefix == "tasks":
+            if event in ("start_array", "end_array"):
+                self.tasks_kind = "array"
+            elif event == "null":
+                self.tasks_kind = "null"
+            elif event != "end_map":
+                self.tasks_kind = event
+        elif prefix == "tasks.item.id" and event in ("string", "number"):
+            self.task_ids.append(str(int(value) if isinstance(value, float) else value))
+
+    def simulations_event(self, prefix: str, event: str, value: Any) -> ijson.ObjectBuilder | None:
+        if prefix == "simulations":
+            if event == "start_array":
+                self.in_simulations = True
+            elif event == "end_array":
+                self.in_simulations = False
+            elif event != "null":
+                raise self.fail("not a τ² results file: `simulations` is not a list")
+        elif prefix == "simulations.item":
+            if event != "start_map":
+                raise self.fail("not a τ² results file: a simulation is not a JSON object")
+            sim = ijson.ObjectBuilder()
+            sim.event(event, value)
+            return sim
+        return None
 
     def add_simulation(self, raw: dict[str, Any], openings: tuple[str, str] = ("", "")) -> None:
         n = len(self.simulations) + 1

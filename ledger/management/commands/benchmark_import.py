@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -8,51 +7,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ledger.benchmarks import validity
 from ledger.benchmarks.cli import bad_input, import_lines, print_json, warn
-from ledger.benchmarks.importers import TARGET_KINDS, import_each, import_ledgers
-
-
-def add_import_options(parser: CommandParser, *, target_required: bool = True) -> None:
-    """Options shared by benchmark_import and import_tau2."""
-    parser.add_argument(
-        "--target", required=target_required, help="what was measured: a model id as served, or a crew id"
-    )
-    replicate = parser.add_mutually_exclusive_group()
-    replicate.add_argument("--group", help="replicate group key (letters, digits, : . _ @ / -)")
-    replicate.add_argument(
-        "--replicate-of", type=int, metavar="RUN",
-        help="record as a replicate of run RUN: join its group (run-RUN when it has none)",
-    )  # fmt: skip
-    parser.add_argument("--label", help="free label shown in reports")
-    parser.add_argument("--judge", help="who scored the items, e.g. '<model> @ <route>' (default: the file's)")
-    cost = parser.add_mutually_exclusive_group()
-    cost.add_argument("--cost-usd", type=Decimal, help="the run's cost in dollars (source: cli)")
-    cost.add_argument(
-        "--cost-from-spend", action="store_true",
-        help="the run's cost from Marina's own records: its items' linked traces when every item has some "
-        "(source: traces), else spend_daily for its agent and user model ids over its UTC days (source: spend)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--key", action="append", metavar="NAME", dest="keys",
-        help="a Marina key the run used (repeatable): its items are linked only to that key's traces "
-        "(an operator key's: its callers' too). Without it every key's traces are candidates",
-    )  # fmt: skip
-    parser.add_argument("--dry-run", action="store_true", help="check and show what would be recorded; write nothing")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-
-
-def import_options(options: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "target_kind": options["target_kind"],
-        "target": options["target"],
-        "group": options["group"],
-        "label": options["label"],
-        "cost_usd": options["cost_usd"],
-        "cost_from_spend": options["cost_from_spend"],
-        "dry_run": options["dry_run"],
-        "judge": options["judge"],
-        "replicate_of": options["replicate_of"],
-        "keys": options["keys"],
-    }
+from ledger.benchmarks.importers import import_each, import_ledgers
+from ledger.benchmarks.options import TARGET_KINDS, ImportOptions
+from ledger.management.arguments import add_import_options
 
 
 class Command(BaseCommand):
@@ -84,7 +41,7 @@ class Command(BaseCommand):
         if any(Path(p).is_dir() for p in paths):
             return self._directories(paths, options)
         try:
-            results = import_ledgers(paths, **import_options(options))
+            results = import_ledgers(paths, ImportOptions.from_command(options))
         except ValueError as exc:
             raise bad_input(exc) from None
         for result in results:
@@ -98,7 +55,7 @@ class Command(BaseCommand):
     def _directories(self, paths: list[str], options: dict[str, Any]) -> None:
         """Directories (and any files beside them): each file its own transaction."""
         try:
-            outcomes = import_each(paths, **import_options(options))
+            outcomes = import_each(paths, ImportOptions.from_command(options))
         except ValueError as exc:
             raise bad_input(exc) from None
         failed = [o for o in outcomes if o.failed]

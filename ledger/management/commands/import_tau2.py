@@ -5,9 +5,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ledger.benchmarks.cli import import_lines, print_json, reading_tau2, warn
-from ledger.benchmarks.importers import TARGET_KINDS, import_tau2
+from ledger.benchmarks.importers import import_tau2
+from ledger.benchmarks.options import TARGET_KINDS, ImportOptions
 from ledger.lessons.cli import add_learn_options, run_learning
-from ledger.management.commands.benchmark_import import add_import_options, import_options
+from ledger.management.arguments import add_import_options
 
 
 class Command(BaseCommand):
@@ -34,7 +35,7 @@ class Command(BaseCommand):
         if options["learn"] and not options["judge_model"]:
             raise CommandError("--learn needs --judge-model", returncode=2)
         with reading_tau2(self, as_json=options["json"]):
-            result = import_tau2(options["results"], require_clean=options["require_clean"], **import_options(options))
+            result = import_tau2(options["results"], ImportOptions.from_command(options), require_clean=options["require_clean"])
         warn(self, result.warnings)
         if not options["json"]:
             self.stdout.write("\n".join(import_lines(result)))

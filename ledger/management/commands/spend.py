@@ -5,7 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ledger.benchmarks.cli import print_json, spend_dict, spend_lines
+from ledger.benchmarks.cli import print_json
+from ledger.spend.cli import spend_dict, spend_lines
 from ledger.spend.selectors import spend_totals, utc_today
 
 

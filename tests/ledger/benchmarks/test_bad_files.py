@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +84,18 @@ def test_a_parse_error_next_to_a_key_does_not_quote_it(command, damage, tmp_path
 def test_through_manage_py_stderr_is_one_line_without_the_key(tmp_path):
     path = tmp_path / "results.json"
     path.write_bytes(fixture("airline-oracle").read_bytes().replace(FAKE_KEY.encode(), REAL_LOOKING_KEY.encode() + b"\xff", 1))
-    for command in ("tau2_summary", "tau2_convert", "tau2_scrub"):
-        done = subprocess.run(
+
+    def start(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [sys.executable, "manage.py", command, str(path)],
             cwd=ROOT, env={**os.environ, "DJANGO_SETTINGS_MODULE": "marina.settings"},
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
+
+    commands = ("tau2_summary", "tau2_convert", "tau2_scrub")
+    with ThreadPoolExecutor(len(commands)) as pool:  # at once: each starts Django, seconds apiece
+        finished = list(pool.map(start, commands))
+    for done in finished:
         assert done.returncode == 2, done.stderr
         assert done.stderr.splitlines() == [
             f"CommandError: {path}: not valid JSON: bytes that are not UTF-8 text, within the first 65,536 bytes"
@@ -183,8 +190,8 @@ def test_a_huge_cost_through_manage_py_is_one_line_and_exit_2(tmp_path):
     database = tmp_path / "ledger.sqlite3"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "marina.settings", "DATABASE_URL": f"sqlite:///{database}"}
     run = {"cwd": ROOT, "env": env, "capture_output": True, "text": True, "timeout": 120}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True, **run)  # type: ignore[call-overload]
-    done = subprocess.run([sys.executable, "manage.py", "import_tau2", str(path), "--target", "m"], **run)  # type: ignore[call-overload]
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True, **run)
+    done = subprocess.run([sys.executable, "manage.py", "import_tau2", str(path), "--target", "m"], **run)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"CommandError: {path}: {FIRST}: agent_cost 1e+300 is not a cost in dollars (0 to 1,000,000)"]
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 
@@ -97,15 +98,19 @@ def test_exit_statuses_through_manage_py(tmp_path):
     bad.write_bytes(fixture("airline-oracle").read_bytes()[:400_000])
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "marina.settings"}
     manage = [sys.executable, str(ROOT / "manage.py")]
-    done = subprocess.run([*manage, "tau2_summary", str(bad)], capture_output=True, text=True, env=env, cwd=ROOT)
+
+    def start(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*manage, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+
+    with ThreadPoolExecutor(2) as pool:  # both at once: each starts Django, seconds apiece
+        cut = pool.submit(start, "tau2_summary", str(bad))
+        unclean = pool.submit(start, "tau2_summary", str(fixture("airline-infra-errors")), "--require-clean")
+    done = cut.result()
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"CommandError: {bad}: truncated: the JSON ends inside `simulations`, after 23 complete simulation(s)"
     ]
-    done = subprocess.run(
-        [*manage, "tau2_summary", str(fixture("airline-infra-errors")), "--require-clean"],
-        capture_output=True, text=True, env=env, cwd=ROOT,
-    )  # fmt: skip
+    done = unclean.result()
     assert (done.returncode, done.stdout) == (3, "INVALID: 2 infrastructure error(s)\n")
 
 

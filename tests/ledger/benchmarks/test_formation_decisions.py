@@ -44,7 +44,7 @@ OPENING_2 = [OPENING[0], GREETING, {"role": "user", "content": "Cancel my order 
 
 def _ask(client: openai.OpenAI, seed: int, messages: list[dict[str, Any]]) -> dict[str, str]:
     raw = client.chat.completions.with_raw_response.create(
-        model=STACK, messages=messages, tools=TOOLS, seed=seed  # type: ignore[arg-type]
+        model=STACK, messages=messages, tools=TOOLS, seed=seed
     )
     return {k: v for k, v in raw.headers.items() if k.startswith("x-marina-")}
 

@@ -13,7 +13,7 @@ BAGS = "Before adding checked bags, read the cabin and membership to count the f
 REFUND = "Refunds go back to the original payment method; never offer a gift card instead."
 
 
-def _act(client: Client, action: str, *lessons: Lesson):  # type: ignore[no-untyped-def]
+def _act(client: Client, action: str, *lessons: Lesson):
     return client.post(
         reverse("admin:ledger_lesson_changelist"),
         {"action": action, "_selected_action": [str(lesson.pk) for lesson in lessons]},
@@ -21,7 +21,7 @@ def _act(client: Client, action: str, *lessons: Lesson):  # type: ignore[no-unty
     )
 
 
-def test_list_and_search(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_list_and_search(admin_client: Client, db) -> None:
     Lesson.objects.create(rule=BAGS, benchmark="tau2-airline")
     Lesson.objects.create(rule=REFUND, benchmark="tau2-retail")
     url = reverse("admin:ledger_lesson_changelist")
@@ -33,7 +33,7 @@ def test_list_and_search(admin_client: Client, db) -> None:  # type: ignore[no-u
     assert "original payment method" in retail and "checked bags" not in retail
 
 
-def test_promote_puts_a_lesson_first_and_retire_removes_it_from_recall(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_promote_puts_a_lesson_first_and_retire_removes_it_from_recall(admin_client: Client, db) -> None:
     strong = Lesson.objects.create(rule=BAGS)
     weak = Lesson.objects.create(rule="Bags: ask about the cabin first.")
     query = "add checked bags cabin membership free bags"
@@ -52,7 +52,7 @@ def test_promote_puts_a_lesson_first_and_retire_removes_it_from_recall(admin_cli
     assert [m.id for m in services.recall(query)] == [strong.pk]
 
 
-def test_lessons_are_not_written_by_hand(admin_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_lessons_are_not_written_by_hand(admin_client: Client, db) -> None:
     lesson = Lesson.objects.create(rule=BAGS)
     assert admin_client.get(reverse("admin:ledger_lesson_add")).status_code == 403
     admin_client.post(reverse("admin:ledger_lesson_change", args=[lesson.pk]), {"rule": "Changed by hand, leaking FQ8APE."})
@@ -60,7 +60,7 @@ def test_lessons_are_not_written_by_hand(admin_client: Client, db) -> None:  # t
     assert lesson.rule == BAGS
 
 
-def test_a_non_staff_user_cannot_promote(client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_a_non_staff_user_cannot_promote(client: Client, db) -> None:
     lesson = Lesson.objects.create(rule=BAGS)
     response = _act(client, "promote", lesson)
     lesson.refresh_from_db()

@@ -42,7 +42,7 @@ def test_an_empty_ledger_says_what_to_do_next(user_client: Client) -> None:
     assert 'id="demo-note"' not in html
 
 
-def test_overview_figures_come_from_the_ledger(user_client: Client, settings) -> None:  # type: ignore[no-untyped-def]
+def test_overview_figures_come_from_the_ledger(user_client: Client, settings) -> None:
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("0.01")
     now = datetime.now(UTC)
     yesterday_noon = datetime.combine(utc_today() - timedelta(days=1), time(12), tzinfo=UTC)
@@ -77,7 +77,7 @@ def test_overview_figures_come_from_the_ledger(user_client: Client, settings) ->
     assert "$0.00725000" in html.split('id="today-spend"')[1].split("</table>")[0]
 
 
-def test_latency_percentiles_are_over_a_bounded_sample(db, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_latency_percentiles_are_over_a_bounded_sample(db, monkeypatch: pytest.MonkeyPatch) -> None:
     now = datetime.now(UTC)
     for n in range(6):
         record_trace(request_id=f"s{n}", model="openrouter/openai/gpt-5.2", started_at=now - timedelta(minutes=n))
@@ -106,7 +106,7 @@ def test_the_demo_is_announced_with_how_to_remove_it(user_client: Client) -> Non
     assert figure(html, "spend_week") != "$0.00000000" and "demo:airline-verify" in html
 
 
-def test_the_overview_runs_a_fixed_number_of_queries(user_client: Client, django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_the_overview_runs_a_fixed_number_of_queries(user_client: Client, django_assert_max_num_queries) -> None:
     now = datetime.now(UTC)
     for n in range(12):
         make_run({"1#0": 1.0, "2#0": 0.0}, group=f"g{n % 3}", pass_hat_k=[0.5])

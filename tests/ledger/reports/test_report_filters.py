@@ -30,7 +30,7 @@ BAD_SPEND_FILTERS = [
 
 
 @pytest.mark.parametrize("query, error", BAD_SPEND_FILTERS)
-def test_spend_page_bad_filters_are_400_with_the_error_on_the_page(user_client: Client, query, error) -> None:  # type: ignore[no-untyped-def]
+def test_spend_page_bad_filters_are_400_with_the_error_on_the_page(user_client: Client, query, error) -> None:
     response = user_client.get("/reports/spend/", query)
     html = response.content.decode()
     if error is None:
@@ -42,7 +42,7 @@ def test_spend_page_bad_filters_are_400_with_the_error_on_the_page(user_client: 
 
 
 @pytest.mark.parametrize("query, error", BAD_SPEND_FILTERS)
-def test_spend_csv_bad_filters_are_400_with_the_error_as_the_body(user_client: Client, query, error) -> None:  # type: ignore[no-untyped-def]
+def test_spend_csv_bad_filters_are_400_with_the_error_as_the_body(user_client: Client, query, error) -> None:
     response = user_client.get("/reports/spend.csv", query)
     if error is None:
         assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
@@ -61,7 +61,7 @@ def test_spend_csv_bad_filters_are_400_with_the_error_as_the_body(user_client: C
         ("/reports/traces/", {"model": "a\x00b"}, "Null characters are not allowed."),
     ],
 )
-def test_list_pages_bad_filters_are_400_with_the_error_on_the_page(user_client: Client, url, query, error) -> None:  # type: ignore[no-untyped-def]
+def test_list_pages_bad_filters_are_400_with_the_error_on_the_page(user_client: Client, url, query, error) -> None:
     response = user_client.get(url, query)
     assert response.status_code == 400
     html = response.content.decode()
@@ -69,7 +69,7 @@ def test_list_pages_bad_filters_are_400_with_the_error_on_the_page(user_client: 
     assert "<table" not in html  # no unfiltered table passed off as the filtered one
 
 
-def test_list_pages_without_filters_still_open(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_list_pages_without_filters_still_open(user_client: Client, runs) -> None:
     for url in ("/reports/runs/", "/reports/traces/"):
         assert user_client.get(url).status_code == 200
     assert user_client.get("/reports/runs/", {"group": "arm-a"}).status_code == 200
@@ -89,11 +89,11 @@ def test_list_pages_without_filters_still_open(user_client: Client, runs) -> Non
         (7, 7),
     ],
 )
-def test_safe_cell_follows_owasp(text, cell) -> None:  # type: ignore[no-untyped-def]
+def test_safe_cell_follows_owasp(text, cell) -> None:
     assert safe_cell(text) == cell
 
 
-def test_spend_csv_neutralises_formula_cells(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_spend_csv_neutralises_formula_cells(user_client: Client, db) -> None:
     day = date(2025, 3, 4)
     SpendDaily.objects.create(
         day=day, key_name="@evil-key", requested_model='=HYPERLINK("http://attacker.example","x")',

@@ -25,18 +25,18 @@ def figure(html: str, name: str) -> str:
 
 
 @pytest.mark.parametrize("url", PAGES + ["/reports/runs/1/", "/reports/traces/1/"])
-def test_every_page_needs_a_login(client: Client, db, url: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_page_needs_a_login(client: Client, db, url: str) -> None:
     response = client.get(url)
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/?next=/reports/")
 
 
 @pytest.mark.parametrize("url", PAGES)
-def test_every_page_opens_for_a_logged_in_user(user_client: Client, runs, url: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_page_opens_for_a_logged_in_user(user_client: Client, runs, url: str) -> None:
     assert user_client.get(url).status_code == 200
 
 
-def test_run_page_shows_the_ledgers_figures(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_run_page_shows_the_ledgers_figures(user_client: Client, runs) -> None:
     run = runs["oracle"]
     html = user_client.get(reverse("reports:run", args=[run.pk])).content.decode()
     assert figure(html, "mean_reward") == "0.700"
@@ -55,7 +55,7 @@ def test_run_page_shows_the_ledgers_figures(user_client: Client, runs) -> None: 
     assert '<svg xmlns="http://www.w3.org/2000/svg"' in html
 
 
-def test_run_page_excludes_infrastructure_errors(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_run_page_excludes_infrastructure_errors(user_client: Client, runs) -> None:
     html = user_client.get(reverse("reports:run", args=[runs["infra"].pk])).content.decode()
     # The intended τ² figures (fixtures README, pandas 2.3.3 row): k capped at 3.
     assert figure(html, "mean_reward") == "0.737"
@@ -69,7 +69,7 @@ def test_run_page_excludes_infrastructure_errors(user_client: Client, runs) -> N
     assert "infrastructure_error" in html
 
 
-def test_run_grid_sorts_by_task_pass_rate(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_run_grid_sorts_by_task_pass_rate(user_client: Client, runs) -> None:
     url = reverse("reports:run", args=[runs["oracle"].pk])
     natural = re.findall(r'<td >(\d+)</td>', user_client.get(url).content.decode())
     assert natural[:3] == ["7", "8", "11"]
@@ -78,7 +78,7 @@ def test_run_grid_sorts_by_task_pass_rate(user_client: Client, runs) -> None:  #
     assert rates == sorted(rates) and rates[0] == "0.250" and rates[-1] == "1.000"
 
 
-def test_runs_list_filters_and_sorts(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_runs_list_filters_and_sorts(user_client: Client, runs) -> None:
     html = user_client.get("/reports/runs/", {"group": "arm-b"}).content.decode()
     assert f'href="/reports/runs/{runs["infra"].pk}/"' in html
     assert f'href="/reports/runs/{runs["oracle"].pk}/"' not in html
@@ -92,7 +92,7 @@ def test_runs_list_filters_and_sorts(user_client: Client, runs) -> None:  # type
     assert "No runs match" in html
 
 
-def test_a_run_with_nothing_evaluated_still_shows(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_with_nothing_evaluated_still_shows(user_client: Client, runs) -> None:
     from tests.ledger.builders import fixture_rewards, make_run
 
     broken = make_run(dict.fromkeys(fixture_rewards("airline-oracle")), group="broken")
@@ -103,7 +103,7 @@ def test_a_run_with_nothing_evaluated_still_shows(user_client: Client, runs) -> 
     assert figure(html, "mean_reward") == "—"
 
 
-def test_run_page_404s_for_an_unknown_run(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_run_page_404s_for_an_unknown_run(user_client: Client, runs) -> None:
     assert user_client.get("/reports/runs/999999/").status_code == 404
 
 
@@ -114,7 +114,7 @@ def _spend(day: date, model: str, cost: int, calls: int = 1, key: str = "tester"
     )  # fmt: skip
 
 
-def test_spend_page_totals_and_chart(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_spend_page_totals_and_chart(user_client: Client, db) -> None:
     today = utc_today()
     yesterday = today - timedelta(days=1)
     _spend(yesterday, "openai/gpt-5.2", 1_500_000_000, calls=3)
@@ -131,13 +131,13 @@ def test_spend_page_totals_and_chart(user_client: Client, db) -> None:  # type: 
     assert "$1.50000000" in html and "$0.25000000" in html
 
 
-def test_spend_page_rejects_a_backwards_range(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_spend_page_rejects_a_backwards_range(user_client: Client, db) -> None:
     response = user_client.get("/reports/spend/", {"since": "2025-02-02", "until": "2025-02-01"})
     assert response.status_code == 400
     assert "ends before it starts" in response.content.decode()
 
 
-def test_spend_page_links_the_csv_of_the_range_it_shows(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_spend_page_links_the_csv_of_the_range_it_shows(user_client: Client, db) -> None:
     # Only `until` given: the link carries it and the default `since` the page filled in.
     html = user_client.get("/reports/spend/", {"until": "2025-03-20", "model": "x&y"}).content.decode()
     link = re.search(r'href="([^"]*)" download>Download CSV', html)
@@ -145,7 +145,7 @@ def test_spend_page_links_the_csv_of_the_range_it_shows(user_client: Client, db)
     assert link.group(1) == reverse("reports:spend_csv") + "?until=2025-03-20&amp;model=x%26y&amp;since=2025-03-07"
 
 
-def test_spend_csv(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_spend_csv(user_client: Client, db) -> None:
     day = date(2025, 3, 4)
     _spend(day, "openai/gpt-5.2", 1_234_567_891, calls=3)
     _spend(day + timedelta(days=1), "anthropic/claude", 5, calls=1)
@@ -161,7 +161,7 @@ def test_spend_csv(user_client: Client, db) -> None:  # type: ignore[no-untyped-
     ]  # fmt: skip
 
 
-def test_trace_list_filters(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_trace_list_filters(user_client: Client, db) -> None:
     now = datetime.now(UTC)
     record_trace(request_id="req-plain", model="openrouter/openai/gpt-5.2", started_at=now)
     record_trace(
@@ -181,7 +181,7 @@ def test_trace_list_filters(user_client: Client, db) -> None:  # type: ignore[no
     assert ids(model="openrouter/openai/gpt-5.2") == {"req-plain", "req-failed"}
 
 
-def test_trace_page_shows_the_span_tree(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_trace_page_shows_the_span_tree(user_client: Client, db) -> None:
     trace = record_trace(
         request_id="req-verify", model="marina/verify:openrouter/openai/gpt-5.2",
         calls=[("openrouter/openai/gpt-5.2", 1_000_000), ("openrouter/openai/gpt-4.1", 500_000), ("openrouter/openai/gpt-5.2", 1_000_000)],
@@ -197,7 +197,7 @@ def test_trace_page_shows_the_span_tree(user_client: Client, db) -> None:  # typ
     assert "+300.0 ms" in html and "280.0 ms" in html
 
 
-def test_trace_page_redacts_stored_bodies(user_client: Client, db) -> None:  # type: ignore[no-untyped-def]
+def test_trace_page_redacts_stored_bodies(user_client: Client, db) -> None:
     trace = record_trace(request_id="req-body", model="openrouter/openai/gpt-5.2")
     trace.body = {"request": {"api_key": "sk-live-abcdefghijkl", "messages": [{"content": "Bearer abcdefghijklmnop"}]}}
     trace.save(update_fields=["body"])
@@ -206,7 +206,7 @@ def test_trace_page_redacts_stored_bodies(user_client: Client, db) -> None:  # t
     assert "[redacted]" in html
 
 
-def test_index_shows_yesterdays_spend_per_model(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_index_shows_yesterdays_spend_per_model(user_client: Client, runs) -> None:
     yesterday = utc_today() - timedelta(days=1)
     _spend(yesterday, "openai/gpt-5.2", 2_000_000_000, calls=4)
     _spend(yesterday, "anthropic/claude", 30_000_000, calls=1)
@@ -218,7 +218,7 @@ def test_index_shows_yesterdays_spend_per_model(user_client: Client, runs) -> No
     assert f'href="/reports/runs/{runs["retail"].pk}/"' in html
 
 
-def test_compare_two_runs(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_compare_two_runs(user_client: Client, runs) -> None:
     from ledger.benchmarks.compare import compare_runs
 
     a, b = runs["oracle"], runs["infra"]
@@ -242,7 +242,7 @@ def test_compare_two_runs(user_client: Client, runs) -> None:  # type: ignore[no
     assert "agree on every shared task" in html
 
 
-def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs) -> None:
     from ledger.benchmarks.compare import compare_groups
     from tests.ledger.builders import fixture_rewards, flipped, make_run
 
@@ -258,7 +258,7 @@ def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs
     assert "two-stage" in html and "has a single run" in html
 
 
-def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> None:  # type: ignore[no-untyped-def]
+def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> None:
     from tests.ledger.builders import fixture_rewards, make_run
 
     html = user_client.get("/reports/compare/", {"mode": "groups", "group_a": "arm-a", "group_b": "retail"}).content.decode()

@@ -30,7 +30,7 @@ def rows(data: bytes) -> list[list[str]]:
     return list(csv.reader(io.StringIO(data.decode(), newline="")))
 
 
-def test_the_csv_neutralises_formulas_and_keeps_every_nano_dollar(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_csv_neutralises_formulas_and_keeps_every_nano_dollar(db) -> None:
     buckets()
     found = rows(spendcsv.spend_csv(DAY, DAY + timedelta(days=1)))
     assert found[0] == [*spendcsv.COLUMNS, "cost_usd"]
@@ -46,7 +46,7 @@ def test_the_csv_neutralises_formulas_and_keeps_every_nano_dollar(db) -> None:  
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's; the PostgreSQL pass runs this")
-def test_postgres_copy_writes_what_python_writes(db) -> None:  # type: ignore[no-untyped-def]
+def test_postgres_copy_writes_what_python_writes(db) -> None:
     buckets()
     since, until = DAY, DAY + timedelta(days=9)
     # Cell for cell (the quoting may differ: COPY also quotes a cell holding a carriage return).

@@ -37,7 +37,7 @@ def _spend() -> dict[str, int]:
     return SpendDaily.objects.aggregate(calls=Sum("calls"), cost=Sum("cost_nanousd"))
 
 
-def test_pruning_deletes_old_traces_and_spans_only(db) -> None:  # type: ignore[no-untyped-def]
+def test_pruning_deletes_old_traces_and_spans_only(db) -> None:
     run = import_fixture("airline-oracle", target="openrouter/oracle-agent")
     _ledger()
     spend, items = _spend(), list(BenchmarkItem.objects.values_list("pk", "reward"))
@@ -49,13 +49,13 @@ def test_pruning_deletes_old_traces_and_spans_only(db) -> None:  # type: ignore[
     assert list(BenchmarkItem.objects.values_list("pk", "reward")) == items and run.items.count() == 40
 
 
-def test_a_dry_run_counts_and_deletes_nothing(db) -> None:  # type: ignore[no-untyped-def]
+def test_a_dry_run_counts_and_deletes_nothing(db) -> None:
     _ledger()
     result = retention.prune_traces(NOW - timedelta(days=30), dry_run=True)
     assert (result.traces, result.spans) == (5, 20) and Trace.objects.count() == 7
 
 
-def test_each_batch_is_committed_on_its_own(transactional_db) -> None:  # type: ignore[no-untyped-def]
+def test_each_batch_is_committed_on_its_own(transactional_db) -> None:
     """Writers wait at most one batch: what a batch deleted is gone for every
     other connection as soon as the batch ends, not when the pruning does."""
     _ledger(old=6, new=0)
@@ -77,7 +77,7 @@ def test_each_batch_is_committed_on_its_own(transactional_db) -> None:  # type: 
     assert seen == [4, 2, 0]
 
 
-def test_the_command(db, settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_command(db, settings) -> None:
     _ledger()
     settings.MARINA_TRACE_RETENTION_DAYS = None
     with pytest.raises(CommandError, match="Traces are kept: give --before DATE, or set MARINA_TRACE_RETENTION_DAYS"):
@@ -95,7 +95,7 @@ def test_the_command(db, settings) -> None:  # type: ignore[no-untyped-def]
     assert out.getvalue().startswith("Deleted 5 traces and 20 spans") and Trace.objects.count() == 2
 
 
-def test_a_server_prunes_on_its_own_when_retention_is_set(marina_url, marina_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_server_prunes_on_its_own_when_retention_is_set(marina_url, marina_config, monkeypatch) -> None:
     _ledger(old=3, new=1)
     marina_config.MARINA_TRACE_RETENTION_DAYS = 30
     monkeypatch.setattr(retention, "_last_prune", None)
@@ -111,16 +111,22 @@ def test_a_server_prunes_on_its_own_when_retention_is_set(marina_url, marina_con
     assert Trace.objects.count() == 2  # the recent trace and the request just made
 
 
-def test_the_setting_is_read_from_the_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_setting_is_read_from_the_environment(monkeypatch) -> None:
     import subprocess
     import sys
+    from concurrent.futures import ThreadPoolExecutor
 
     probe = "import django; django.setup(); from django.conf import settings; print(settings.MARINA_TRACE_RETENTION_DAYS)"
     env = {"DJANGO_SETTINGS_MODULE": "marina.settings", "PATH": "/usr/bin:/bin"}
-    for raw, shown in [("", "None"), ("keep", "None"), ("30", "30")]:
-        out = subprocess.run([sys.executable, "-c", probe], env={**env, "MARINA_TRACE_RETENTION_DAYS": raw},
-                             capture_output=True, text=True, check=True)  # fmt: skip
+
+    def start(raw: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", probe], env={**env, "MARINA_TRACE_RETENTION_DAYS": raw},
+                              capture_output=True, text=True)  # fmt: skip
+
+    # Four interpreters starting Django: at once, not one after another (seconds each).
+    with ThreadPoolExecutor(4) as pool:
+        *good, bad = pool.map(start, ["", "keep", "30", "0"])
+    for out, shown in zip(good, ["None", "None", "30"]):
+        assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == shown
-    bad = subprocess.run([sys.executable, "-c", probe], env={**env, "MARINA_TRACE_RETENTION_DAYS": "0"},
-                         capture_output=True, text=True)  # fmt: skip
     assert bad.returncode != 0 and "MARINA_TRACE_RETENTION_DAYS must be at least 1" in bad.stderr

@@ -1,0 +1,142 @@
+"""POST /v1/responses (OpenAI's Responses API), streamed and not.
+
+Providers that speak it (openai, openrouter) get the request as it came (the
+upstream id in `model`), and their answer and events go back as they came,
+metered from the `usage` of the response (for streams: of the
+`response.completed` event). The others get it translated into a chat
+completion (passthru/doors/translate.py), and their answer translated back:
+a `response` object, or the Responses stream events (`response.created`,
+`response.output_text.delta`, the function call events, `response.completed`
+with usage). Either way the call is one metered, traced upstream call
+through passthru/calls.py, held against the daily cap and rate-limited like chat.
+
+Formations and crews (`marina/…`, `marina:…`) run on /v1/chat/completions:
+their steps review and rewrite chat messages, which a Responses request
+carried natively is not; here they are a 400 naming that door."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kernel.conversation import identify
+from ledger.spend.records import SpanRecord
+from passthru.calls import encode
+from passthru.context import Inbound, RequestContext
+from passthru.doors import common, translate
+from passthru.endpoints import CHAT, Endpoint, with_model
+from passthru.pricing import Usage, price
+from passthru.providers import Plan, Route, plan
+from passthru.responses import Outbound
+from passthru.streaming import Meter
+
+# Providers whose own API has /responses.
+NATIVE = frozenset({"openai", "openrouter"})
+_USAGE_EVENTS = (b'"response.completed"', b'"response.incomplete"', b'"response.failed"')
+
+
+def usage_of(reported: Any) -> Usage | None:
+    """Token counts from a Responses `usage` object (input/output tokens and their details)."""
+    if not isinstance(reported, dict):
+        return None
+    inputs = reported.get("input_tokens_details") or {}
+    outputs = reported.get("output_tokens_details") or {}
+    return Usage(
+        prompt_tokens=_int(reported.get("input_tokens")),
+        completion_tokens=_int(reported.get("output_tokens")),
+        cached_tokens=_int(inputs.get("cached_tokens")) if isinstance(inputs, dict) else 0,
+        reasoning_tokens=_int(outputs.get("reasoning_tokens")) if isinstance(outputs, dict) else 0,
+    )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _priced(route: Route, reported: Any) -> Usage:
+    usage = usage_of(reported) or Usage()
+    price(usage, provider=route.provider.name, upstream_model=route.upstream_model, reported=reported)
+    return usage
+
+
+def _usage(route: Route, payload: dict[str, Any]) -> Usage:
+    return _priced(route, payload.get("usage"))
+
+
+class ResponsesMeter(Meter):
+    """Meters a native Responses stream: the usage is in the final event's
+    `response` (completed, incomplete or failed). Nothing is held back."""
+
+    def keep(self, event: bytes) -> bool:
+        if self.span.ttft_ms is None:
+            super().keep(b"")  # the first-byte time
+        if b'"usage"' in event and any(kind in event for kind in _USAGE_EVENTS):
+            data = common.event_data(event)
+            try:
+                payload = json.loads(data) if data else None
+            except ValueError:
+                return True
+            response = payload.get("response") if isinstance(payload, dict) else None
+            if isinstance(response, dict) and isinstance(response.get("usage"), dict):
+                self.usage = _priced(self.route, response["usage"])
+        return True
+
+
+def _meter(route: Route, span: SpanRecord, hide: bool) -> Meter:
+    return ResponsesMeter(route, span, hide_usage_chunk=False)
+
+
+def _cap_view(body: dict[str, Any]) -> dict[str, Any]:
+    """The cap's estimate reads max_tokens: the Responses API calls it max_output_tokens."""
+    limit = body.get("max_output_tokens")
+    return {**body, "max_tokens": limit} if isinstance(limit, int) and not isinstance(limit, bool) else body
+
+
+RESPONSES = Endpoint("responses", with_model, _usage, _meter, cap_view=_cap_view)
+
+
+async def responses(inbound: Inbound) -> Outbound:
+    return await common.serve(inbound, _respond)
+
+
+async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
+    common.check_fields(body, input="str|objects", instructions="str?", tools="objects?", max_output_tokens="int?")
+    model = body["model"]
+    common.refuse_formations(model, ctx.inbound.headers, "/v1/responses")
+    ctx.route = "passthru"
+    routes = plan(model)
+    # A fallback plan keeps the routes of its first route's kind: one answer
+    # shape per request (native Responses, or translated chat).
+    native = routes.routes[0].provider.name in NATIVE
+    kept = tuple(r for r in routes.routes if (r.provider.name in NATIVE) == native)
+    routes = Plan(routes.requested, kept, routes.fallback)
+    # The conversation's identity (seed, opening and system hashes), as chat's traces carry it.
+    ctx.conversation = identify(translate.conversation_of(body))
+    if native:
+        return await _native(ctx, routes, body)
+    return await _translated(ctx, routes, body)
+
+
+async def _native(ctx: RequestContext, routes: Plan, body: dict[str, Any]) -> Outbound:
+    if not ctx.stream:
+        route, done = await common.first_json(ctx, routes, body, RESPONSES)
+        return common.plain_out(route, done)
+    route, reply = await common.first_stream(ctx, routes, body, RESPONSES)
+    if reply.events is None:
+        return await common.relayed_error(ctx, reply)
+    return common.stream_out(ctx, route, reply.events)
+
+
+async def _translated(ctx: RequestContext, routes: Plan, body: dict[str, Any]) -> Outbound:
+    """A provider without /responses: the request as a chat completion, the answer back as Responses'."""
+    ctx.route = "passthru:translated"
+    chat_body = translate.to_chat(body)
+    if not ctx.stream:
+        route, done = await common.first_json(ctx, routes, chat_body, CHAT)
+        if not done.ok or done.payload is None:
+            return common.plain_out(route, done)
+        reply = translate.to_response(done.payload, body)
+        return common.plain_out(route, done, encode(reply))
+    route, stream = await common.first_stream(ctx, routes, chat_body, CHAT)
+    if stream.events is None:
+        return await common.relayed_error(ctx, stream)
+    return common.stream_out(ctx, route, translate.to_events(stream.events, body))
