@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel.env import ConfigError, env_bool, env_int, env_str, load_env_file
+from kernel.proxies import uvicorn_allow_ips
 
 # Blank means the default here too (.env.example), and a malformed value stops
 # start-up with one line naming it: gunicorn prints a config file's exception
@@ -31,6 +32,15 @@ try:
     # Off by default: measured, it did not spread a burst better than the shared
     # socket, and it lets a second server bind the same port without an error.
     reuse_port = env_bool("MARINA_REUSE_PORT", False)
+    # uvicorn believes X-Forwarded-For (and -Proto) from these peers only. Its
+    # default, 127.0.0.1, would let any local caller pick its address (and so
+    # its rate-limit bucket): only the CIDRs of MARINA_TRUSTED_PROXIES, else
+    # nobody (a count is applied by Marina itself, kernel/proxies.py).
+    _trusted = env_str("MARINA_TRUSTED_PROXIES") or ("1" if env_bool("MARINA_TRUST_PROXY", False) else "")
+    try:
+        forwarded_allow_ips = uvicorn_allow_ips(_trusted)
+    except ValueError as _exc:
+        raise ConfigError(f"MARINA_TRUSTED_PROXIES: {_exc}") from None
 except ConfigError as exc:
     raise SystemExit(f"Error: Marina's configuration: {exc}") from None
 worker_class = "marina.worker.MarinaWorker"  # uvicorn + uvloop + httptools (marina/worker.py)

@@ -244,7 +244,7 @@ class ApiKeyAdmin(ReadOnlyAdmin):
     """Keys made with `manage.py create_key` (the secret is shown once, there):
     only the hash is stored, so the admin lists and revokes, never makes."""
 
-    list_display = ["name", "prefix_shown", "created_at", "revoked_at"]
+    list_display = ["name", "prefix_shown", "reads_all", "created_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name"]
     exclude = ["digest"]

@@ -297,6 +297,8 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # `create_key --read-all`: reads every key's traces and spend at /api (else only its own).
+    reads_all = models.BooleanField(default=False)
 
     class Meta:
         db_table = "marina_api_key"

@@ -176,12 +176,13 @@ def _copy_value(events: Iterator[tuple[str, str, Any]], out: IO[str], keys: set[
     data["result"] = True
 
 
-def _import(data: dict[str, Any], result_path: str, keys: set[str]) -> ImportResult:
+def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: tuple[str, ...] | None) -> ImportResult:
     options = ImportOptions(
         target_kind=data["targetKind"], target=data["target"], group=data.get("replicateGroup"),
         label=data.get("label"), judge=data.get("judge"), cost_usd=data.get("costUsd"),
+        keys=owners,  # the uploader's key: its items link to that key's traces only (docs/security.md)
     )  # fmt: skip
-    if "simulations" in keys and "info" in keys:
+    if "simulations" in top_keys and "info" in top_keys:
         # τ²'s reader streams from the file the upload's `result` was written to.
         try:
             return import_tau2(result_path, options, progress=False)
@@ -215,7 +216,8 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
     ) as result_file:
         data, keys = await sync_to_async(_parse, thread_sensitive=False)(body, result_file)
         try:
-            result = await sync_to_async(_import, thread_sensitive=True)(data, result_file.name, keys)
+            owners = (caller.owner,) if caller.keyed else None  # its items link to the uploader's traces only
+            result = await sync_to_async(_import, thread_sensitive=True)(data, result_file.name, keys, owners)
         except UncleanRunError as exc:
             raise _bad(str(exc).split(": ", 1)[-1], "result") from None
         except ValueError as exc:  # LedgerInputError names the problem; option errors name the flag

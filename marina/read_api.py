@@ -2,9 +2,15 @@
 dashboards. Each operation parses its parameters, calls the selector the page
 (or the command line) uses, and returns ledger.reports.jsondata's shape.
 
-Who may read: a Marina key (`Authorization: Bearer <key>`, as /v1), or a
-logged-in staff session (the admin's login). A session that is not staff gets
-403; nobody, 401. An open API (MARINA_OPEN_API, no keys) opens /v1, not the
+Who may read what (docs/security.md): a Marina key (`Authorization: Bearer
+<key>`, as /v1) reads its own traces and spend (an operator key: its callers'
+too), and every key reads runs and comparisons; a key made with `create_key
+--read-all` reads every key's. A logged-in staff session (the admin's login)
+reads what its Django permissions let it see in the admin: `view_trace` the
+traces, `view_spenddaily` the spend, `view_benchmarkrun` runs and comparisons;
+without, 403, as in the admin. A session that is not staff gets 403; nobody,
+401. Another key's trace is a 404, as an unknown one: a key learns nothing of
+ids it cannot read. An open API (MARINA_OPEN_API, no keys) opens /v1, not the
 ledger: it still needs a staff session. Errors use OpenAI's envelope.
 
 Lives in marina/ because it needs passthru's key check and the ledger's reads
@@ -12,6 +18,7 @@ Lives in marina/ because it needs passthru's key check and the ledger's reads
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date
 from typing import Annotated, Any
 
@@ -24,7 +31,7 @@ from pydantic import BeforeValidator, Field
 
 from ledger.benchmarks import stats
 from ledger.benchmarks.compare import CompareError, SameSides, as_json, compare_groups, compare_runs
-from ledger.models import BenchmarkRun, Trace
+from ledger.models import BenchmarkRun
 from ledger.reports import jsondata, selectors
 from ledger.reports.forms import SpendRangeForm
 from ledger.spend import selectors as spend_selectors
@@ -56,23 +63,55 @@ def _not_found(message: str) -> ApiError:
     return ApiError(404, message, code="not_found")
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What one reader may read. `owner`: a key that reads only its own traces
+    and spend (ledger.spend.selectors.owned_by); None: every key's."""
+
+    who: str
+    owner: str | None
+    traces: bool
+    spend: bool
+    runs: bool
+
+
+def scope_of(request: HttpRequest) -> Scope:
+    scope = request.auth  # type: ignore[attr-defined]  # set by Reader
+    assert isinstance(scope, Scope)
+    return scope
+
+
+def _denied(what: str) -> ApiError:
+    return ApiError(403, f"Reading {what} needs the same permission as in the admin.", code="permission_denied")
+
+
 class Reader(HttpBearer):
     """A Marina key or a staff session, else ApiError 401/403 (in the envelope:
     Ninja hands an auth's exception to marina/api.py's handlers). Runs before
     the parameters are read, so a stranger learns nothing from a 400."""
 
-    openapi_description = "a Marina key (create_key or MODEL_API_KEYS); a staff session cookie also works"
+    openapi_description = (
+        "a Marina key (create_key or MODEL_API_KEYS): its own traces and spend, or all with create_key --read-all; "
+        "a staff session cookie also works, within its admin permissions"
+    )
 
-    def __call__(self, request: HttpRequest) -> str:
+    def __call__(self, request: HttpRequest) -> Scope:
         header = request.headers.get("authorization")
         if header:
             caller = async_to_sync(auth.authenticate)(header)  # 401 for a wrong key
             if caller.keyed:
-                return caller.key_name
+                owner = None if caller.reads_all else caller.owner
+                return Scope(caller.owner, owner, traces=True, spend=True, runs=True)
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             if user.is_staff:
-                return f"staff:{user.get_username()}"
+                return Scope(
+                    f"staff:{user.get_username()}",
+                    None,
+                    traces=user.has_perm("ledger.view_trace"),
+                    spend=user.has_perm("ledger.view_spenddaily"),
+                    runs=user.has_perm("ledger.view_benchmarkrun"),
+                )
             raise ApiError(403, "The read API needs a staff account or a Marina key.", code="permission_denied")
         raise ApiError(401, "Send 'Authorization: Bearer <Marina key>', or log in as staff at /admin/.")
 
@@ -95,6 +134,8 @@ class RunFilters(Schema):
 
 @router.get("/runs", response={200: dict, **ERRORS}, summary="Benchmark runs, newest first (the runs page's filters)")
 def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any]:
+    if not scope_of(request).runs:
+        raise _denied("runs")
     if filters.since and filters.until and filters.since > filters.until:
         raise _bad("`since` is after `until`.", "since")
     runs = selectors.runs(
@@ -105,6 +146,8 @@ def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any
 
 @router.get("/runs/{run_id}", response={200: dict, **ERRORS}, summary="One run: figures, pass^k with intervals, items")
 def get_run(request: HttpRequest, run_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
+    if not scope_of(request).runs:
+        raise _denied("runs")
     run = BenchmarkRun.objects.filter(pk=run_id).first()
     if run is None:
         raise _not_found(f"No run #{run_id}.")
@@ -122,6 +165,8 @@ class CompareQuery(Schema):
 
 @router.get("/compare", response={200: dict, **ERRORS}, summary="Run (or group) B against A: `manage.py compare --json`")
 def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
+    if not scope_of(request).runs:
+        raise _denied("runs")
     runs = query.a is not None or query.b is not None
     groups = bool(query.group_a or query.group_b)
     if runs == groups:
@@ -152,19 +197,25 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
 
 @router.get("/spend", response={200: dict, **ERRORS}, summary="Spend per model and day (default: the last 14 UTC days)")
 def spend(request: HttpRequest, since: Day | None = None, until: Day | None = None) -> dict[str, Any]:
+    scope = scope_of(request)
+    if not scope.spend:
+        raise _denied("spend")
     form = SpendRangeForm.from_query(request.GET)  # the spend page's defaults and limits
     if not form.is_valid():
         field, errors = next(iter(form.errors.items()))
         # A range error (ends before it starts, too long) names `since`, as /api/runs does.
         raise _bad(f"{errors[0]}", "since" if field == "__all__" else field)
     first, last = form.range()
-    totals = spend_selectors.spend_totals(since=first, until=last)
-    return jsondata.spend(totals, spend_selectors.spend_by_model(since=first, until=last))
+    totals = spend_selectors.spend_totals(since=first, until=last, owner=scope.owner)
+    return jsondata.spend(totals, spend_selectors.spend_by_model(since=first, until=last, owner=scope.owner))
 
 
 @router.get("/traces/{request_id}", response={200: dict, **ERRORS}, summary="One request's trace and its span tree")
 def get_trace(request: HttpRequest, request_id: str) -> dict[str, Any]:
-    trace = Trace.objects.filter(request_id=request_id).order_by("pk").first()
+    scope = scope_of(request)
+    if not scope.traces:
+        raise _denied("traces")
+    trace = selectors.trace_for(request_id, scope.owner)  # another key's trace reads as an unknown one
     if trace is None:
         raise _not_found(f"No trace with request id {request_id!r}.")
     return jsondata.trace(trace, selectors.span_tree(trace))
@@ -185,6 +236,9 @@ class FrontierQuery(Schema):
 def frontier(request: HttpRequest, query: Query[FrontierQuery]) -> dict[str, Any]:
     from ledger.reports import frontier as frontier_data  # the page's and `manage.py frontier`'s figures
 
+    scope = scope_of(request)
+    if not (scope.runs and scope.spend):
+        raise _denied("runs and spend")
     if query.since and query.until and query.since > query.until:
         raise _bad("`since` is after `until`.", "since")
     try:
@@ -210,6 +264,13 @@ class TrajectoryQuery(Schema):
 def trajectories(request: HttpRequest, query: Query[TrajectoryQuery]) -> dict[str, Any]:
     from ledger.reports import trajectories as trajectory_data
 
+    scope = scope_of(request)
+    if not (scope.runs and scope.traces):
+        raise _denied("runs and traces")
+    if scope.owner is not None:
+        # Two trajectories show the messages of whichever keys' calls made them (docs/security.md).
+        raise ApiError(403, "Trajectories show every key's calls: they need a key made with create_key --read-all "
+                       "or a staff session.", code="permission_denied")  # fmt: skip
     for letter, run_id, group in (("a", query.a, query.group_a), ("b", query.b, query.group_b)):
         if (run_id is None) == (not group):
             raise _bad(f"Side {letter.upper()}: give `{letter}` (a run) or `group_{letter}`, one of them.", letter)
@@ -228,6 +289,8 @@ def experiment_progress(request: HttpRequest, experiment_id: int = PathParam(...
     from ledger.models import Experiment
     from ledger.reports import live
 
+    if not scope_of(request).runs:
+        raise _denied("runs")
     experiment = Experiment.objects.filter(pk=experiment_id).first()
     if experiment is None:
         raise _not_found(f"No experiment #{experiment_id}.")

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from kernel import proxies as _proxies
 from kernel.env import (
     ConfigError,
     env_bool,
@@ -149,6 +150,12 @@ LOGGING = {
 # MODEL_API_KEYS: comma list of `secret` or `secret:name`. Only names (or a
 # short hash of a nameless key) ever leave this module's settings.
 MODEL_API_KEYS = env_secret("MODEL_API_KEYS")
+# A key's name never holds `/`: that is what separates an operator key's name
+# from the callers it names (`secret:ops/*` -> `ops/<agent>`, passthru/auth.py).
+for _entry in MODEL_API_KEYS.split(","):
+    _key_name = _entry.partition(":")[2].strip()
+    if "/" in _key_name.removesuffix("/*") or _key_name == "/*":
+        raise ConfigError(f"MODEL_API_KEYS: a key name may not contain '/' (only an operator key's `name/*`), not {_key_name!r}")
 MARINA_OPEN_API = env_str("MARINA_OPEN_API") == "true"  # exactly "true", as in the reference
 
 MARINA_MAX_REQUEST_BYTES = env_int("MARINA_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
@@ -277,9 +284,15 @@ MARINA_PASSTHRU_MODEL = env_str("MARINA_PASSTHRU_MODEL")
 # up to BURST at once. 0 (the default) is off.
 MARINA_RATE_LIMIT_RPS = env_float("MARINA_RATE_LIMIT_RPS", 0.0, minimum=0.0)
 MARINA_RATE_LIMIT_BURST = env_int("MARINA_RATE_LIMIT_BURST", 0, minimum=0) or max(1, round(MARINA_RATE_LIMIT_RPS * 5))
-# true: the client's IP is the first X-Forwarded-For address (else X-Real-IP), for
-# a server behind a proxy that sets them; otherwise the socket peer.
-MARINA_TRUST_PROXY = env_bool("MARINA_TRUST_PROXY", False)
+# The proxies in front of Marina whose X-Forwarded-For hops are believed
+# (kernel/proxies.py): a count, or addresses/CIDRs; empty: the socket peer.
+# The client is the right-most hop that is not a trusted proxy. The older
+# MARINA_TRUST_PROXY=true means one proxy in front (MARINA_TRUSTED_PROXIES=1).
+MARINA_TRUSTED_PROXIES = env_str("MARINA_TRUSTED_PROXIES") or ("1" if env_bool("MARINA_TRUST_PROXY", False) else "")
+try:
+    _proxies.parse(MARINA_TRUSTED_PROXIES)
+except ValueError as _exc:
+    raise ConfigError(f"MARINA_TRUSTED_PROXIES: {_exc}") from None
 # Origins allowed to call /v1 from a browser (comma list, or *); empty sends no CORS headers.
 MARINA_CORS_ORIGINS = [o.strip() for o in env_str("MARINA_CORS_ORIGINS").split(",") if o.strip()]
 

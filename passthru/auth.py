@@ -4,10 +4,13 @@ keys made with `manage.py create_key` (stored as SHA-256 digests only).
 A key is never stored or logged. The ledger and traces see only the key's
 name (`secret:name`) or, for a nameless key, `key-` plus a short hash prefix.
 
-`secret:*` in MODEL_API_KEYS is an operator's key for many callers: a request
-made with it may name its caller with `X-Marina-Agent: <name>`, and that name
-is what the ledger, traces and rate limits go by (without the header: the
-key's hash name). So may any caller in open mode. Other keys' callers cannot
+`secret:ops/*` (or `secret:*`) in MODEL_API_KEYS is an operator's key for many
+callers: a request made with it may name its caller with `X-Marina-Agent:
+<name>`, and the caller is then `ops/<name>` (`key-<hash>/<name>` for `*`):
+what the ledger, traces, rate limits and formation state go by. A key name
+never holds a `/`, so no name an operator key gives can be another key's; a
+key's reads (/api) cover its own name and its callers' `<name>/…`. So may any
+caller name itself in open mode (no keys at all). Other keys' callers cannot
 rename themselves: the header is ignored for them."""
 from __future__ import annotations
 
@@ -49,15 +52,26 @@ WILDCARD = "*"
 
 @dataclass(frozen=True)
 class Caller:
-    key_name: str
+    key_name: str  # who is charged and traced: the key's name, or `<operator>/<agent>`
     keyed: bool = True  # False in open mode: rate limits then go by IP
+    principal: str = ""  # the key itself (an operator key's name, without its callers): what /api reads go by
+    reads_all: bool = False  # `create_key --read-all`: /api reads every key's traces and spend
+
+    @property
+    def owner(self) -> str:
+        return self.principal or self.key_name
 
 
 @dataclass(frozen=True)
 class _Key:
     digest: bytes  # sha256 of the secret: compare digests so lengths never leak
     name: str
-    names_callers: bool = False  # `secret:*`
+    names_callers: bool = False  # `secret:*` or `secret:<name>/*`
+
+# What separates an operator key's name from its caller's: never in a key name.
+AGENT_SEPARATOR = "/"
+OPERATOR_SUFFIX = AGENT_SEPARATOR + WILDCARD
+NAME_LIMIT = 64  # the ledger's key_name columns
 
 
 @lru_cache(maxsize=4)
@@ -70,22 +84,26 @@ def _parse_keys(raw: str) -> tuple[_Key, ...]:
             continue
         digest = hashlib.sha256(secret.encode()).digest()
         name = name.strip()
-        wildcard = name == WILDCARD
-        keys.append(_Key(digest, f"key-{digest.hex()[:8]}" if wildcard or not name else name, wildcard))
+        wildcard = name == WILDCARD or name.endswith(OPERATOR_SUFFIX)
+        if name.endswith(OPERATOR_SUFFIX):
+            name = name[: -len(OPERATOR_SUFFIX)]
+        elif wildcard:
+            name = ""
+        keys.append(_Key(digest, name or f"key-{digest.hex()[:8]}", wildcard))
     return tuple(keys)
 
 
 @dataclass(frozen=True)
 class _Stored:
-    keys: dict[bytes, str]
+    keys: dict[bytes, stored_keys.Active]
     read_at: float
 
 
 _stored: _Stored | None = None
-_reading: concurrent.futures.Future[dict[bytes, str]] | None = None
+_reading: concurrent.futures.Future[dict[bytes, stored_keys.Active]] | None = None
 
 
-async def _stored_keys(offered: bytes | None) -> dict[bytes, str]:
+async def _stored_keys(offered: bytes | None) -> dict[bytes, stored_keys.Active]:
     """The stored keys as this process last read them, read again when stale."""
     global _stored, _reading
     now = time.monotonic()
@@ -115,14 +133,18 @@ def forget() -> None:
     _stored = None
 
 
-def _agent(name: str) -> str:
-    """An X-Marina-Agent name, or the 400 saying what a name may be."""
+def _agent(name: str, operator: str | None) -> str:
+    """An X-Marina-Agent name under its operator key's name (`ops/alice`; open
+    mode: the name alone), or the 400 saying what a name may be."""
     name = name.strip()
-    if not _NAME.match(name):
+    room = NAME_LIMIT - (len(operator) + len(AGENT_SEPARATOR) if operator else 0)
+    if not _NAME.match(name) or len(name) > room:
         raise ApiError(
-            400, "X-Marina-Agent must be a caller name of 1 to 64 letters, digits or . _ @ -.", code="invalid_agent_name"
+            400,
+            f"X-Marina-Agent must be a caller name of 1 to {room} letters, digits or . _ @ -.",
+            code="invalid_agent_name",
         )
-    return name
+    return f"{operator}{AGENT_SEPARATOR}{name}" if operator else name
 
 
 async def authenticate(authorization: str | None, agent: str | None = None) -> Caller:
@@ -140,11 +162,12 @@ async def authenticate(authorization: str | None, agent: str | None = None) -> C
             if hmac.compare_digest(offered, key.digest) and match is None:
                 match = key
         if match is not None:
-            return Caller(_agent(agent) if match.names_callers and agent else match.name)
+            named = _agent(agent, match.name) if match.names_callers and agent else match.name
+            return Caller(named, principal=match.name)
     stored = await _stored_keys(offered)
     if not env_keys and not stored:
         if settings.MARINA_OPEN_API:
-            return Caller(_agent(agent) if agent else OPEN_MODE_NAME, keyed=False)
+            return Caller(_agent(agent, None) if agent else OPEN_MODE_NAME, keyed=False)
         raise ApiError(
             401,
             "The model API is closed: make a key with `manage.py create_key NAME`, set MODEL_API_KEYS "
@@ -152,10 +175,10 @@ async def authenticate(authorization: str | None, agent: str | None = None) -> C
         )
     if offered is None:
         raise ApiError(401, "Missing or invalid Authorization header: send 'Authorization: Bearer <key>'.")
-    name = stored.get(offered)
-    if name is None:
+    found = stored.get(offered)
+    if found is None:
         raise ApiError(401, "Invalid API key.")
-    return Caller(name)
+    return Caller(found.name, principal=found.name, reads_all=found.reads_all)
 
 
 def warn_if_open() -> None:
@@ -170,9 +193,10 @@ class KeyRefused(ValueError):
     """A key name that cannot be used or found; the message says why."""
 
 
-def create_key(name: str) -> str:
+def create_key(name: str, *, reads_all: bool = False) -> str:
     """Make a key named `name` and return its secret: the only time it is seen.
-    Only its SHA-256 is stored. The name is what the ledger and reports show."""
+    Only its SHA-256 is stored. The name is what the ledger and reports show.
+    `reads_all`: the key reads every key's traces and spend at /api (else its own)."""
     if not _NAME.match(name):
         raise KeyRefused(f"key names are 1 to 64 letters, digits or . _ @ -, not {name!r}")
     if name in RESERVED or name.startswith(RESERVED_PREFIXES):
@@ -181,7 +205,7 @@ def create_key(name: str) -> str:
         raise KeyRefused(f"MODEL_API_KEYS already has a key named {name!r}")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     try:
-        stored_keys.store_key(name, hashlib.sha256(secret.encode()).digest(), secret[: len(SECRET_PREFIX) + 4])
+        stored_keys.store_key(name, hashlib.sha256(secret.encode()).digest(), secret[: len(SECRET_PREFIX) + 4], reads_all)
     except stored_keys.KeyNameTaken as exc:
         raise KeyRefused(str(exc)) from None
     forget()

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from kernel import proxies
 from ledger.dbthread import DbThread
 from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.errors import ApiError
@@ -120,16 +121,9 @@ def _on_thread(client: str, rps: float, burst: int) -> float | None:
 
 
 def client_ip(peer: str, headers: Mapping[str, str]) -> str:
-    """The client's address: the socket peer, or with MARINA_TRUST_PROXY the
-    first X-Forwarded-For address (else X-Real-IP) a trusted proxy set."""
-    if settings.MARINA_TRUST_PROXY:
-        forwarded = headers.get("x-forwarded-for", "").split(",")[0].strip()
-        if forwarded:
-            return forwarded[:100]
-        real = headers.get("x-real-ip", "").strip()
-        if real:
-            return real[:100]
-    return peer or "unknown"
+    """The client's address: the socket peer, or behind MARINA_TRUSTED_PROXIES
+    the right-most X-Forwarded-For hop that is not one of them (kernel/proxies.py)."""
+    return proxies.client_address(peer, headers, proxies.parse(settings.MARINA_TRUSTED_PROXIES))
 
 
 def client_of(key_name: str | None, peer: str, headers: Mapping[str, str]) -> str:

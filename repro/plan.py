@@ -295,7 +295,7 @@ def render(plan: Plan) -> list[str]:
         lines.append(f"    [{run.arm.name} r{run.replicate} seed {run.spec.seed}] {shown_env} {tau2cli.shown(inv.argv, '')}")
         lines.append(
             f"      then import_tau2 {inv.results} --target {run.arm.agent_model} --target-kind "
-            f"{run.arm.target_kind} --group {run.arm.group(o.domain)} --require-clean --cost-from-spend"
+            f"{run.arm.target_kind} --group {run.arm.group(o.domain)} --require-clean --cost-from-spend --key <the experiment key's name>"
         )
     if len(plan.arms) > 1:
         base = plan.arms[0]

@@ -305,6 +305,7 @@ class Runner:
             options = ImportOptions(
                 target=run.arm.agent_model, target_kind=run.arm.target_kind, group=group,
                 label=f"{self.plan.name} {run.arm.name} r{run.replicate}", cost_from_spend=True,
+                keys=(self.key_name,),  # link its items within the experiment's own key, never another team's calls
             )  # fmt: skip
             # τ² ran --task-split-name this split; its results do not say
             result = import_tau2(inv.results, options, require_clean=True, task_split=self.plan.options.split)

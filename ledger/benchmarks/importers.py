@@ -26,7 +26,7 @@ from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
-from ledger.benchmarks.links import LINKED, LinkPlan, plan_links
+from ledger.benchmarks.links import LINKED, LinkPlan, of_keys, plan_links
 from ledger.benchmarks.options import ImportOptions, max_length
 from ledger.benchmarks.original import from_original, is_original, to_original
 from ledger.benchmarks.tau2.convert import to_ledger
@@ -227,7 +227,9 @@ def _import(
 
     run_ = ledger.run
     started, ended = parse_time(run_.started_at), parse_time(run_.ended_at)
-    links = plan_links(ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended)
+    links = plan_links(
+        ledger.items, models=[run_.agent.model, run_.user.model], started=started, ended=ended, keys=options.keys
+    )
     cost_nanousd, cost_source, cost_note, unpriced_calls = _cost(
         ledger, source, started, ended, cost_usd=options.cost_usd, cost_from_spend=options.cost_from_spend, warnings=warnings,
         links=links,
@@ -356,7 +358,10 @@ def _cost(
                 source, "--cost-from-spend: the run has no simulation times, so its days are unknown: give --cost-usd"
             )
         first, last = started.date(), ended.date()
-        totals = SpendDaily.objects.filter(requested_model__in=models, day__gte=first, day__lte=last).aggregate(
+        spent = SpendDaily.objects.filter(requested_model__in=models, day__gte=first, day__lte=last)
+        if links.within is not None:
+            spent = spent.filter(of_keys(links.within))
+        totals = spent.aggregate(
             cost=Sum("cost_nanousd"), calls=Sum("calls"), unpriced=Sum("unpriced_calls")
         )
         days = f"{first}" if first == last else f"{first}..{last}"
@@ -373,9 +378,10 @@ def _cost(
                 f"{source}: {unpriced} of {totals['calls']} calls to these models were unpriced; "
                 + ("the cost is unknown" if unpriced >= totals["calls"] else "the spend total is a lower bound")
             )
+        whose = f"key(s) {', '.join(links.within)}'" if links.within is not None else "any key's"
         note = (
             f"spend_daily for {', '.join(models)} on {days} (UTC): whole days, so it includes every call "
-            "to these model ids on those days, this run's and any other's"
+            f"to these model ids on those days by {whose}, this run's and any other's"
         )
         if links.attempted:
             unlinked = sum(1 for x in evaluated_links if x.status != LINKED)

@@ -17,6 +17,12 @@ and among the run's agent and user model ids:
    slack); when two items still qualify the trace is left unlinked and the
    items are reported as ambiguous, never guessed.
 
+Only the traces of the keys the run used are considered when the import names
+them (`import_tau2 --key NAME`, the kit's experiment key; an operator key's
+callers `NAME/…` with it): one team's import never claims another's calls.
+Without keys every key's traces are candidates, and the import says which keys
+its links came from (and warns when they came from several).
+
 Items with an identity but no linked trace are `unfound`, and the import says
 how many. Nothing here writes: `plan_links` returns what the import writes in
 its own transaction."""
@@ -69,6 +75,16 @@ class LinkPlan:
     items: dict[str, ItemLinks]  # by item id
     candidates: int = 0  # traces in the window with a seed, of the run's model ids
     unassigned: int = 0  # of those, linked to no item
+    within: tuple[str, ...] | None = None  # the keys the import named, or None: every key's traces
+    keys: list[str] = field(default_factory=list)  # the key names of the linked traces
+
+    def _keys_note(self) -> str:
+        named = ", ".join(self.keys) or "none"
+        if self.within is not None:
+            return f"within key(s) {', '.join(self.within)}: links from {named}"
+        if len(self.keys) > 1:
+            return f"links from {len(self.keys)} keys ({named}): pass --key to link within the run's own"
+        return f"links from key(s) {named} (no --key: every key's traces were candidates)"
 
     def count(self, status: str) -> int:
         return sum(1 for links in self.items.values() if links.status == status)
@@ -88,6 +104,7 @@ class LinkPlan:
             parts.append(f"{self.count(AMBIGUOUS)} item(s) ambiguous (left unlinked)")
         if self.unassigned:
             parts.append(f"{self.unassigned} trace(s) of these models in the window belong to no item")
+        parts.append(self._keys_note())
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
@@ -97,6 +114,8 @@ class LinkPlan:
             "ambiguous": self.count(AMBIGUOUS),
             "traces": sum(len(x.traces) for x in self.items.values()),
             "unassigned_traces": self.unassigned,
+            "within_keys": list(self.within) if self.within is not None else None,
+            "keys": self.keys,
         }
 
 
@@ -114,15 +133,37 @@ class _Window:
 
 _FIELDS = (
     "id", "started_at", "conv_seed", "conv_opening", "conv_system", "status", "prompt_tokens",
-    "completion_tokens", "cost_nanousd", "route", "formation_label",
+    "completion_tokens", "cost_nanousd", "route", "formation_label", "key_name",
 )  # fmt: skip
 
 
+def of_keys(keys: Sequence[str]) -> Q:
+    """Rows of these keys, and of their callers when one is an operator key
+    (`NAME/agent`, passthru/auth.py: no key name holds a `/`)."""
+    found = Q(pk__in=[])
+    for key in keys:
+        found |= Q(key_name=key) | Q(key_name__startswith=key + "/")
+    return found
+
+
+def _candidates(
+    models: Sequence[str], seeds: Sequence[int | None], started: datetime, ended: datetime, keys: Sequence[str] | None
+) -> list[dict[str, Any]]:
+    """The traces that may be the run's: in its window, of its model ids and seeds, of its keys when named."""
+    found = Trace.objects.filter(
+        started_at__gte=started - SLACK, started_at__lte=ended + SLACK, requested_model__in=models, conv_seed__in=seeds,
+    )  # fmt: skip
+    if keys is not None:
+        found = found.filter(of_keys(keys))
+    return list(found.order_by("started_at", "pk").values(*_FIELDS))
+
+
 def plan_links(
-    items: Sequence[LedgerItem], *, models: Sequence[str], started: datetime | None, ended: datetime | None
+    items: Sequence[LedgerItem], *, models: Sequence[str], started: datetime | None, ended: datetime | None,
+    keys: Sequence[str] | None = None,
 ) -> LinkPlan:
-    """Which traces belong to which item (nothing written)."""
-    plan = LinkPlan(items={i.id: ItemLinks() for i in items})
+    """Which traces belong to which item (nothing written); only `keys`' traces when given."""
+    plan = LinkPlan(items={i.id: ItemLinks() for i in items}, within=tuple(keys) if keys is not None else None)
     identified = [i for i in items if i.seed is not None and (i.opening_agent or i.opening_user)]
     for item in identified:
         plan.items[item.id].status = UNFOUND
@@ -138,12 +179,7 @@ def plan_links(
                 by_opening[(item.seed, opening)].append((item.id, role))  # type: ignore[index]
 
     seeds = sorted({i.seed for i in identified})  # type: ignore[type-var]
-    rows = list(
-        Trace.objects.filter(
-            started_at__gte=started - SLACK, started_at__lte=ended + SLACK,
-            requested_model__in=models, conv_seed__in=seeds,
-        ).order_by("started_at", "pk").values(*_FIELDS)
-    )  # fmt: skip
+    rows = _candidates(models, seeds, started, ended, keys)
     plan.candidates = len(rows)
     ambiguous: set[str] = set()
     linked: dict[int, tuple[str, str]] = {}  # trace id -> (item id, role)
@@ -181,6 +217,7 @@ def plan_links(
         if not plan.items[item_id].traces:
             plan.items[item_id].status = AMBIGUOUS
     plan.unassigned = len(rows) - len(linked)
+    plan.keys = sorted({row["key_name"] for row in rows if row["id"] in linked})
     return plan
 
 

@@ -44,11 +44,16 @@ class ImportOptions:
     dry_run: bool = False
     judge: str | None = None
     replicate_of: int | None = None
+    # The Marina keys the run used (`--key`): its items link only to their traces
+    # (an operator key's callers `NAME/…` with it); None: every key's traces.
+    keys: tuple[str, ...] | None = None
 
     @classmethod
     def from_command(cls, options: Mapping[str, Any]) -> ImportOptions:
         """From a command's parsed options (ledger/management/arguments.py adds them)."""
-        return cls(**{f.name: options[f.name] for f in fields(cls)})
+        given = {f.name: options[f.name] for f in fields(cls)}
+        given["keys"] = tuple(given["keys"]) if given["keys"] else None  # --key is repeatable: a list or None
+        return cls(**given)
 
     def checked(self) -> ImportOptions:
         """These options with the group to record resolved (--group, or

@@ -42,5 +42,10 @@ def add_import_options(parser: CommandParser, *, target_required: bool = True) -
         "(source: traces), else spend_daily for its agent and user model ids over its UTC days (source: spend); "
         "only for a run made through this Marina (the same database), refused otherwise",
     )  # fmt: skip
+    parser.add_argument(
+        "--key", action="append", metavar="NAME", dest="keys", type=str,
+        help="a Marina key the run used (repeatable): its items are linked only to that key's traces "
+        "(an operator key's: its callers' too). Without it every key's traces are candidates",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="check and show what would be recorded; write nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0009_trace_request_id_unique'),
+        ('ledger', '0010_api_key_reads_all'),
     ]
 
     operations = [

@@ -9,7 +9,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -20,6 +19,7 @@ from django_tables2 import Column
 from ledger.models import BenchmarkRun
 from ledger.reports import frontier as frontier_data
 from ledger.reports import trajectories as trajectory_data
+from ledger.reports.access import RUNS, SPEND, TRACES, needs
 from ledger.reports.forms import DATE, _choice_field, _choices
 from ledger.reports.scatter import Dot, scatter_chart
 from ledger.reports.selectors import run_choices
@@ -59,7 +59,7 @@ def _cost(value: float) -> str:
     return f"${value:.4g}"
 
 
-@login_required
+@needs(RUNS, SPEND)
 def frontier(request: HttpRequest) -> HttpResponse:
     form = FrontierForm(request.GET or None)
     if form.is_bound and not form.is_valid():
@@ -113,7 +113,7 @@ def trajectories_for(data: dict[str, Any]) -> trajectory_data.SideBySide:
     )  # fmt: skip
 
 
-@login_required
+@needs(RUNS, TRACES)
 def trajectories(request: HttpRequest) -> HttpResponse:
     form = TrajectoryQuery(request.GET or None)
     if not form.is_valid():

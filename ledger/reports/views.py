@@ -1,13 +1,14 @@
 """The report pages under /reports/: thin views that read through
 ledger.reports.selectors, lay figures out with ledger.reports.tables and draw with
-ledger.reports.charts. Every page needs a logged-in user (the admin's login)."""
+ledger.reports.charts. Every page needs a logged-in user (the admin's login)
+with the admin's rights to what it shows (`needs`): a staff account with the
+models' view permissions, so a page never shows what the admin would refuse."""
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.safestring import mark_safe
@@ -21,6 +22,7 @@ from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Experiment, Trace
 from ledger.reports import live, overview, selectors, spendcsv
+from ledger.reports.access import EXPERIMENTS, RUNS, SPEND, TRACES, needs
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.insight_views import disagreement_table
@@ -36,7 +38,6 @@ from ledger.spend import selectors as spend_selectors
 
 # Stacks beyond this many models are summed into "other" in the spend chart.
 CHART_MODELS = 7
-
 
 def _rate(value: float) -> str:
     return f"{value:.2f}"
@@ -56,7 +57,7 @@ def _model_stacks(cost: dict[str, list[int]], models: list[str], limit: int) -> 
     return stacks
 
 
-@login_required
+@needs(RUNS, SPEND, TRACES)
 def index(request: HttpRequest) -> HttpResponse:
     """The overview: traffic, spend against the cap, latency, formation
     decisions and the latest runs, each linking to its detail page."""
@@ -113,7 +114,7 @@ def index(request: HttpRequest) -> HttpResponse:
     return render(request, "ledger/index.html", context)
 
 
-@login_required
+@needs(RUNS)
 def run_list(request: HttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET or None)
     if form.is_bound and not form.is_valid():
@@ -124,7 +125,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ledger/run_list.html", {"form": form, "table": table})
 
 
-@login_required
+@needs(RUNS)
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(BenchmarkRun, pk=pk)
     report = selectors.run_report(run)
@@ -155,7 +156,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "ledger/run_detail.html", context)
 
 
-@login_required
+@needs(SPEND)
 def spend(request: HttpRequest) -> HttpResponse:
     form = SpendRangeForm.from_query(request.GET)
     if not form.is_valid():
@@ -184,7 +185,7 @@ def spend(request: HttpRequest) -> HttpResponse:
     return render(request, "ledger/spend.html", context)
 
 
-@login_required
+@needs(SPEND)
 def spend_csv(request: HttpRequest) -> HttpResponse:
     """The spend_daily rows of the range, one line per bucket, cost in exact dollars."""
     form = SpendRangeForm.from_query(request.GET)
@@ -203,7 +204,7 @@ def _error_lines(form: forms.Form) -> str:
     return "\n".join(lines) + "\n"
 
 
-@login_required
+@needs(TRACES)
 def trace_list(request: HttpRequest) -> HttpResponse:
     form = TraceFilterForm(request.GET or None)
     if form.is_bound and not form.is_valid():
@@ -217,7 +218,7 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ledger/trace_list.html", context)
 
 
-@login_required
+@needs(TRACES)
 def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     trace = get_object_or_404(Trace, pk=pk)
     nodes = selectors.span_tree(trace)
@@ -245,7 +246,7 @@ def _side_names(data: dict[str, Any]) -> tuple[str, str]:
     return name(data["run_a"]), name(data["run_b"])
 
 
-@login_required
+@needs(RUNS)
 def compare(request: HttpRequest) -> HttpResponse:
     """Two runs or two groups side by side, picked with a GET form."""
     form = CompareForm(
@@ -286,13 +287,13 @@ def compare(request: HttpRequest) -> HttpResponse:
     return render(request, "ledger/compare.html", context)
 
 
-@login_required
+@needs(EXPERIMENTS)
 def experiment_list(request: HttpRequest) -> HttpResponse:
     """The experiments `manage.py repro_tau2` ran, newest first."""
     return render(request, "ledger/experiment_list.html", {"experiments": experiments.recent(200)})
 
 
-@login_required
+@needs(EXPERIMENTS)
 def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One experiment as one unit: its arms side by side (the baseline first), every run of each,
     and each arm against the baseline on this experiment's runs."""

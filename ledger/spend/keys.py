@@ -20,19 +20,26 @@ class StoredKey:
     prefix: str
     created_at: datetime
     revoked_at: datetime | None
+    reads_all: bool = False
 
 
-def active_keys() -> dict[bytes, str]:
-    """sha256 digest -> name of every key not revoked."""
-    rows = ApiKey.objects.filter(revoked_at__isnull=True).values_list("digest", "name")
-    return {bytes.fromhex(digest): name for digest, name in rows}
+@dataclass(frozen=True)
+class Active:
+    name: str
+    reads_all: bool = False
 
 
-def store_key(name: str, digest: bytes, prefix: str) -> None:
+def active_keys() -> dict[bytes, Active]:
+    """sha256 digest -> name (and read scope) of every key not revoked."""
+    rows = ApiKey.objects.filter(revoked_at__isnull=True).values_list("digest", "name", "reads_all")
+    return {bytes.fromhex(digest): Active(name, reads_all) for digest, name, reads_all in rows}
+
+
+def store_key(name: str, digest: bytes, prefix: str, reads_all: bool = False) -> None:
     """Record a new key; KeyNameTaken when a key (even a revoked one) has the name."""
     try:
         with transaction.atomic():
-            ApiKey.objects.create(name=name, digest=digest.hex(), prefix=prefix)
+            ApiKey.objects.create(name=name, digest=digest.hex(), prefix=prefix, reads_all=reads_all)
     except IntegrityError:
         raise KeyNameTaken(f"a key named {name!r} exists already (revoked keys keep their names)") from None
 
@@ -43,4 +50,4 @@ def revoke(name: str) -> bool:
 
 
 def listed() -> list[StoredKey]:
-    return [StoredKey(k.name, k.prefix, k.created_at, k.revoked_at) for k in ApiKey.objects.order_by("name")]
+    return [StoredKey(k.name, k.prefix, k.created_at, k.revoked_at, k.reads_all) for k in ApiKey.objects.order_by("name")]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum
 
 from ledger.models import SpendDaily
 
@@ -48,6 +48,17 @@ def spent_by_key(key_name: str) -> int:
     return SpendDaily.objects.filter(key_name=key_name).aggregate(total=Sum("cost_nanousd"))["total"] or 0
 
 
+def owned_by(owner: str) -> Q:
+    """The rows of one key: its own name, and its callers' `<name>/…` when it is
+    an operator key (passthru/auth.py; no key name holds a `/`)."""
+    return Q(key_name=owner) | Q(key_name__startswith=owner + "/")
+
+
+def owns(owner: str, key_name: str) -> bool:
+    """owned_by(owner), for one row's key name."""
+    return key_name == owner or key_name.startswith(owner + "/")
+
+
 @dataclass
 class SpendTotals:
     first_day: date | None
@@ -63,9 +74,10 @@ class SpendTotals:
     rows: list[SpendDaily]
 
 
-def spend_totals(*, since: date | None = None, until: date | None = None) -> SpendTotals:
-    """Spend between two UTC days, inclusive, with the rows behind it."""
-    rows = SpendDaily.objects.all()
+def spend_totals(*, since: date | None = None, until: date | None = None, owner: str | None = None) -> SpendTotals:
+    """Spend between two UTC days, inclusive, with the rows behind it (only
+    `owner`'s keys when given: owned_by)."""
+    rows = SpendDaily.objects.all() if owner is None else SpendDaily.objects.filter(owned_by(owner))
     if since:
         rows = rows.filter(day__gte=since)
     if until:
@@ -177,15 +189,16 @@ def spend_sums(rows: QuerySet[SpendDaily]) -> dict[str, int]:
     return {name: sums[name] or 0 for name in _SPEND_SUMS}
 
 
-def spend_by_model(*, since: date, until: date) -> SpendByModel:
+def spend_by_model(*, since: date, until: date, owner: str | None = None) -> SpendByModel:
     """Spend per UTC day and requested model, every day of the range present
-    (a day without calls is a zero, not a gap)."""
+    (a day without calls is a zero, not a gap); only `owner`'s keys when given."""
+    scoped = SpendDaily.objects.all() if owner is None else SpendDaily.objects.filter(owned_by(owner))
     # cast: django-stubs types .values() rows from the named fields alone and cannot see
     # the sums that annotate(**...) adds to them.
     rows = cast(
         list[dict[str, Any]],
         list(
-            SpendDaily.objects.filter(day__gte=since, day__lte=until)
+            scoped.filter(day__gte=since, day__lte=until)
             .values("day", "requested_model")
             .annotate(**{name: Sum(name) for name in _SPEND_SUMS})
             .order_by("day", "requested_model")

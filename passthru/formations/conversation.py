@@ -51,19 +51,6 @@ def parse_arguments(raw: Any) -> Any:
     return raw
 
 
-def outer_object(text: str) -> Any:
-    """A judge's JSON: what lies between the reply's first `{` and its last `}`
-    (prose or code fences around it are dropped), or None when that does not parse."""
-    start = text.find("{")
-    end = text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        return json.loads(text[start : end + 1])
-    except ValueError:
-        return None
-
-
 def calls_of(message: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
     """(id, name, parsed arguments) of each well-formed tool call of a message."""
     found = []

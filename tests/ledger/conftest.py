@@ -41,10 +41,23 @@ def runs(db) -> dict[str, BenchmarkRun]:
     }
 
 
+READ_PERMISSIONS = ("view_benchmarkrun", "view_spenddaily", "view_trace", "view_experiment")
+
+
+def readers_account(name: str, permissions: tuple[str, ...] = READ_PERMISSIONS) -> User:
+    """A staff account (not a superuser) holding the given ledger view permissions."""
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user(name, password="not-a-real-password-1", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="ledger", codename__in=permissions))
+    return user
+
+
 @pytest.fixture
 def user_client(db) -> Client:
-    """A logged-in user who is not staff: the reports need a login, not admin rights."""
-    user = User.objects.create_user("reader", password="not-a-real-password-1")
+    """A logged-in staff user with the admin's view permissions on the ledger:
+    what the report pages ask (ledger/reports/views.py `needs`), and no more."""
+    user = readers_account("reader")
     client = Client()
     client.force_login(user)
     return client

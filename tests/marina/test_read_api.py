@@ -20,7 +20,7 @@ from ledger.models import BenchmarkRun
 from ledger.spend.selectors import utc_today
 from ledger.templatetags.ledger_format import dollars, rate, signed
 from tests.conftest import MARINA_KEY
-from tests.ledger.conftest import import_fixture
+from tests.ledger.conftest import READ_PERMISSIONS, import_fixture, readers_account
 from tests.ledger.report_builders import record_trace
 from tests.ledger.tau2files import FAKE_KEY
 
@@ -49,8 +49,10 @@ def runs(db) -> dict[str, BenchmarkRun]:
     }
 
 
-def staff_client(staff: bool = True) -> Client:
-    user = User.objects.create_user("ops" if staff else "reader", password="not-a-real-password-1", is_staff=staff)
+def staff_client(staff: bool = True, permissions: tuple[str, ...] = READ_PERMISSIONS) -> Client:
+    """A staff session with the ledger's view permissions (or those given); not staff: a plain user."""
+    name = f"ops{User.objects.count()}" if staff else "reader"
+    user = readers_account(name, permissions) if staff else User.objects.create_user(name, password="not-a-real-password-1")
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user)
     return client
@@ -244,3 +246,80 @@ def test_a_trace_and_its_span_tree_as_the_trace_page_shows_them(keyed, db):
     rows = re.findall(r'data-seq="(\d+)">.*?<b>([^<]+)</b>.*?<td class="num">\+([^<]+)</td>', html, re.S)
     assert rows == [(str(s["seq"]), s["name"], f"{s['offset_ms']:,.1f} ms") for s in spans]
     assert body["items"] == []
+
+
+# --- Scoped reads: a key reads its own traces and spend -----------------------------------
+BOB_KEY = "sk-marina-bob-key-0000000000000000"
+OPS_KEY = "sk-marina-ops-key-0000000000000000"  # `secret:ops/*`: an operator key
+BOB = {"HTTP_AUTHORIZATION": f"Bearer {BOB_KEY}"}
+OPS = {"HTTP_AUTHORIZATION": f"Bearer {OPS_KEY}"}
+
+
+@pytest.fixture
+def tenants(keyed, settings, db):  # type: ignore[no-untyped-def]
+    """alice (MARINA_KEY), bob, and the operator `ops` whose caller is `ops/carol`, one trace each."""
+    settings.MODEL_API_KEYS = f"{MARINA_KEY}:alice,{BOB_KEY}:bob,{OPS_KEY}:ops/*"
+    record_trace(request_id="alice-1", model="openrouter/a", key="alice", calls=[("a", 1_000)])
+    record_trace(request_id="bob-1", model="openrouter/b", key="bob", calls=[("b", 20_000)])
+    record_trace(request_id="carol-1", model="openrouter/c", key="ops/carol", calls=[("c", 300_000)])
+    return keyed
+
+
+def test_a_key_reads_its_own_traces_and_not_anothers(tenants):
+    assert get(tenants, "/api/traces/bob-1", **BOB)[0] == 200
+    status, body = get(tenants, "/api/traces/alice-1", **BOB)
+    # another key's trace is no different from one that does not exist
+    assert (status, body["error"]["message"]) == (404, "No trace with request id 'alice-1'.")
+    assert get(tenants, "/api/traces/alice-1", **KEY)[0] == 200
+    # an operator key reads its callers' traces, not others'
+    assert get(tenants, "/api/traces/carol-1", **OPS)[0] == 200
+    assert get(tenants, "/api/traces/bob-1", **OPS)[0] == 404
+
+
+def test_a_key_reads_its_own_spend(tenants):
+    _, bob = get(tenants, "/api/spend", **BOB)
+    assert [m["model"] for m in bob["models"]] == ["openrouter/b"]
+    assert bob["total"]["cost_usd"] == "0.00002000" and bob["total"]["calls"] == 1
+    assert [r["requested_model"] for r in bob["rows"]] == ["openrouter/b"]
+    _, ops = get(tenants, "/api/spend", **OPS)
+    assert ops["total"]["cost_usd"] == "0.00030000"
+
+
+def test_a_read_all_key_reads_every_keys(transactional_db, tenants):
+    from passthru import auth
+
+    secret = auth.create_key("auditor", reads_all=True)
+    reader = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    for request_id in ("alice-1", "bob-1", "carol-1"):
+        assert get(tenants, f"/api/traces/{request_id}", **reader)[0] == 200
+    assert get(tenants, "/api/spend", **reader)[1]["total"]["cost_usd"] == "0.00032100"
+    plain = {"HTTP_AUTHORIZATION": f"Bearer {auth.create_key('plain')}"}
+    assert get(tenants, "/api/traces/alice-1", **plain)[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("url", "permission"),
+    [("/api/traces/alice-1", "view_trace"), ("/api/spend", "view_spenddaily"), ("/api/runs", "view_benchmarkrun")],
+)
+def test_staff_read_what_their_admin_permissions_allow(tenants, url, permission):
+    status, body = get(staff_client(permissions=()), url)
+    assert status == 403 and body["error"]["type"] == "permission_error"
+    others = tuple(p for p in READ_PERMISSIONS if p != permission)
+    assert get(staff_client(permissions=others), url)[0] == 403
+    assert get(staff_client(permissions=(permission,)), url)[0] == 200
+
+
+def test_report_pages_ask_the_admins_permissions(tenants):
+    from ledger.models import Trace
+
+    trace_pk = Trace.objects.get(request_id="alice-1").pk
+    pages = ["/reports/", "/reports/traces/", f"/reports/traces/{trace_pk}/", "/reports/spend/", "/reports/spend.csv",
+             "/reports/runs/", "/reports/experiments/", "/admin/ledger/trace/"]  # fmt: skip
+    bare = staff_client(permissions=())
+    assert [bare.get(page).status_code for page in pages] == [403] * len(pages)
+    plain = staff_client(staff=False)
+    assert [plain.get(page).status_code for page in pages[:-1]] == [403] * (len(pages) - 1)
+    full = staff_client()
+    assert [full.get(page).status_code for page in pages] == [200] * len(pages)
+    tracer = staff_client(permissions=("view_trace",))
+    assert [tracer.get(p).status_code for p in pages[1:4]] == [200, 200, 403]

@@ -280,7 +280,7 @@ def test_argcheck_passes_stated_values_without_a_judge(client, upstream):
 
 def test_argcheck_all_writes_judges_every_write(client, upstream, settings):
     settings.MARINA_ARGCHECK_TRIGGER = "all-writes"
-    play = Play(upstream, main=calls(CANCEL_STATED), argjudge=json_reply({"supported": "true"}))
+    play = Play(upstream, main=calls(CANCEL_STATED), argjudge=json_reply({"supported": True}))
     raw = ask(client, AC)
     assert play.calls == ["main", "argjudge"]
     assert raw.headers["x-marina-argcheck"].endswith("judged=1;nudges=0;check=judged-supported")

@@ -13,7 +13,9 @@ from typing import Any
 import openai
 import pytest
 
+from kernel.conversation import digest
 from ledger.models import SpendDaily, Trace
+from passthru.formations.framing import unframe
 from passthru.formations.verify.formation import split_id
 from passthru.formations.verify.prompts import CHECKER_MARKER, REVISION_MARKER
 from tests.conftest import MARINA_KEY
@@ -123,9 +125,11 @@ def test_approved_returns_the_draft_with_summed_usage_and_cost(client, upstream)
     assert draft["reasoning_effort"] == "high"
     assert review["model"] == "check" and "tools" not in review
     assert review["reasoning_effort"] == "high", "the caller's effort carries over to the checker"
-    shown = review["messages"][1]["content"]
-    assert POLICY in shown and "cancel_pending_order [write]" in shown and "get_order_details [read-only]" in shown
-    assert 'CALL cancel_pending_order({"order_id": "#W1234567"' in shown.split("## DRAFT")[1]
+    shown = unframe(review["messages"][1]["content"])
+    assert shown["rules"] == POLICY
+    assert any(t.startswith("cancel_pending_order [write]") for t in shown["tools"])
+    assert any(t.startswith("get_order_details [read-only]") for t in shown["tools"])
+    assert shown["draft"]["calls"][0].startswith('cancel_pending_order({"order_id": "#W1234567"')
     assert seen["revision"] == []
 
 
@@ -164,7 +168,8 @@ def test_revised_returns_the_revision_and_traces_every_step(client, upstream):
     assert (trace.prompt_tokens, trace.completion_tokens, trace.cost_nanousd) == (750, 75, 3_400_000)
     detail = verify.detail
     assert detail["label"] == "revised" and detail["verdict"] == "revise"
-    assert detail["conflict"] == {"quote": "obtain explicit user confirmation (yes)", "call": "cancel_pending_order", "argument": None}
+    quote = "obtain explicit user confirmation (yes)"  # with bodies off: its length and hash, never the words
+    assert detail["conflict"] == {"quote_chars": len(quote), "quote_hash": digest([quote]), "call": "cancel_pending_order", "argument": None}
     assert detail["guard"] == "accepted" and "dropped cancel_pending_order" in detail["guard_reason"]
     assert detail["proposer"] == "openrouter/prop" and detail["checker"] == "openrouter/check"
     assert spans[3].detail["verdict"] == "revise" and spans[4].detail["guard"] == "accepted"
@@ -248,7 +253,7 @@ def test_two_rounds_review_the_revision_and_keep_revised(client, upstream, setti
     raw = ask(client)
     assert raw.headers["x-marina-verify"] == "revised"
     assert len(seen["checker"]) == 2
-    assert CONFIRM_TEXT in seen["checker"][1]["messages"][1]["content"].split("## DRAFT")[1]
+    assert unframe(seen["checker"][1]["messages"][1]["content"])["draft"]["text"] == CONFIRM_TEXT
     assert [s.name for s in spans_of(raw)["spans"]] == ["verify", "lessons", "draft", "review", "revision", "review"]
 
 

@@ -15,6 +15,7 @@ import pytest
 from ledger.lessons.learning import learn
 from ledger.models import Lesson, Trace
 from passthru.formations import lessons as recall
+from passthru.formations.framing import unframe
 from passthru.formations.obligations import prompts as obligations_prompts
 from passthru.formations.verify.prompts import CHECKER_MARKER
 from passthru.lessons_judge import UpstreamJudge
@@ -224,9 +225,9 @@ def test_verify_injects_a_system_message_after_the_callers_and_shows_it_to_the_c
     assert raw.headers["x-marina-lessons"] == ids(stored["bags"], stored["cabin"])
     draft = play.bodies["main"][0]["messages"]
     assert draft == [SYSTEM, {"role": "system", "content": block(BAGS, CABIN)}, OPENING]
-    review = json.dumps(play.bodies["review"][0]["messages"])
     assert play.bodies["review"][0]["messages"][0]["content"].startswith(CHECKER_MARKER)
-    assert json.dumps(block(BAGS, CABIN))[1:-1] in review, "the checker sees the lessons among the rules"
+    rules = unframe(play.bodies["review"][0]["messages"][1]["content"])["rules"]
+    assert block(BAGS, CABIN) in rules, "the checker sees the lessons among the rules"
     (span,) = lessons_span(raw)
     assert span.detail["query"] == "last-user-turn" and span.parent_seq == 0
 

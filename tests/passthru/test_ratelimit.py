@@ -23,7 +23,7 @@ def limited(marina_config):
     marina_config.MODEL_API_KEYS = f"{MARINA_KEY}:tester,{OTHER_KEY}:other"
     marina_config.MARINA_RATE_LIMIT_RPS = 0.001
     marina_config.MARINA_RATE_LIMIT_BURST = 3
-    marina_config.MARINA_TRUST_PROXY = False
+    marina_config.MARINA_TRUSTED_PROXIES = ""
     return marina_config
 
 
@@ -73,10 +73,14 @@ def test_open_mode_limits_per_ip_and_trusts_forwarded_for_only_when_told(marina_
     codes = [post(marina_url, None, **{"x-forwarded-for": f"10.0.0.{i}"}).status_code for i in range(4)]
     assert codes == [200, 200, 200, 429]
     assert list(RateBucket.objects.values_list("client", flat=True)) == ["ip:127.0.0.1"]
-    limited.MARINA_TRUST_PROXY = True
+    limited.MARINA_TRUSTED_PROXIES = "1"  # one proxy in front: the client is the hop it appended
     assert post(marina_url, None, **{"x-forwarded-for": "10.0.0.9, 172.16.0.1"}).status_code == 200
     assert post(marina_url, None, **{"x-real-ip": "10.0.0.8"}).status_code == 200
-    assert {"ip:10.0.0.9", "ip:10.0.0.8"} <= set(RateBucket.objects.values_list("client", flat=True))
+    assert {"ip:172.16.0.1", "ip:10.0.0.8"} <= set(RateBucket.objects.values_list("client", flat=True))
+    # spoofed first hops are the client's own writing: they all share the proxy-seen client's bucket
+    codes = [post(marina_url, None, **{"x-forwarded-for": f"6.6.6.{i}, 172.16.0.1"}).status_code for i in range(3)]
+    assert codes == [200, 200, 429]
+    assert not RateBucket.objects.filter(client__startswith="ip:6.6.6.").exists()
 
 
 def test_the_openai_sdk_waits_as_told_and_gets_through(marina_url, limited, upstream):

@@ -279,8 +279,8 @@ class VerifyFormation:
             step["verdict"] = "unreadable"
             review.span.detail = {"verdict": "unreadable"}
             return None
-        step.update(verdict.as_detail())
-        review.span.detail = verdict.as_detail()
+        step.update(verdict.as_detail(settings.MARINA_TRACE_BODIES))
+        review.span.detail = verdict.as_detail(settings.MARINA_TRACE_BODIES)
         return verdict
 
     async def _revise(
@@ -303,7 +303,9 @@ class VerifyFormation:
 
     @staticmethod
     def _record_guard(revision: Completion, decision: GuardDecision, step: dict[str, Any]) -> None:
-        guard = {"guard": decision.label, "guard_reason": decision.reason, "writes_changed": decision.writes_changed}
+        guard: dict[str, Any] = {"guard": decision.label, "guard_reason": decision.reason, "writes_changed": decision.writes_changed}
+        if decision.invented:  # values of the revision's: with bodies only (MARINA_TRACE_BODIES)
+            guard["invented_ids"] = list(decision.invented) if settings.MARINA_TRACE_BODIES else len(decision.invented)
         step.update(guard)
         revision.span.detail = guard
 

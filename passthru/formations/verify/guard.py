@@ -45,15 +45,13 @@ class Conflict:
     call: str | None = None  # tool name
     argument: str | None = None  # argument path, e.g. new_item_ids[0] or payment.payment_id
 
-    def as_detail(self) -> dict[str, Any]:
-        return {"quote": self.quote[:500], "call": self.call, "argument": self.argument}
-
 
 @dataclass(frozen=True)
 class GuardDecision:
     accepted: bool
-    reason: str
+    reason: str  # never a value of the conversation's (traced with bodies off too)
     writes_changed: bool = False
+    invented: tuple[str, ...] = ()  # the ids a held revision made up (traced only with bodies on)
 
     @property
     def label(self) -> str:
@@ -237,9 +235,9 @@ def guard_revision(
         for a, b in zip(old, new):
             if a.canonical == b.canonical:
                 continue
-            problem = _check_modified(a, b, conflict, context)
+            problem, made_up = _check_modified(a, b, conflict, context)
             if problem:
-                return GuardDecision(False, problem, True)
+                return GuardDecision(False, problem, True, made_up)
             changed.append(f"modified {name}")
         for _ in old[len(new) :]:
             if conflict.call != name:
@@ -250,7 +248,9 @@ def guard_revision(
                 return GuardDecision(False, f"adds {name} but the conflict does not name it", True)
             invented = invented_ids(b.args, context)
             if invented:
-                return GuardDecision(False, f"added {name} introduces ids found nowhere in the conversation: {', '.join(invented)}", True)
+                return GuardDecision(
+                    False, f"added {name} introduces {len(invented)} id(s) found nowhere in the conversation", True, tuple(invented)
+                )
             changed.append(f"added {name}")
     if not changed:
         # Same calls, same arguments, another order: no single citation justifies that.
@@ -258,24 +258,25 @@ def guard_revision(
     return GuardDecision(True, "; ".join(changed) + " as the cited conflict allows", True)
 
 
-def _check_modified(a: WriteCall, b: WriteCall, conflict: Conflict, context: str) -> str:
-    """Why a changed call is not allowed ('' when it is)."""
+def _check_modified(a: WriteCall, b: WriteCall, conflict: Conflict, context: str) -> tuple[str, tuple[str, ...]]:
+    """Why a changed call is not allowed ('' when it is), and the ids it made up."""
     if conflict.call != a.name:
-        return f"modifies {a.name} but the conflict does not name it"
+        return f"modifies {a.name} but the conflict does not name it", ()
     if not conflict.argument:
-        return f"modifies {a.name} but the conflict cites no argument"
+        return f"modifies {a.name} but the conflict cites no argument", ()
     path = parse_path(conflict.argument)
     if path is None:
-        return f"the cited argument {conflict.argument!r} is not an argument path"
+        return "the cited argument is not an argument path", ()
     if not (a.parsed and b.parsed):
-        return f"the arguments of {a.name} are not JSON, so no single argument can be told apart"
+        return f"the arguments of {a.name} are not JSON, so no single argument can be told apart", ()
     if value_at(a.args, path) is _MISSING and value_at(b.args, path) is _MISSING:
-        return f"{a.name} has no argument {conflict.argument}"
+        return f"{a.name} has no argument {conflict.argument}", ()
     if json.dumps(masked(a.args, path), sort_keys=True) != json.dumps(masked(b.args, path), sort_keys=True):
-        return f"modifies {a.name} beyond the cited argument {conflict.argument}"
+        return f"modifies {a.name} beyond the cited argument {conflict.argument}", ()
     new_value = value_at(b.args, path)
     if new_value is not _MISSING:
         invented = invented_ids(new_value, context)
         if invented:
-            return f"the new {conflict.argument} introduces ids found nowhere in the conversation: {', '.join(invented)}"
-    return ""
+            problem = f"the new {conflict.argument} introduces {len(invented)} id(s) found nowhere in the conversation"
+            return problem, tuple(invented)
+    return "", ()

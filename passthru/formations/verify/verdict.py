@@ -1,22 +1,25 @@
-"""Reading the checker's answer.
+"""Reading the checker's answer, strictly (passthru/formations/framing.py).
 
-The checker is asked for one JSON object; models wrap it in code fences, put
-a sentence before it or reason aloud after it, so the parser looks for the
-first JSON object that carries a `verdict`. Anything it cannot read as
-approve, or revise with a fix, is unreadable (None): the formation then fails
-open and returns the draft."""
+The checker is asked for one JSON object. Models put a sentence before it,
+fence it or think aloud first, perhaps quoting a `{"verdict": ...}` they read
+in the conversation: the verdict is the reply's *last* top-level JSON object,
+and it must have the asked shape exactly (`verdict` approve or revise, a
+`fix` string, a `conflict` object with `quote`, `call`, `argument`; no other
+key). Anything else is unreadable (None): the formation then fails open and
+returns the draft, as when the checker is down."""
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kernel.conversation import digest
+from passthru.formations.framing import last_object, only_keys
 from passthru.formations.verify.guard import Conflict
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _NULLS = {"", "null", "none", "n/a", "-"}
+_VERDICT_KEYS = frozenset({"verdict", "fix", "conflict"})
+_CONFLICT_KEYS = frozenset({"quote", "call", "argument"})
 
 
 @dataclass(frozen=True)
@@ -29,27 +32,23 @@ class Verdict:
     def approves(self) -> bool:
         return self.decision == "approve"
 
-    def as_detail(self) -> dict[str, Any]:
+    def as_detail(self, bodies: bool) -> dict[str, Any]:
+        """What the trace keeps of the verdict. The fix and the quote are the
+        checker's words, often the conversation's: with bodies off
+        (MARINA_TRACE_BODIES) only their lengths and hashes, never the text."""
         detail: dict[str, Any] = {"verdict": self.decision}
         if self.fix:
-            detail["fix"] = self.fix[:500]
+            detail.update({"fix": self.fix[:500]} if bodies else text_shape("fix", self.fix))
         if self.conflict is not None:
-            detail["conflict"] = self.conflict.as_detail()
+            c = self.conflict
+            cited = {"quote": c.quote[:500]} if bodies else text_shape("quote", c.quote)
+            detail["conflict"] = {**cited, "call": c.call, "argument": c.argument}
         return detail
 
 
-def _objects(text: str) -> list[Any]:
-    """JSON objects found in `text`: fenced blocks first, then every `{` that starts one."""
-    found: list[Any] = []
-    decoder = json.JSONDecoder()
-    for candidate in [*_FENCE.findall(text), text]:
-        for start in (m.start() for m in re.finditer(r"\{", candidate)):
-            try:
-                value, _ = decoder.raw_decode(candidate, start)
-            except ValueError:
-                continue
-            found.append(value)
-    return found
+def text_shape(name: str, text: str) -> dict[str, Any]:
+    """A text's length and hash in place of its words (`fix_chars`, `fix_hash`)."""
+    return {f"{name}_chars": len(text), f"{name}_hash": digest([text])}
 
 
 def _text(value: Any) -> str | None:
@@ -58,30 +57,39 @@ def _text(value: Any) -> str | None:
     return value.strip()
 
 
-def _conflict(raw: Any) -> Conflict | None:
-    if not isinstance(raw, Mapping):
+_MALFORMED = object()
+
+
+def _conflict(raw: Any) -> Conflict | None | object:
+    """The cited conflict, None when there is none, _MALFORMED when its shape is wrong."""
+    if raw is None:
         return None
+    if not isinstance(raw, Mapping) or not only_keys(raw, _CONFLICT_KEYS):
+        return _MALFORMED
+    if any(value is not None and not isinstance(value, str) for value in raw.values()):
+        return _MALFORMED
     quote = _text(raw.get("quote"))
     if quote is None:
         return None
-    argument = next((_text(raw.get(k)) for k in ("argument", "field", "path") if _text(raw.get(k))), None)
-    return Conflict(quote=quote, call=_text(raw.get("call")), argument=argument)
+    return Conflict(quote=quote, call=_text(raw.get("call")), argument=_text(raw.get("argument")))
 
 
 def parse_verdict(text: str | None) -> Verdict | None:
     """The checker's verdict, or None when it is unreadable."""
-    if not text:
+    obj = last_object(text)
+    if obj is None or not only_keys(obj, _VERDICT_KEYS) or not isinstance(obj.get("verdict"), str):
         return None
-    for obj in _objects(text):
-        if not isinstance(obj, Mapping) or not isinstance(obj.get("verdict"), str):
-            continue
-        decision = obj["verdict"].strip().lower()
-        if decision in ("approve", "approved"):
-            return Verdict("approve")
-        if decision in ("revise", "revision", "revised"):
-            fix = _text(obj.get("fix")) or _text(obj.get("issues"))
-            if fix is None:
-                return None  # a revise with nothing to do cannot be acted on
-            return Verdict("revise", fix, _conflict(obj.get("conflict")))
+    decision = obj["verdict"].strip().lower()
+    if decision == "approve":
+        contradicted = _text(obj.get("fix")) is not None or obj.get("conflict") is not None
+        return None if contradicted else Verdict("approve")
+    if decision != "revise":
         return None
-    return None
+    if obj.get("fix") is not None and not isinstance(obj.get("fix"), str):
+        return None
+    fix = _text(obj.get("fix"))
+    conflict = _conflict(obj.get("conflict"))
+    if fix is None or conflict is _MALFORMED:
+        return None  # a revise with nothing to do, or a conflict in another shape, cannot be acted on
+    assert conflict is None or isinstance(conflict, Conflict)
+    return Verdict("revise", fix, conflict)

@@ -15,10 +15,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="1 to 64 letters, digits or . _ @ -")
+        parser.add_argument(
+            "--read-all",
+            action="store_true",
+            help="the key reads every key's traces and spend at /api (without it: only its own)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            secret = create_key(options["name"])
+            secret = create_key(options["name"], reads_all=options["read_all"])
         except KeyRefused as exc:
             raise CommandError(str(exc)) from None
         self.stderr.write(

@@ -16,4 +16,7 @@ class Command(BaseCommand):
             self.stdout.write("No keys made with create_key (keys in MODEL_API_KEYS are not listed).")
         for key in rows:
             revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M} UTC" if key.revoked_at else "active"
-            self.stdout.write(f"{key.name:<32} {key.prefix}…  created {key.created_at:%Y-%m-%d %H:%M} UTC  {revoked}")
+            self.stdout.write(
+                f"{key.name:<32} {key.prefix}…  created {key.created_at:%Y-%m-%d %H:%M} UTC  {revoked}"
+                + ("  reads all" if key.reads_all else "")
+            )

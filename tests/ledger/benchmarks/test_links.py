@@ -29,7 +29,9 @@ def _simulations(name: str = "airline-oracle") -> list[dict[str, Any]]:
     return json.loads(results(name).read_text())["simulations"]
 
 
-def _trace(request_id: str, model: str, body: dict[str, Any], at: Any, cost: int | None, label: str = "") -> TraceRecord:
+def _trace(
+    request_id: str, model: str, body: dict[str, Any], at: Any, cost: int | None, label: str = "", key: str = "team-a"
+) -> TraceRecord:
     who = identify(body)
     span = SpanRecord(
         seq=0, name="upstream", started_at=at, provider="openrouter", upstream_model=model.split("/", 1)[1],
@@ -39,12 +41,12 @@ def _trace(request_id: str, model: str, body: dict[str, Any], at: Any, cost: int
     return TraceRecord(
         request_id=request_id, started_at=at, path="/v1/chat/completions", requested_model=model,
         route="verify" if label else "passthru", formation_label=label, spans=[span],
-        conv_seed=who.seed, conv_opening=who.opening, conv_system=who.system,
+        conv_seed=who.seed, conv_opening=who.opening, conv_system=who.system, key_name=key,
     )  # fmt: skip
 
 
 def _record_simulation(
-    sim: dict[str, Any], *, shift: timedelta = timedelta(0), cost: int | None = 1000, prefix: str = ""
+    sim: dict[str, Any], *, shift: timedelta = timedelta(0), cost: int | None = 1000, prefix: str = "", key: str = "team-a"
 ) -> list[str]:
     """The calls τ² makes for one simulation, as traces: the user simulator's
     first call (greeting only), then agent and user calls over the growing
@@ -57,12 +59,12 @@ def _record_simulation(
     traces = []
     step = timedelta(milliseconds=50)
     # the user simulator's first call: the greeting only
-    traces.append(_trace(f"{task}-u0", USER, {"seed": sim["seed"], "messages": [user_system, {"role": "user", "content": messages[0]["content"]}]}, start + step, cost))
+    traces.append(_trace(f"{task}-u0", USER, {"seed": sim["seed"], "messages": [user_system, {"role": "user", "content": messages[0]["content"]}]}, start + step, cost, key=key))
     for n in range(2, min(len(messages), 6) + 1):
         seen = messages[:n]
-        traces.append(_trace(f"{task}-a{n}", AGENT, {"seed": sim["seed"], "messages": [policy, *seen]}, start + n * 2 * step, cost, "approved" if n % 2 else "revised"))
+        traces.append(_trace(f"{task}-a{n}", AGENT, {"seed": sim["seed"], "messages": [policy, *seen]}, start + n * 2 * step, cost, "approved" if n % 2 else "revised", key=key))
         flipped = [{"role": SWAP.get(m["role"], m["role"]), "content": m["content"]} for m in seen if m["role"] in SWAP]
-        traces.append(_trace(f"{task}-u{n}", USER, {"seed": sim["seed"], "messages": [user_system, *flipped]}, start + (n * 2 + 1) * step, cost))
+        traces.append(_trace(f"{task}-u{n}", USER, {"seed": sim["seed"], "messages": [user_system, *flipped]}, start + (n * 2 + 1) * step, cost, key=key))
     with transaction.atomic():
         insert_traces(traces)
     return [t.request_id for t in traces]
@@ -83,6 +85,7 @@ def test_every_item_is_linked_to_exactly_its_own_calls(tmp_path):
     run = result.run
     assert result.links.as_dict() == {
         "linked": 40, "unfound": 0, "ambiguous": 0, "traces": sum(map(len, expected.values())), "unassigned_traces": 0,
+        "within_keys": None, "keys": ["team-a"],
     }  # fmt: skip
     for item in BenchmarkItem.objects.filter(run=run):
         linked = _linked(item)
@@ -173,3 +176,36 @@ def test_a_run_with_some_unpriced_calls_costs_at_least_the_priced_ones(tmp_path)
     run = import_tau2(results("airline-oracle"), target=AGENT, cost_from_spend=True).run
     assert (run.cost_nanousd, run.unpriced_calls) == (1000 * priced, unpriced)
     assert run.cost_shown == f"≥ ${1000 * priced / 1e9:.8f} ({unpriced} unpriced)"
+
+
+# --- Linking within the keys the run used ------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_an_import_links_only_within_its_keys_and_says_so(tmp_path):
+    """Team b ran the same tasks with the same seeds at the same time: without
+    --key its calls would compete for team a's items; with it they are not candidates."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    sims = _simulations()
+    ours = {f"{s['task_id']}#{s['trial']}": _record_simulation(s) for s in sims}
+    for s in sims:
+        _record_simulation(s, shift=timedelta(milliseconds=10), prefix="b-", key="team-b")
+        _record_simulation(s, shift=timedelta(milliseconds=20), prefix="ops-", key="ops/carol")
+
+    mixed = import_tau2(results("airline-oracle"), target=AGENT, dry_run=True).links
+    assert mixed is not None and mixed.within is None
+    # without --key the items claim every team's identical calls, and the output says so
+    assert mixed.keys == ["ops/carol", "team-a", "team-b"] and mixed.as_dict()["traces"] == 3 * sum(map(len, ours.values()))
+    assert "links from 3 keys (ops/carol, team-a, team-b): pass --key" in mixed.note()
+    # an operator key's import covers its callers' calls
+    plan = import_tau2(results("airline-oracle"), target=AGENT, dry_run=True, keys=["ops"]).links
+    assert plan is not None and (plan.count("linked"), plan.keys, plan.within) == (40, ["ops/carol"], ("ops",))
+
+    out = StringIO()
+    call_command("import_tau2", str(results("airline-oracle")), "--target", AGENT, "--key", "team-a", "--cost-from-spend", stdout=out)
+    run = BenchmarkItem.objects.first().run
+    for item in BenchmarkItem.objects.filter(run=run):
+        assert sorted(_linked(item)) == sorted(ours[item.item_id]), item.item_id
+    assert run.cost_nanousd == 1000 * sum(map(len, ours.values())), "only team a's calls are its cost"
+    assert "within key(s) team-a: links from team-a" in out.getvalue()
