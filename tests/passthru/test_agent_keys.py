@@ -113,7 +113,9 @@ def test_a_key_name_with_a_slash_stops_start_up():
     import subprocess
     import sys
 
-    env = {**os.environ, "MODEL_API_KEYS": "sk-marina-x:ops/alice", "MARINA_ENV_FILE": os.devnull}
+    # marina.settings, as the server starts: the tests' own settings (tests/settings.py) drop MODEL_API_KEYS
+    env = {**os.environ, "MODEL_API_KEYS": "sk-marina-x:ops/alice", "MARINA_ENV_FILE": os.devnull,
+           "DJANGO_SETTINGS_MODULE": "marina.settings"}
     done = subprocess.run([sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True)
     assert done.returncode != 0
     assert "may not contain '/'" in done.stderr and "sk-marina-x" not in done.stderr
