@@ -202,13 +202,11 @@ class Database:
         base = admin_url.replace("postgres@", f"{MEASURER}@", 1)
         self.meta = psycopg.connect(f"{base}/postgres", autocommit=True)
         self.ledger = psycopg.connect(f"{base}/{dbname}", autocommit=True)
-        self.polls = 0  # this script's transactions in Marina's database
 
     def one(self, sql: str) -> Any:
         return self.meta.execute(sql).fetchone()[0]  # type: ignore[index]
 
     def in_ledger(self, sql: str) -> Any:
-        self.polls += 1
         return self.ledger.execute(sql).fetchone()[0]  # type: ignore[index]
 
     def wait_traces(self, expected: int, timeout: float = 120) -> int:
