@@ -405,7 +405,12 @@ def models_called(run: BenchmarkRun) -> list[str]:
         .annotate(n=Count("pk"))
         .order_by("-n", "name")
     )
-    return [f"{r['name']}: {r['provider'] + ' ' if r['provider'] else ''}{r['upstream_model'] or '?'} ×{r['n']}" for r in rows]
+    # A step without an upstream model (lessons recall, the formation's own span) calls none.
+    return [
+        f"{r['name']}: {r['provider'] + ' ' if r['provider'] else ''}{r['upstream_model']} ×{r['n']}"
+        if r["upstream_model"] else f"{r['name']} ×{r['n']} (no model call)"
+        for r in rows
+    ]
 
 
 def outcomes(run: BenchmarkRun) -> list[str]:
