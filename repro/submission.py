@@ -132,6 +132,17 @@ def schema_of(install: tau2cli.Tau2Install) -> dict[str, Any]:
         return {}
 
 
+def shape_of(submission: dict[str, Any]) -> dict[str, Any]:
+    """A schema when the installed τ²'s cannot be read: only the places its prepare itself wrote
+    (and the notes and cost every τ² submission format has had)."""
+    domain_fields = {"cost"} | {k for v in (submission.get("results") or {}).values() if isinstance(v, dict) for k in v}
+    return {
+        "properties": {k: {} for k in {*submission, "methodology"}},
+        "$defs": {"Methodology": {"properties": {"notes": {}, "user_simulator": {}}},
+                  "DomainResults": {"properties": {k: {} for k in domain_fields}}},
+    }  # fmt: skip
+
+
 def said(output: str) -> list[str]:
     """τ²'s own lines of a run's console output (its log noise left out)."""
     return [line.rstrip() for line in _ANSI.sub("", output).splitlines() if not _NOISE.match(line)]
@@ -181,7 +192,7 @@ def build(
                 result.stopped = "refused: a requirement FAILs (--allow-incomplete to prepare it anyway)"
                 return result
         if keys is None or any(keys.get(r.pk) for r in runs) or len(copies) != len(runs):
-            result.stopped = "no scrubbed results file for every run: nothing to give τ²"
+            result.stopped = "a run has no results file, or a key is left in its scrubbed copy: nothing is given to τ²"
             return result
         if install is None:
             try:
@@ -205,7 +216,7 @@ def build(
             result.stopped = f"`tau2 submit prepare` did not prepare it (exit {done.returncode}; its output above)"
             return result
         submission = json.loads(target.read_text())
-        schema = schema_of(install)
+        schema = schema_of(install) or shape_of(submission)
         notes = sub.methodology_notes(runs, settings=settings_notes)
         result.filled = sub.fill(submission, schema, runs, submission_type=kind, notes=notes, tau2_version=result.tau2,
                                  user_simulator=_user_llm(copies[runs[0].pk]))  # fmt: skip
