@@ -8,7 +8,7 @@ from django.db.utils import OperationalError, ProgrammingError
 
 from kernel import money
 from ledger.benchmarks import experiments
-from repro import doctor, tau2cli
+from repro import doctor, submission, tau2cli
 from repro.arms import ArmError
 from repro.plan import Options, build, render
 from repro.runner import ReproError, Runner
@@ -59,6 +59,12 @@ class Command(BaseCommand):
         parser.add_argument("--server-url", default=d.server_url, help=f"the Marina to run through ({d.server_url})")
         parser.add_argument("--run-dir", default=d.run_dir, help=f"where τ²'s results go (default ./{d.run_dir})")
         parser.add_argument("--poll-seconds", type=float, default=1.0, help="how often spend and progress are read")
+        parser.add_argument(
+            "--submission", metavar="DIR",
+            help="afterwards, a leaderboard submission per arm in DIR/<arm> (as manage.py tau2_submission makes it)",
+        )  # fmt: skip
+        parser.add_argument("--allow-incomplete", action="store_true",
+                            help="with --submission: prepare it even when a check FAILs")  # fmt: skip
 
     def handle(self, *args: Any, **o: Any) -> None:
         try:
@@ -102,9 +108,30 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=1) from None
         for text in report.comparisons:
             self.stdout.write(text, ending="" if text.endswith("\n") else "\n")
-        if report.exit_code:
-            raise CommandError(f"experiment {plan.name}: {report.experiment.status}", returncode=report.exit_code)
+        code = self._submissions(plan, report, o) if o["submission"] else 0
+        if report.exit_code or code:
+            raise CommandError(f"experiment {plan.name}: {report.experiment.status}"
+                               + ("; a submission was refused or not valid" if code else ""),
+                               returncode=report.exit_code or code)  # fmt: skip
         return None
+
+    def _submissions(self, plan: Any, report: Any, o: dict[str, Any]) -> int:
+        """One submission per arm; the worst of their exit codes (tau2_submission's)."""
+        worst = 0
+        for made in submission.for_experiment(plan, report, o["submission"], allow_incomplete=o["allow_incomplete"]):
+            title = f"== submission: {made.arm} -> {made.out}" + (f" ({made.detail})" if made.detail else "") + " =="
+            self.stdout.write(title)
+            if made.result is None:
+                self.stdout.write(f"not made: {made.detail}")
+                worst = max(worst, 1)
+                continue
+            for line in submission.render(made.result):
+                self.stdout.write(line)
+            code = submission.exit_code(made.result, allow_incomplete=o["allow_incomplete"])
+            if code:
+                self.stdout.write(f"not made: {made.result.stopped}" if made.result.stopped else "not valid")
+            worst = max(worst, code)
+        return worst
 
     def _doctor(self, server_url: str) -> None:
         found = doctor.checks(server_url)
