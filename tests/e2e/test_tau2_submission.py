@@ -10,6 +10,7 @@ by .ci/install-tau2), on runs made through a real gunicorn Marina against the sc
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -70,6 +71,12 @@ def assert_arm(server: Any, out: Path, run_id: int, kind: str, trajectories: int
     return data
 
 
+# 2 × 200 simulations through the real τ² took 57 min on this project's 2-core machine: longer than
+# CI can give one test. Run it on purpose: MARINA_E2E_FULL_SUBMISSION=1 bash scripts/test tests/e2e/test_tau2_submission.py
+@pytest.mark.skipif(
+    not os.environ.get("MARINA_E2E_FULL_SUBMISSION"),
+    reason="a complete airline submission (2 arms × 50 tasks × 4 trials) takes ~1 h: set MARINA_E2E_FULL_SUBMISSION=1",
+)
 def test_complete_submissions_of_a_plain_and_a_verify_arm_validate(servers, oracle, tmp_path):  # noqa: F811
     upstream, url = oracle
     server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
