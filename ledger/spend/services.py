@@ -9,7 +9,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    InternalError,
+    OperationalError,
+    ProgrammingError,
+    connection,
+    transaction,
+)
 
 from ledger.models import Trace
 from ledger.spend import retention
@@ -115,9 +123,14 @@ class NotRecorded(Exception):
     """The database did not take the trace and the spool could not keep it (full)."""
 
 
-# The database did not answer: the record goes to the spool. (Other errors are
-# the record's own: a value the database refuses; retrying would not help.)
-_DB_DOWN = (OperationalError, InterfaceError)
+# The database did not take the record: it goes to the spool. Not only "no
+# answer" (OperationalError, InterfaceError): behind a pooler in transaction
+# mode with prepared statements on, a statement prepared on one server
+# connection is missing on the next (ProgrammingError; docs/scaling.md), and an
+# InternalError is the server's. Only a value of the record's own that the
+# database refuses (DataError, IntegrityError) is the record's: retrying would
+# not help, so it is reported to its caller and not spooled.
+_DB_DOWN = (OperationalError, InterfaceError, ProgrammingError, InternalError)
 _SPOOLED = "spooled"
 
 
