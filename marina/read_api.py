@@ -30,9 +30,10 @@ from ninja.security import HttpBearer
 from pydantic import BeforeValidator, Field
 
 from ledger.benchmarks import stats
-from ledger.benchmarks.compare import CompareError, SameSides, as_json, compare_groups, compare_runs
+from ledger.benchmarks.compare import CompareError, SameSides, compare_groups, compare_runs
 from ledger.models import BenchmarkRun
 from ledger.reports import jsondata, selectors
+from ledger.reports.compare_json import as_json
 from ledger.reports.forms import SpendRangeForm
 from ledger.spend import selectors as spend_selectors
 from passthru import auth

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kernel import money
 from ledger.benchmarks import experiments
-from ledger.benchmarks.compare import render_text
+from ledger.benchmarks.compare_text import render_text
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.importers import import_tau2
 from ledger.benchmarks.options import ImportOptions

@@ -1,7 +1,7 @@
 """The report pages' figures as JSON-ready data, for the read API
 (marina/read_api.py). Every figure comes from the selector the page uses
 (ledger.reports.selectors, ledger.spend.selectors) or the function the command
-line prints (ledger.benchmarks.compare.as_json, ledger.spend.cli.spend_dict);
+line prints (ledger.reports.compare_json.as_json, ledger.spend.cli.spend_dict);
 this module only names the fields. Money is a decimal string of dollars (as
 the CLI's JSON), times are ISO 8601 in UTC."""
 from __future__ import annotations

@@ -7,8 +7,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.benchmarks.compare import CompareError, as_json, compare_groups, compare_runs, render_text
+from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
+from ledger.benchmarks.compare_text import render_text
 from ledger.benchmarks.stats import MAX_RESAMPLES
+from ledger.reports.compare_json import as_json
 
 
 class Command(BaseCommand):

@@ -10,7 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from ledger.benchmarks.compare import CompareError, SameSides, as_json, compare_groups, compare_runs, render_text
+from ledger.benchmarks.compare import CompareError, SameSides, compare_groups, compare_runs
+from ledger.benchmarks.compare_text import render_text
 from ledger.benchmarks.stats import (
     mcnemar_exact_p,
     percentile_interval,
@@ -18,6 +19,7 @@ from ledger.benchmarks.stats import (
     two_stage_bootstrap,
     wilson_interval,
 )
+from ledger.reports.compare_json import as_json
 from tests.ledger.builders import fixture_expected, fixture_rewards, flipped, make_run
 
 pytestmark = pytest.mark.django_db
@@ -307,7 +309,9 @@ def test_resamples_cap_holds_in_the_library_too(oracle: dict[str, float | None],
 
 @pytest.mark.django_db
 def test_unpriced_runs_show_unknown_cost_never_zero() -> None:
-    from ledger.benchmarks.compare import as_json, compare_runs, render_text
+    from ledger.benchmarks.compare import compare_runs
+    from ledger.benchmarks.compare_text import render_text
+    from ledger.reports.compare_json import as_json
 
     rewards = {"1#0": 1.0, "1#1": 0.0, "2#0": 1.0, "2#1": 1.0}
     a = make_run(rewards, cost_nanousd=None, unpriced_calls=40, cost_source="traces")

@@ -14,10 +14,12 @@ from django.utils import timezone
 
 from kernel.conversation import identify
 from ledger.benchmarks import decisions
-from ledger.benchmarks.compare import as_json, compare_runs, render_text
+from ledger.benchmarks.compare import compare_runs
+from ledger.benchmarks.compare_text import render_text
 from ledger.benchmarks.items import LedgerItem
 from ledger.benchmarks.links import plan_links
 from ledger.models import BenchmarkItem
+from ledger.reports.compare_json import as_json
 from tests.conftest import MARINA_KEY
 from tests.ledger.builders import make_run
 from tests.passthru.formation_play import (

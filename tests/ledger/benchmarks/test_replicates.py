@@ -20,7 +20,9 @@ import math
 import pytest
 
 from ledger.benchmarks import stats
-from ledger.benchmarks.compare import as_json, compare_groups, render_text
+from ledger.benchmarks.compare import compare_groups
+from ledger.benchmarks.compare_text import render_text
+from ledger.reports.compare_json import as_json
 from tests.ledger.builders import make_run
 
 CORRECT = {
