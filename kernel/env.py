@@ -92,6 +92,16 @@ def _env_number(name: str, default: _N, minimum: _N, parse: Callable[[str], _N],
     return value
 
 
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of `choices` (case-insensitive); unset or blank is the default.
+    Anything else stops start-up, naming the variable and the choices."""
+    raw = os.environ.get(name, "").strip()
+    value = raw.lower() or default
+    if value not in choices:
+        raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, not {raw!r}")
+    return value
+
+
 NO_CAP = {"0", "off", "none", "unlimited", "disabled"}
 
 

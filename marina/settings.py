@@ -14,6 +14,7 @@ from kernel import proxies as _proxies
 from kernel.env import (
     ConfigError,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_money_or_off,
@@ -332,6 +333,19 @@ MARINA_OTEL_EXPORT = (
     and not env_bool("OTEL_SDK_DISABLED", False)
     and env_str("OTEL_TRACES_EXPORTER", "otlp").lower() != "none"
 )
+# Where the spans go (docs/observability.md, "Spans off the database"): `db` (the
+# default) writes them to the ledger, and exports them too if an endpoint is set
+# above; `both` is the same but refuses to start without the export; `otel` sends
+# them only to the collector: the ledger then keeps spend_daily, each call's trace
+# row (request ids, conversation identity, status, tokens, cost; no body) and the
+# few formation-decision spans the benchmark links read (ledger/spend/trace_writer.py).
+MARINA_TRACE_STORE = env_choice("MARINA_TRACE_STORE", ("db", "otel", "both"), "db")
+if MARINA_TRACE_STORE != "db" and not MARINA_OTEL_EXPORT:
+    raise ConfigError(
+        f"MARINA_TRACE_STORE={MARINA_TRACE_STORE} needs the OTLP export: set OTEL_EXPORTER_OTLP_ENDPOINT "
+        "(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) to the collector's http(s) URL, with neither OTEL_SDK_DISABLED=true "
+        "nor OTEL_TRACES_EXPORTER=none, or set MARINA_TRACE_STORE=db"
+    )
 
 # --- The obligations ledger and the argument check (marina/obligations:, marina/argcheck:) ---
 # Model for the ledger's own calls (extraction, judgement); empty = the agent model.

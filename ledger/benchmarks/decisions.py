@@ -45,6 +45,14 @@ OBLIGATIONS_STATE = ("open", "satisfied", "declined")
 ARGCHECK_COUNTS = ("writes", "checked", "flagged", "judged")
 
 
+def holds_decision(name: str, detail: Mapping[str, Any]) -> bool:
+    """Whether a span records a formation decision that `of_trace` reads: a
+    verify run, or the stack's span with its obligations / argcheck header.
+    (The same test as links._decision_spans' query; MARINA_TRACE_STORE=otel
+    keeps these spans, and only these, in the database.)"""
+    return name == VERIFY or OBLIGATIONS in detail or ARGCHECK in detail
+
+
 def read_header(value: str) -> dict[str, str]:
     """`on;open=1;check=handled` -> {"mode": "on", "open": "1", "check": "handled"}."""
     parts = value.split(";")

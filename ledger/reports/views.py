@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.safestring import mark_safe
@@ -228,6 +229,8 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "item_links": trace.item_links.select_related("item"),
         # Bodies are stored redacted (MARINA_TRACE_BODIES=on); redact again on the way out.
         "body": redact(trace.body) if trace.body is not None else None,
+        # MARINA_TRACE_STORE=otel: the calls' spans are in the collector's backend, not here.
+        "spans_in_collector": settings.MARINA_TRACE_STORE == "otel",
     }
     return render(request, "ledger/trace_detail.html", context)
 

@@ -17,17 +17,30 @@ the request path together (docs/performance.md). The statements here are
 built once per connection vendor from the models' own field lists and each
 value is adapted by its field (`get_db_prep_save`) where the type needs it,
 so rows are stored exactly as the ORM stores them (tests/ledger/spend/test_trace_writer.py
-reads them back through the ORM on SQLite and PostgreSQL)."""
+reads them back through the ORM on SQLite and PostgreSQL).
+
+With MARINA_TRACE_STORE=otel the spans go to the OpenTelemetry collector
+(observability/otel.py, a writer observer: it gets the whole records) and the
+database keeps what the ledger itself needs: spend_daily as always; the trace
+row, without its body, for its request ids (the spool's replay skips what is
+recorded by request_id; item <-> call links match on the conversation identity
+and list the trace ids), status, tokens and cost (the links' per-item sums);
+and, of the spans, only those `holds_decision` picks, without bodies: one or
+two per formation call, none for a plain one, which the links read for the
+formations' counters. No other table: the trace row already is the slim row."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import date
 from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Field, Model
 
+from ledger.benchmarks.decisions import holds_decision
 from ledger.models import Span, Trace
 from ledger.prepared import server_binding_cursor
 from ledger.spend.records import SpanRecord, TraceRecord
@@ -105,6 +118,14 @@ def storable(value: Any) -> Any:
     return value
 
 
+def stored_spans(trace: TraceRecord) -> list[SpanRecord]:
+    """The spans of `trace` the database keeps: all of them, or with
+    MARINA_TRACE_STORE=otel only the formation decisions, without bodies."""
+    if settings.MARINA_TRACE_STORE != "otel":
+        return trace.spans
+    return [replace(s, body=None) for s in trace.spans if holds_decision(s.name, s.detail or {})]
+
+
 def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[str, Any]:
     costs = [s.cost_nanousd for s in upstream if s.cost_nanousd is not None]
     return {
@@ -128,7 +149,7 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
         "prompt_tokens": sum(s.prompt_tokens for s in upstream),
         "completion_tokens": sum(s.completion_tokens for s in upstream),
         "cost_nanousd": sum(costs) if costs else None,
-        "body": None if trace.body is None else storable(trace.body),
+        "body": None if trace.body is None or settings.MARINA_TRACE_STORE == "otel" else storable(trace.body),
         "conv_seed": trace.conv_seed,
         "conv_opening": trace.conv_opening[:16],
         "conv_system": trace.conv_system[:16],
@@ -215,7 +236,7 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
             cursor.execute(trace_insert.sql, trace_insert.params(_trace_values(trace, upstream)))
             trace_id = cursor.fetchone()[0] if "RETURNING" in trace_insert.sql else cursor.lastrowid
             ids.append(trace_id)
-            spans.extend(span_insert.params(_span_values(trace_id, s)) for s in trace.spans)
+            spans.extend(span_insert.params(_span_values(trace_id, s)) for s in stored_spans(trace))
             spend.extend(spend_row(trace, s) for s in upstream)
         if spans:
             cursor.executemany(span_insert.sql, spans)
@@ -277,11 +298,12 @@ def _execute_one_statement(cursor: Any, trace: TraceRecord) -> None:
     spend = summed_spend([spend_row(trace, s) for s in upstream])
     params = trace_insert.params(_trace_values(trace, upstream))
     trace_id_at = [name for name, _ in span_insert.adapters].index("trace_id")  # the statement fills it in
-    for span in trace.spans:
+    stored = stored_spans(trace)
+    for span in stored:
         span_params = span_insert.params(_span_values(0, span))
         del span_params[trace_id_at]
         params += span_params
     for row in spend:
         params += row
     # Prepared: parsing and planning the CTEs was a third of the statement's time.
-    cursor.execute(_one_statement(len(trace.spans), len(spend)), params, prepare=True)
+    cursor.execute(_one_statement(len(stored), len(spend)), params, prepare=True)

@@ -197,6 +197,15 @@ def test_trace_page_shows_the_span_tree(user_client: Client, db) -> None:
     assert "+300.0 ms" in html and "280.0 ms" in html
 
 
+def test_trace_page_says_where_the_spans_are_with_the_otel_store(user_client: Client, db, settings) -> None:
+    trace = record_trace(request_id="req-otel", model="openrouter/openai/gpt-5.2")
+    page = reverse("reports:trace", args=[trace.pk])
+    assert 'id="spans-in-collector"' not in user_client.get(page).content.decode()
+    settings.MARINA_TRACE_STORE = "otel"
+    html = user_client.get(page).content.decode()
+    assert 'id="spans-in-collector"' in html and "<code>req-otel</code>" in html
+
+
 def test_trace_page_redacts_stored_bodies(user_client: Client, db) -> None:
     trace = record_trace(request_id="req-body", model="openrouter/openai/gpt-5.2")
     trace.body = {"request": {"api_key": "sk-live-abcdefghijkl", "messages": [{"content": "Bearer abcdefghijklmnop"}]}}
