@@ -112,8 +112,9 @@ async def refuse(inbound: Inbound, error: ApiError, headers: dict[str, str] | No
     return out
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a dict, or 400/413 naming the offending `param`."""
+def parse_model_body(raw: bytes) -> dict[str, Any]:
+    """A JSON object with a usable `model`, or 400/413 naming the offending `param`:
+    the rules every door (passthru/doors/) shares with chat."""
     check_request_size(len(raw))
     try:
         # NaN and Infinity are not JSON (RFC 8259); json.loads would take them.
@@ -131,6 +132,12 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         )
     if len(model) > MAX_MODEL_CHARS:
         raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
+    return body
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a dict, or 400/413 naming the offending `param`."""
+    body = parse_model_body(raw)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' is required and must be a non-empty array.", param="messages")

@@ -22,7 +22,7 @@ from passthru import auth, chat, crews, fallback, formations, ratelimit
 from passthru.calls import Completion, StreamReply, call_json, call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.endpoints import Endpoint
-from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error
+from passthru.errors import ApiError, UpstreamError, internal_error
 from passthru.intake import key_header
 from passthru.pricing import Usage
 from passthru.providers import Plan, Route
@@ -102,22 +102,7 @@ def refuse_formations(model: str, headers: Mapping[str, str], door: str) -> None
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The body as a dict with a usable `model` (chat's rules), or a 400/413 naming the param."""
-    check_request_size(len(raw))
-    try:
-        body = json.loads(raw, parse_constant=chat._not_json)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "The request body is not valid JSON.", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    model = body.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise ApiError(400, "'model' is required and must be a non-empty string.", param="model")
-    if chat._UNPRINTABLE.search(model):
-        raise ApiError(
-            400, "'model' must not contain control characters, line separators or lone surrogates.", param="model"
-        )
-    if len(model) > chat.MAX_MODEL_CHARS:
-        raise ApiError(400, f"'model' must be at most {chat.MAX_MODEL_CHARS} characters.", param="model")
+    body = chat.parse_model_body(raw)
     check_fields(body, stream="bool?")
     return body
 
