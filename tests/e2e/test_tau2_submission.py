@@ -35,7 +35,9 @@ AGENT_COST = (
 def repro(server: Gunicorn, tmp_path: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", "repro_tau2", "--model", AGENT, "--user-model", USER,
-         "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5", *args],
+         "--server-url", server.base_url, "--run-dir", str(tmp_path / "runs"), "--poll-seconds", "0.5",
+         # the oracle's ids have no list price until a call is priced: the budget counts them at this
+         "--unpriced-usd-per-mtok", "0.0001", *args],
         cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": server.ledger.url, "TAU2_BIN": str(TAU2)}),
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
