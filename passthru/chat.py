@@ -216,16 +216,19 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
         headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
         out = Outbound(200, headers, content_type=SSE)
         events = toolcalls.normalise_stream(reply.events) if toolcalls.wanted(body) else reply.events
-        out.stream = _relay_and_record(ctx, events, out)
+        out.stream = relay_and_record(ctx, events, out, DONE)
         _common_headers(ctx, out)
         return out
     raise misses.exhausted()
 
 
-async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, None], out: Outbound) -> AsyncIterator[bytes]:
+async def relay_and_record(
+    ctx: RequestContext, events: AsyncGenerator[bytes, None], out: Outbound, trailer: bytes = b""
+) -> AsyncIterator[bytes]:
     """Yield the events, trace the request however the stream ended (finished,
-    failed upstream, or cancelled by a client that went away), then [DONE] if
-    it finished: a client that saw the end of the stream can already find its trace."""
+    failed upstream, or cancelled by a client that went away), then `trailer`
+    (chat's [DONE]; the other doors' streams have none) if it finished: a client
+    that saw the end of the stream can already find its trace."""
     status, error_kind, error_message = "ok", "", ""
     try:
         async for event in events:
@@ -243,8 +246,8 @@ async def _relay_and_record(ctx: RequestContext, events: AsyncGenerator[bytes, N
     await _record(ctx, ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message))
     # [DONE] means "complete": after an upstream failure the error event is the
     # last word, so a client that skips error events still sees a broken stream.
-    if status == "ok":
-        yield DONE
+    if status == "ok" and trailer:
+        yield trailer
 
 
 def _trace_after_drain(ctx: RequestContext, http_status: int, message: str) -> None:

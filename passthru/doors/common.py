@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -37,7 +37,7 @@ Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[Outbound]]
 async def serve(inbound: Inbound, handle: Handler, *, envelope: Envelope = error_out) -> Outbound:
     """Answer one request of a door: `handle` gets the context and the parsed
     body; errors become `envelope`'s answer; the trace is committed before
-    return (for streams: when the stream ends, see `relay_and_record`)."""
+    return (for streams: when the stream ends, see `chat.relay_and_record`)."""
     ctx = RequestContext.for_request(inbound)
     try:
         caller = inbound.caller or await auth.authenticate(
@@ -52,7 +52,7 @@ async def serve(inbound: Inbound, handle: Handler, *, envelope: Envelope = error
             ctx.body = redact(body)
         out = await handle(ctx, body)
         if out.stream is not None:
-            return out  # traced when it ends (relay_and_record)
+            return out  # traced when it ends (chat.relay_and_record)
     except asyncio.CancelledError:
         if not ctx.traced:
             chat._trace_after_drain(ctx, chat.CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
@@ -209,31 +209,9 @@ async def relayed_error(ctx: RequestContext, reply: StreamReply) -> Outbound:
 
 def stream_out(ctx: RequestContext, route: Route, events: AsyncGenerator[bytes, None], trailer: bytes = b"") -> Outbound:
     out = Outbound(200, {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}, content_type="text/event-stream")
-    out.stream = relay_and_record(ctx, events, out, trailer)
+    out.stream = chat.relay_and_record(ctx, events, out, trailer)
     chat._common_headers(ctx, out)
     return out
-
-
-async def relay_and_record(
-    ctx: RequestContext, events: AsyncGenerator[bytes, None], out: Outbound, trailer: bytes = b""
-) -> AsyncIterator[bytes]:
-    """chat's `_relay_and_record` for a door whose stream has no `[DONE]`:
-    yield the events, trace the request however the stream ended, then the
-    `trailer` (if any) once it finished."""
-    status, error_kind, error_message = "ok", "", ""
-    try:
-        async for event in events:
-            yield event
-    except UpstreamError as exc:
-        status, error_kind, error_message = "error", exc.kind, exc.message
-    except (asyncio.CancelledError, GeneratorExit):
-        await events.aclose()  # hands the upstream call to calls.py's bounded drain
-        chat._trace_after_drain(ctx, out.status, "The client disconnected mid-stream.")
-        raise
-    ctx.traced = True
-    await chat._record(ctx, ctx.trace(http_status=out.status, status=status, error_kind=error_kind, error_message=error_message))
-    if status == "ok" and trailer:
-        yield trailer
 
 
 def sse(event: str, payload: dict[str, Any]) -> bytes:
