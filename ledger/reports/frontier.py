@@ -139,13 +139,17 @@ def frontier(
         groups = runs.exclude(group="").order_by().values("group").annotate(newest=Max("created_at"))
         total = groups.count()
         names = [g["group"] for g in groups.order_by("-newest")[:limit]]
-        chosen = list(runs.filter(group__in=names).order_by("-created_at", "-pk"))
+        chosen = list(runs.filter(group__in=names).order_by("-created_at", "-pk").only(*_POINT_FIELDS))
     else:
         total = runs.count()
-        chosen = list(runs.order_by("-created_at", "-pk")[:limit])
+        chosen = list(runs.order_by("-created_at", "-pk").only(*_POINT_FIELDS)[:limit])
     points = _points(chosen, k=k, by=by)
     _mark_frontier(points)
     return Frontier(benchmark=benchmark, k=k, by=by, points=points, total=total, limit=limit, benchmarks=known)
+
+
+# What a point reads of its runs (not their settings, arguments and reasons, JSON decoded for nothing).
+_POINT_FIELDS = ("id", "group", "label", "target", "cost_source", "cost_nanousd", "created_at")
 
 
 @dataclass
