@@ -242,6 +242,15 @@ class BenchmarkItem(models.Model):
     class Meta:
         ordering = ["run", "task_id", "trial"]
         constraints = [models.UniqueConstraint(fields=["run", "item_id"], name="item_unique_per_run")]
+        indexes = [
+            # Covers what the cost–reward frontier totals per (run, task) (ledger/reports/frontier.py):
+            # an index-only scan in (run, task) order instead of reading every item row. Key columns,
+            # not INCLUDE, so SQLite builds it too.
+            models.Index(
+                fields=["run", "task_id", "infra_error", "correct", "link_status", "trace_unpriced", "trace_cost_nanousd"],
+                name="item_run_task_totals",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.item_id

@@ -23,8 +23,10 @@ give the same figures.
   Points of unknown cost are listed and drawn apart, never on it.
 
 At scale: the newest `limit` runs matching the filters (default 100), or the
-newest `limit` groups (default 20) with all their runs, are read, their items aggregated per (run, task) in the database, so a
-page reads a few thousand rows whatever the ledger holds."""
+newest `limit` groups (default 20) with all their runs, are read, and their items
+totalled in the database in one statement over a covering index (per run, and per
+point how many tasks had each (successes, evaluated) pair), so a page reads a few
+hundred rows and runs the same dozen queries whatever the ledger holds."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -137,65 +139,87 @@ def frontier(
         groups = runs.exclude(group="").order_by().values("group").annotate(newest=Max("created_at"))
         total = groups.count()
         names = [g["group"] for g in groups.order_by("-newest")[:limit]]
-        chosen = list(runs.filter(group__in=names).order_by("-created_at", "-pk"))
+        chosen = list(runs.filter(group__in=names).order_by("-created_at", "-pk").only(*_POINT_FIELDS))
     else:
         total = runs.count()
-        chosen = list(runs.order_by("-created_at", "-pk")[:limit])
+        chosen = list(runs.order_by("-created_at", "-pk").only(*_POINT_FIELDS)[:limit])
     points = _points(chosen, k=k, by=by)
     _mark_frontier(points)
     return Frontier(benchmark=benchmark, k=k, by=by, points=points, total=total, limit=limit, benchmarks=known)
 
 
+# What a point reads of its runs (not their settings, arguments and reasons, JSON decoded for nothing).
+_POINT_FIELDS = ("id", "group", "label", "target", "cost_source", "cost_nanousd", "created_at")
+
+
 @dataclass
 class _RunFigures:
     run: BenchmarkRun
-    per_task: dict[str, tuple[int, int]]  # task -> (successes, evaluated)
     items: int = 0
     linked: int = 0
     unpriced: int = 0
     trace_cost: int = 0
 
 
+Histogram = dict[tuple[int, int], int]  # (successes, evaluated) of a task -> how many tasks
+
+
 def _points(chosen: list[BenchmarkRun], *, k: int, by: str) -> list[FrontierPoint]:
     if not chosen:
         return []
     ids = [r.pk for r in chosen]
-    figures = {r.pk: _RunFigures(r, {}) for r in chosen}
-    for run_id, task_id, items, n, ok, linked, unpriced, cost in _item_totals(ids):
-        f = figures[run_id]
-        if n:
-            f.per_task[task_id] = (int(ok), int(n))
-        f.items += int(items)
-        f.linked += int(linked)
-        f.unpriced += int(unpriced)
-        f.trace_cost += int(cost)
+    figures = {r.pk: _RunFigures(r) for r in chosen}
+    tasks: dict[str, Histogram] = defaultdict(dict)  # point ("12" or the group) -> its tasks' histogram
+    for kind, key, items, linked, unpriced, cost, ok, n, count in _item_totals(ids, by=by):
+        if kind == "run":
+            f = figures[int(key)]
+            f.items, f.linked, f.unpriced, f.trace_cost = int(items), int(linked), int(unpriced), int(cost)
+        else:
+            tasks[key][(int(ok), int(n))] = int(count)
     arms = dict(
         ExperimentRun.objects.filter(run_id__in=ids).values_list("run_id", "arm")
     )  # an experiment's arm names the point better than its group
     if by == "run":
-        return [_point(f"run:{f.run.pk}", [f], k, arms) for f in figures.values()]
+        return [_point(f"run:{f.run.pk}", [f], tasks[str(f.run.pk)], k, arms) for f in figures.values()]
     by_group: dict[str, list[_RunFigures]] = defaultdict(list)
     for f in figures.values():
         by_group[f.run.group].append(f)
-    return [_point(f"group:{name}", members, k, arms) for name, members in by_group.items()]
+    return [_point(f"group:{name}", members, tasks[name], k, arms) for name, members in by_group.items()]
 
 
+# Items per (run, task) in one pass over the covering index item_run_task_totals (its
+# columns are all this reads: an index-only scan in (run, task) order). What comes back is
+# small whatever the runs hold: per run its totals, and per point (a run, or a group pooling
+# its runs' trials of each task) how many tasks had each (successes, evaluated) pair, which
+# is all pass^k and its interval over tasks need: a few rows a point, not one a task.
 _TOTALS = f"""
-SELECT run_id, task_id, COUNT(*),
-       SUM(CASE WHEN infra_error THEN 0 ELSE 1 END),
-       SUM(CASE WHEN correct AND NOT infra_error THEN 1 ELSE 0 END),
-       SUM(CASE WHEN link_status = 'linked' THEN 1 ELSE 0 END),
-       COALESCE(SUM(trace_unpriced), 0), COALESCE(SUM(trace_cost_nanousd), 0)
-FROM {BenchmarkItem._meta.db_table} WHERE run_id IN ({{ids}}) GROUP BY run_id, task_id
+WITH per_task AS (
+    SELECT run_id, task_id, COUNT(*) AS items,
+           COUNT(*) FILTER (WHERE NOT infra_error) AS n,
+           COUNT(*) FILTER (WHERE correct AND NOT infra_error) AS ok,
+           COUNT(*) FILTER (WHERE link_status = 'linked') AS linked,
+           COALESCE(SUM(trace_unpriced), 0) AS unpriced, COALESCE(SUM(trace_cost_nanousd), 0) AS cost
+    FROM {BenchmarkItem._meta.db_table} WHERE run_id IN ({{ids}}) GROUP BY run_id, task_id
+), point_task AS ({{point_task}})
+SELECT 'run', CAST(run_id AS VARCHAR(190)), SUM(items), SUM(linked), SUM(unpriced), SUM(cost), NULL, NULL, NULL
+FROM per_task GROUP BY run_id
+UNION ALL
+SELECT 'tasks', point, NULL, NULL, NULL, NULL, ok, n, COUNT(*) FROM point_task WHERE n > 0 GROUP BY point, ok, n
 """
+_RUN_TASKS = "SELECT CAST(run_id AS VARCHAR(190)) AS point, ok, n FROM per_task"
+_GROUP_TASKS = f"""
+    SELECT r."group" AS point, SUM(t.ok) AS ok, SUM(t.n) AS n
+    FROM per_task t JOIN {BenchmarkRun._meta.db_table} r ON r.id = t.run_id GROUP BY r."group", t.task_id"""
 
 
-def _item_totals(ids: list[int]) -> list[tuple[Any, ...]]:
-    """One pass over the chosen runs' items: per (run, task) the items, the evaluated
-    and passed ones, the linked ones and their calls' unpriced count and cost. A raw
-    statement: the ORM's per-row converters cost more than the query on 10,000 rows."""
+def _item_totals(ids: list[int], *, by: str) -> list[tuple[Any, ...]]:
+    """One statement over the chosen runs' items: ("run", run id, items, linked,
+    unpriced calls, linked cost, -, -, -) per run and ("tasks", point, -, -, -, -,
+    successes, evaluated, tasks) per point and pair. A raw statement: a CTE and a
+    UNION the ORM does not write."""
+    sql = _TOTALS.format(ids=", ".join(["%s"] * len(ids)), point_task=_GROUP_TASKS if by == "group" else _RUN_TASKS)
     with connection.cursor() as cursor:
-        cursor.execute(_TOTALS.format(ids=", ".join(["%s"] * len(ids))), ids)
+        cursor.execute(sql, ids)
         return list(cursor.fetchall())
 
 
@@ -212,40 +236,45 @@ def _run_cost(f: _RunFigures) -> tuple[int | None, str]:
     return f.trace_cost, "linked traces"
 
 
-def _point(key: str, members: list[_RunFigures], k: int, arms: dict[int, str]) -> FrontierPoint:
+def _point(key: str, members: list[_RunFigures], tasks: Histogram, k: int, arms: dict[int, str]) -> FrontierPoint:
     first = members[0].run
-    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for f in members:
-        for task, (ok, n) in f.per_task.items():
-            per_task[task][0] += ok
-            per_task[task][1] += n
-    simulations = sum(n for _, n in per_task.values())
+    simulations = sum(n * count for (_, n), count in tasks.items())
     costs = [_run_cost(f) for f in members]
     unknown = next((basis for cost, basis in costs if cost is None), "")
     cost = None if unknown else sum(c for c, _ in costs if c is not None)
     basis = unknown or " + ".join(sorted({b for _, b in costs}))
     per_sim = None if cost is None or not simulations else (cost + simulations // 2) // simulations
-    value, lo, hi = pass_k_interval(list(per_task.values()), k)
+    value, lo, hi = pass_k_histogram_interval(tasks, k)
     arm = arms.get(first.pk) or first.group or first.label or f"run #{first.pk}"
     targets = sorted({f.run.target for f in members})
     return FrontierPoint(
         key=key, label=f"{' / '.join(targets)} · {arm}", target=" / ".join(targets), arm=arm, group=first.group,
-        run_ids=sorted(f.run.pk for f in members), simulations=simulations, tasks=len(per_task),
+        run_ids=sorted(f.run.pk for f in members), simulations=simulations, tasks=sum(tasks.values()),
         cost_nanousd=cost, cost_per_simulation_nanousd=per_sim, cost_basis=basis, value=value, lo=lo, hi=hi,
     )  # fmt: skip
 
 
 def pass_k_interval(per_task: list[list[int]], k: int) -> tuple[float | None, float | None, float | None]:
-    """τ²'s pass^k (mean over tasks) and its 95 % normal interval over tasks; None
-    when a task has fewer than k evaluated trials (τ² caps k the same way)."""
-    if not per_task or min(n for _, n in per_task) < k:
+    """τ²'s pass^k (mean over tasks) and its 95 % normal interval over tasks from
+    each task's [successes, evaluated]; None when a task has fewer than k
+    evaluated trials (τ² caps k the same way)."""
+    tasks: Histogram = defaultdict(int)
+    for ok, n in per_task:
+        tasks[(ok, n)] += 1
+    return pass_k_histogram_interval(tasks, k)
+
+
+def pass_k_histogram_interval(tasks: Histogram, k: int) -> tuple[float | None, float | None, float | None]:
+    """`pass_k_interval` from how many tasks had each (successes, evaluated) pair:
+    a task's pass^k depends on nothing else, so each distinct pair is computed once."""
+    if not tasks or min(n for _, n in tasks) < k:
         return None, None, None
-    values = [pass_hat_k(n, ok, k) for ok, n in per_task]
-    t = len(values)
-    mean = sum(values) / t
+    values = {pair: pass_hat_k(pair[1], pair[0], k) for pair in tasks}
+    t = sum(tasks.values())
+    mean = sum(values[pair] * count for pair, count in tasks.items()) / t
     if t < 2:
         return mean, 0.0, 1.0  # one task: nothing known about the spread
-    sd = sqrt(sum((v - mean) ** 2 for v in values) / (t - 1))
+    sd = sqrt(sum(count * (values[pair] - mean) ** 2 for pair, count in tasks.items()) / (t - 1))
     half = Z95 * sd / sqrt(t)
     return mean, max(0.0, mean - half), min(1.0, mean + half)
 

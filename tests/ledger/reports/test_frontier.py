@@ -120,3 +120,41 @@ def test_the_command_prints_unknown_for_an_unpriced_run(db) -> None:  # type: ig
     out = io.StringIO()
     call_command("frontier", stdout=out)
     assert "unknown/sim" in out.getvalue() and "$0.00000000" not in out.getvalue()
+
+
+# session, user, the user's permissions (2), the form's choices (4), benchmarks, newest, count, runs, item totals, arms;
+# by group one more (the groups, then their runs)
+FRONTIER_QUERIES = 15
+
+
+def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
+    db, django_assert_max_num_queries  # type: ignore[no-untyped-def]
+) -> None:
+    """One statement totals every chosen run's items (per run, and per point the tasks
+    of each (successes, evaluated) pair): no query per run, group or task."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def make_ledger(runs: int, start: int = 0) -> None:
+        for n in range(start, start + runs):
+            run = _spend(make_run(flipped(BASE, f"{n % 10 + 1}#0"), target=f"m/{n}", group=f"arm-{n % 3}"), 1.0 + n)
+            BenchmarkItem.objects.filter(run=run).update(link_status="linked", trace_cost_nanousd=1_000)
+
+    client = staff_client()
+    paths = ["/reports/frontier/", "/reports/frontier/?by=group&k=2", "/api/frontier", "/api/frontier?by=group"]
+    make_ledger(2)
+    small = {}
+    for path in paths:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(path).status_code == 200
+        small[path] = len(captured.captured_queries)
+        assert small[path] <= FRONTIER_QUERIES
+    make_ledger(25, start=2)  # 27 runs, 1,080 items
+    for path in paths:
+        with django_assert_max_num_queries(small[path]):
+            response = client.get(path)
+        assert response.status_code == 200
+    api = json.loads(client.get("/api/frontier").content)
+    assert api["shown"] == 27 and all(p["tasks"] == 10 and p["simulations"] == 40 for p in api["points"])
+    assert {p["key"] for p in json.loads(client.get("/api/frontier?by=group").content)["points"]} == {
+        "group:arm-0", "group:arm-1", "group:arm-2"}

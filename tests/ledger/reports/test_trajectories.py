@@ -14,6 +14,7 @@ from html import unescape
 import pytest
 from django.core.management import call_command
 
+from kernel import money
 from ledger import demo
 from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun
 from ledger.reports.trajectories import TrajectoryError, pick_items, reward_rows, side_by_side
@@ -146,3 +147,57 @@ def test_page_and_api_agree_on_the_demo_and_compare_links_to_it(db) -> None:  # 
     status, body = get(client, f"/api/trajectories?a={plain.pk}&group_a=x&b={verify.pk}&task=23")
     assert status == 400 and body["error"]["param"] == "a"
     assert client.get(f"/reports/trajectories/?a={plain.pk}&b={verify.pk}&task=nope").status_code == 404
+
+
+TRAJECTORY_QUERIES = 12  # session, user, the user's permissions (2), a run a side, the items of the task a side, a side's links (with traces) and spans
+
+
+def test_the_trajectories_run_the_same_few_queries_however_long_the_simulations(
+    db, django_assert_max_num_queries  # type: ignore[no-untyped-def]
+) -> None:
+    """Each side's traces come with its links in one query and their spans in one
+    more: no query per turn, trace or span."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    a, b = make_run({"4#0": 1.0, "5#0": 1.0}), make_run({"4#0": 0.0, "5#0": 0.0}, target="marina/verify:m")
+
+    def link(run: BenchmarkRun, task: str, turns: int) -> None:
+        item = BenchmarkItem.objects.get(run=run, task_id=task)
+        records = []
+        for n in range(turns):
+            at = NOW + timedelta(seconds=2 * n)
+            records.append(TraceRecord(request_id=f"{run.pk}-{task}-u{n}", started_at=at, path="/v1/chat/completions",
+                                       spans=[SpanRecord(seq=0, name="upstream", started_at=at, provider="p", cost_nanousd=1_000)]))  # fmt: skip
+            records.append(TraceRecord(request_id=f"{run.pk}-{task}-a{n}", started_at=at + timedelta(seconds=1),
+                                       path="/v1/chat/completions", route="verify", spans=[
+                SpanRecord(seq=0, name="verify", started_at=at),
+                SpanRecord(seq=1, parent_seq=0, name="draft", started_at=at, provider="p", cost_nanousd=2_000),
+                SpanRecord(seq=2, parent_seq=0, name="review", started_at=at, provider="p", cost_nanousd=500,
+                           detail={"verdict": "approve"}),
+            ]))  # fmt: skip
+        ids = record_requests(records)
+        BenchmarkItemTrace.objects.bulk_create([
+            BenchmarkItemTrace(item=item, trace_id=pk, role="user" if n % 2 == 0 else "agent") for n, pk in enumerate(ids)
+        ])  # fmt: skip
+
+    link(a, "4", 1)
+    link(b, "4", 1)
+    link(a, "5", 30)
+    link(b, "5", 30)
+    client = staff_client()
+    counts = {}
+    for task in ("4", "5"):
+        for path in (f"/reports/trajectories/?a={a.pk}&b={b.pk}&task={task}", f"/api/trajectories?a={a.pk}&b={b.pk}&task={task}"):
+            with CaptureQueriesContext(connection) as captured:
+                assert client.get(path).status_code == 200
+            counts[(task, path.split("?")[0])] = len(captured.captured_queries)
+    for kind in ("/reports/trajectories/", "/api/trajectories"):
+        assert counts[("5", kind)] == counts[("4", kind)]  # 30 turns a side cost no more queries than 1
+    with django_assert_max_num_queries(TRAJECTORY_QUERIES):
+        response = client.get(f"/api/trajectories?a={a.pk}&b={b.pk}&task=5")
+    api = json.loads(response.content)
+    assert len(api["a"]["turns"]) == len(api["b"]["turns"]) == 30
+    # each turn: the agent's draft and review, and the user simulator's call before it
+    assert all(t["cost_usd"] == money.plain(3_500) and t["user_calls"] == 1 for t in api["b"]["turns"])
+    assert [i["kind"] for i in api["b"]["turns"][0]["interventions"]] == ["review"]
