@@ -26,8 +26,8 @@ Reported per cell: wall ms per request (c=1: latency; c=32: 1 / throughput)
 and CPU ms per request of this process (event loop, state thread, ledger
 writer; PostgreSQL's own CPU is not counted), and the ratio to the plain
 passthru's CPU per request in the same cell. Then the parts, timed alone:
-key chain, state read, state write, value extraction + grading, history
-reading + note building."""
+key chain, state read, state write, sealing (its part of the read and the
+write), value extraction + grading, history reading + note building."""
 from __future__ import annotations
 
 import argparse
@@ -155,7 +155,7 @@ def _answer_in_memory() -> None:
 
     by_marker = [(marker.encode(), reply) for marker, reply in _replies().items()]
 
-    async def post_chat(provider: Any, body: bytes, incoming: Any) -> Any:
+    async def post_chat(provider: Any, body: bytes, incoming: Any, path: str = "") -> Any:
         head = body[:4000]  # a side call's marker opens its system prompt
         for marker, reply in by_marker:
             if marker in head:
@@ -201,15 +201,16 @@ def _fill(conversations: Conversations) -> int:
     from passthru.models import ConversationState
 
     first = conversations.body(IDS["obligations+argcheck"], 0, 1)
-    keys = state.conversation_keys("bench", "", first["messages"], first["tools"])
-    template = ConversationState.objects.get(key=keys[-1]).state  # the turn asyncio.run made in child()
+    template = state.load_sync(state.conversation("bench", "", first["messages"], first["tools"])).state  # the turn asyncio.run made in child()
+    plain = json.dumps(template).encode()
     now = datetime.now(UTC)
     expires = now + timedelta(seconds=settings.MARINA_STATE_TTL)
     rows = []
     for i in range(1, conversations.count):
         body = conversations.body("", i, 1)
-        key = state.conversation_keys("bench", "", body["messages"], body["tools"])[-1]
-        rows.append(ConversationState(key=key, state=template, version=1, updated_at=now, expires_at=expires))
+        conv = state.conversation("bench", "", body["messages"], body["tools"])
+        sealed = json.loads(conv.sealer.seal(plain))  # each sealed under its own conversation, as a real turn does
+        rows.append(ConversationState(key=conv.key, state=sealed, version=1, updated_at=now, expires_at=expires))
     ConversationState.objects.bulk_create(rows, batch_size=1000)
     return ConversationState.objects.count()
 
@@ -225,8 +226,8 @@ def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, flo
     state.prepare_connection()  # as the state thread's connection is
     body = conversations.body("", 7, conversations.turns[7] + 1)
     messages, tools = body["messages"], body["tools"]
-    keys = state.conversation_keys("bench", "", messages, tools)
-    loaded = state.load_sync(keys)
+    conv = state.conversation("bench", "", messages, tools)
+    loaded = state.load_sync(conv)
     ledger = Ledger.of(loaded.state.get("obligations"))
     arguments = {"reservation_id": _reservation(7), "reason": "change of plan"}
 
@@ -237,12 +238,22 @@ def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, flo
         return {"wall": round((time.perf_counter() - started) / rounds * 1e6, 1), "cpu": round((_cpu() - cpu) / rounds * 1e6, 1)}
 
     return {
-        "key chain": timed(lambda: state.conversation_keys("bench", "", messages, tools)),
-        "state read": timed(lambda: state.load_sync(keys)),
-        "state write": timed(lambda: state.commit_sync(keys, lambda s: dict(s))),
+        "key chain": timed(lambda: state.conversation("bench", "", messages, tools)),
+        "state read": timed(lambda: state.load_sync(conv)),
+        "state write": timed(lambda: state.commit_sync(conv, lambda s: dict(s))),
+        "seal + open (in read and write)": timed(lambda: _seal_open(conv, loaded.state)),
         "values: extract + grade": timed(lambda: _grade_all(arguments, channels_of(messages), extract_values, grade)),
         "history + note": timed(lambda: with_trailing_note(messages, reminder_note(ledger.open_items()) + str(read_history(messages).requests[-1:]))),
     }
+
+
+def _seal_open(conv: Any, stored: dict[str, Any]) -> Any:
+    """What sealing adds to a turn: the key derived (a fresh sealer, as each
+    request makes), the state sealed for the write and opened at the read."""
+    from passthru.formations.seal import Sealer
+
+    sealer = Sealer(b"h\0" + bytes(32))
+    return sealer.open(json.loads(sealer.seal(json.dumps(stored).encode())))
 
 
 def _grade_all(arguments: Any, channels: Any, extract: Any, grade: Any) -> list[str]:

@@ -28,6 +28,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 load_env_file(BASE_DIR / ".env")  # .env in the project root (or MARINA_ENV_FILE); the environment wins over it
 
 SECRET_KEY = env_secret("MARINA_SECRET_KEY") or "dev-only-not-secret-change-me"
+# Earlier secrets (whitespace-separated), still accepted: sessions, and formation state sealed under them (docs/security.md).
+SECRET_KEY_FALLBACKS = env_secret("MARINA_SECRET_KEY_FALLBACKS").split()
 DEBUG = env_bool("MARINA_DEBUG", False)
 ALLOWED_HOSTS = env_str("MARINA_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("MARINA_CSRF_TRUSTED_ORIGINS").split(",") if o]

@@ -20,6 +20,9 @@ class ConversationState(models.Model):
     """One conversation's formation state (obligations ledger, argcheck memo)
     under one conversation key (passthru/formations/state.py).
 
+    `state` holds it sealed, `{"sealed": "v1:…"}` (passthru/formations/seal.py):
+    its words are not readable in the database.
+
     `version` grows by one on every write; writes run in a short transaction
     that locks the row (SELECT … FOR UPDATE on PostgreSQL, BEGIN IMMEDIATE on
     SQLite) and apply the turn's changes to the state as it is then, so

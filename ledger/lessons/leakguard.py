@@ -11,6 +11,10 @@ tool call and tool result, and τ²'s reward breakdown):
 - an **amount**: a number with decimals, or of 3+ digits, that occurs in the
   conversation (small whole numbers such as "24 hours" or "3 bags" are
   policy, not data, and pass);
+- a **number regrouped**: 4+ digits that the conversation writes in groups
+  (`4417-9921`, `4111 1111 1111 1111`), written with other separators or none
+  (`44179921`): the digits of each run of digit groups are compared, not
+  their spelling;
 - a **date**: any date (`2024-05-25`, `05/25`, `May 25`): a general rule
   names none;
 - a **name**: a capitalised word the conversation uses as a name: values of
@@ -56,6 +60,14 @@ _DATE = re.compile(
 )
 _CAPITALISED = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+)")
 _WORD = re.compile(r"[a-z0-9]+")
+_DIGIT_RUN = re.compile(r"\d+(?:[ .\-/]\d+)*")  # digit groups joined by one separator each
+MIN_RUN_DIGITS = 4
+
+
+def _digit_runs(text: str) -> set[str]:
+    """The digits of each run of digit groups ("4417-9921" -> "44179921"), 4+ digits."""
+    runs = {re.sub(r"\D", "", m.group()) for m in _DIGIT_RUN.finditer(text)}
+    return {r for r in runs if len(r) >= MIN_RUN_DIGITS}
 
 
 def _is_id(token: str) -> bool:
@@ -76,6 +88,7 @@ class Evidence:
     capitalised: set[str] = field(default_factory=set)  # words written capitalised mid-sentence
     lower_words: set[str] = field(default_factory=set)  # every word as written in lower case
     spans: set[tuple[str, ...]] = field(default_factory=set)  # SPAN_WORDS-word runs, lower-cased
+    digit_runs: set[str] = field(default_factory=set)  # the digits of each run of digit groups
 
     def is_name(self, word: str) -> bool:
         """A *name value, or a word only ever written capitalised mid-sentence
@@ -90,6 +103,7 @@ class Evidence:
             plain = number.replace(",", "")
             if "." in plain or len(plain) >= 3:
                 self.amounts.add(plain.rstrip("0").rstrip(".") if "." in plain else plain)
+        self.digit_runs |= _digit_runs(text)
         self.capitalised.update(_CAPITALISED.findall(text))
         self.lower_words.update(re.findall(r"\b[a-z]+\b", text.replace("_", " ")))
         words = _WORD.findall(text.lower())
@@ -239,6 +253,8 @@ def refusal(rule: str, evidence: Evidence) -> str:
             plain = plain.rstrip("0").rstrip(".")
         if ("." in number or len(plain) >= 3) and plain in evidence.amounts:
             return "quotes an amount from the conversation"
+    if _digit_runs(text) & evidence.digit_runs:
+        return "quotes a number from the conversation"
     for word in re.findall(r"\b[A-Z][a-z]+\b", text):
         if evidence.is_name(word):
             return "names a name from the conversation"

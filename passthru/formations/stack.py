@@ -134,11 +134,13 @@ class StackFormation:
         planned = self.plan
         turn_body = {**body, "model": planned.inner}
         turn = Turn(ctx, turn_body, span, agent, verify)
-        keys = state.conversation_keys(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"), body.get("seed"))
-        loaded = await state.load(keys)
+        conv = state.conversation(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"), body.get("seed"))
+        loaded = await state.load(conv)
         span.detail = {"key": _short(loaded.key), "state": "found" if loaded.found_key else "new"}
         if loaded.error:
             span.detail["state"] = f"unavailable:{loaded.error}"
+        elif loaded.unreadable:
+            span.detail["state"] = "unreadable"
 
         ob = ac = None
         if planned.obligations:
@@ -162,7 +164,7 @@ class StackFormation:
         answer = await turn.main(note, "draft")
         if not answer.ok:
             span.status, span.error_kind = "error", answer.completion.span.error_kind
-            await self._commit(keys, ob, ac, span)
+            await self._commit(conv, ob, ac, span)
             return Outbound(answer.completion.status, {}, answer.completion.body, content_type="application/json")
         if answer.message is None:
             raise UpstreamError(agent.provider.name, "bad_reply", "The model's reply holds no message.")
@@ -170,13 +172,13 @@ class StackFormation:
             answer = await ob.finish(turn, answer)
         if ac:
             answer = await ac.finish(turn, answer, ob.reminder if ob else "")
-        await self._commit(keys, ob, ac, span)
+        await self._commit(conv, ob, ac, span)
         out = self._respond(ctx, span, agent, answer, ob, ac)
         if lessons_wanted and not verify:
             out.headers[lessons.HEADER] = recalled.header()
         return out
 
-    async def _commit(self, keys: list[str], ob: ObligationsCheck | None, ac: ArgCheck | None, span: Any) -> None:
+    async def _commit(self, conv: state.Conversation, ob: ObligationsCheck | None, ac: ArgCheck | None, span: Any) -> None:
         def change(stored: dict[str, Any]) -> dict[str, Any]:
             out = dict(stored)
             if ob is not None and not ob.skipped:
@@ -185,7 +187,7 @@ class StackFormation:
                 out["argcheck"] = ac.change(stored.get("argcheck"))
             return out
 
-        error = await state.commit(keys, change)
+        error = await state.commit(conv, change)
         if error:
             span.detail["state_write"] = f"failed:{error}"
 

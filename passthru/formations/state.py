@@ -25,6 +25,14 @@ one. A turn that raced another one therefore applies its changes on top of
 the other's instead of overwriting them: no update is lost. No lock is held
 while a provider answers.
 
+**Sealed.** A row's state is stored sealed (passthru/formations/seal.py):
+AES-256-GCM under a key derived from the server secret and the
+conversation's own material (the base digest, of which the row key shows
+only 96 bits; with a session, the caller's name and the session id), so
+the words of the obligations ledger and argcheck's signatures are not
+readable in the database. A plain row (written before sealing) is read as
+it is and sealed when next written; a row no secret opens is no state.
+
 **Bounds.** Each state is bounded by its owners (≤ 24 obligations, ≤ 64
 signatures); rows idle for MARINA_STATE_TTL seconds are ignored and deleted
 (each process sweeps at most once a minute).
@@ -50,6 +58,7 @@ from django.db import IntegrityError, connection, transaction
 from ledger.dbthread import DbThread
 from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.formations.conversation import SYSTEM_ROLES, text_of
+from passthru.formations.seal import Sealer, Unreadable
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +99,25 @@ def _seed(value: Any) -> bytes:
     return str(value).encode()
 
 
-def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None) -> list[str]:
-    """The key chain, shallowest first (the base, then one key per non-system
-    message); the last is the conversation's current key."""
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation as the store knows it: its key chain (shallowest first)
+    and the sealer of its state (whose material is never stored)."""
+
+    keys: list[str]
+    sealer: Sealer = field(repr=False)
+
+    @property
+    def key(self) -> str:
+        return self.keys[-1]
+
+
+def conversation(who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None) -> Conversation:
+    """The key chain (the base, then one key per non-system message; the last
+    is the conversation's current key) and the sealer of its state."""
     session = session.strip()[:SESSION_CHARS]
     if session:
-        return [f"{who}|s:{session}"]
+        return Conversation([f"{who}|s:{session}"], Sealer(b"s\0" + _digest(who.encode(), session.encode("utf-8", "surrogatepass"))))
     dicts = [m for m in messages if isinstance(m, Mapping)]
     system = "\x01".join(text_of(m.get("content")) for m in dicts if m.get("role") in SYSTEM_ROLES)
     turns = [m for m in dicts if m.get("role") not in SYSTEM_ROLES]
@@ -121,7 +143,13 @@ def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: An
             name.encode("utf-8", "replace") if isinstance(name, str) else b"",
         )
         keys.append(f"{who}|h:{running.hex()[:HASH_CHARS]}@{n}")
-    return keys
+    # The whole base digest seals the state: the keys show its first 96 bits, never the rest.
+    return Conversation(keys, Sealer(b"h\0" + base))
+
+
+def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None) -> list[str]:
+    """The key chain alone (see conversation)."""
+    return conversation(who, session, messages, tools, seed).keys
 
 
 def _chunks(keys: Sequence[str]) -> list[list[str]]:
@@ -142,6 +170,7 @@ class Loaded:
     found_key: str | None = None  # the key it was read under (None: new conversation)
     version: int = 0
     error: str = ""  # the store failed; the turn runs on an empty state
+    unreadable: bool = False  # a row was found that no secret opens; the turn runs on an empty state
 
     @property
     def key(self) -> str:
@@ -206,6 +235,18 @@ def _loads(value: Any) -> State:
     return value if isinstance(value, dict) else {}
 
 
+def _open(value: Any, sealer: Sealer) -> tuple[State, bool]:
+    """A row's state, opened: (state, unreadable). A plain row (written before
+    sealing) reads as it is; a sealed one no secret opens is no state."""
+    stored = _loads(value)
+    try:
+        plain = sealer.open(stored)
+    except Unreadable as exc:
+        log.warning("formation state unreadable (%s): the conversation starts afresh", exc)
+        return {}, True
+    return (stored, False) if plain is None else (_loads(plain), False)
+
+
 def _dumps(state: State) -> str:
     try:
         return orjson.dumps(state).decode()
@@ -215,8 +256,8 @@ def _dumps(state: State) -> str:
         return json.dumps(state)
 
 
-def _deepest(keys: Sequence[str]) -> tuple[str, State, int] | None:
-    """The deepest live row among `keys`: (key, state, version)."""
+def _deepest(keys: Sequence[str]) -> tuple[str, Any, int] | None:
+    """The deepest live row among `keys`: (key, stored state, version)."""
     for chunk in _chunks(keys):
         cursor = _cursor()
         marks = ", ".join(["%s"] * len(chunk))
@@ -228,22 +269,24 @@ def _deepest(keys: Sequence[str]) -> tuple[str, State, int] | None:
         for key in chunk:
             if key in found:
                 state, version = found[key]
-                return key, _loads(state), version
+                return key, state, version
     return None
 
 
-def load_sync(keys: list[str]) -> Loaded:
+def load_sync(conv: Conversation) -> Loaded:
+    keys = conv.keys
     found = _deepest(keys)
     if found is None:
         return Loaded(keys)
-    key, state, version = found
-    return Loaded(keys, state, key, version if key == keys[-1] else 0)
+    key, stored, version = found
+    state, unreadable = _open(stored, conv.sealer)
+    return Loaded(keys, state, key, version if key == keys[-1] else 0, unreadable=unreadable)
 
 
-def commit_sync(keys: list[str], change: Callable[[State], State]) -> State:
-    """Apply `change` to the conversation's current state and store it under
-    the deepest key, in one transaction (see the module doc)."""
-    current = keys[-1]
+def commit_sync(conv: Conversation, change: Callable[[State], State]) -> State:
+    """Apply `change` to the conversation's current state and store it, sealed,
+    under the deepest key, in one transaction (see the module doc)."""
+    keys, current = conv.keys, conv.key
     for attempt in range(3):
         try:
             with sqlite_write_turn(), transaction.atomic():
@@ -268,23 +311,24 @@ def commit_sync(keys: list[str], change: Callable[[State], State]) -> State:
                 mine = rows.get(current)
                 row_id: int | None
                 if mine is not None and mine[3]:
-                    row_id, state, version = mine[0], _loads(mine[1]), mine[2]
+                    row_id, state, version = mine[0], _open(mine[1], conv.sealer)[0], mine[2]
                 else:
                     # New under this key (or expired): start from the deepest live ancestor's copy.
-                    state = _loads(ancestor[1]) if ancestor else {}
+                    state = _open(ancestor[1], conv.sealer)[0] if ancestor else {}
                     row_id, version = (mine[0] if mine else None), 0
                 new_state = change(state)
+                sealed = conv.sealer.seal(_dumps(new_state).encode())
                 as_json = "CAST(%s AS jsonb)" if postgres else "%s"
                 stamps = [version + 1, _when(now), _when(now + _ttl())]
                 if row_id is None:
                     cursor.execute(
                         _sql(f'INSERT INTO {TABLE} ("key", state, version, updated_at, expires_at) VALUES (%s, {as_json}, %s, %s, %s)'),
-                        [current, _dumps(new_state), *stamps],
+                        [current, sealed, *stamps],
                     )
                 else:
                     cursor.execute(
                         _sql(f"UPDATE {TABLE} SET state = {as_json}, version = %s, updated_at = %s, expires_at = %s WHERE id = %s"),
-                        [_dumps(new_state), *stamps, row_id],
+                        [sealed, *stamps, row_id],
                     )
             _maybe_sweep()
             return new_state
@@ -310,20 +354,20 @@ def _maybe_sweep() -> None:
         log.exception("could not sweep expired conversation state")
 
 
-async def load(keys: list[str]) -> Loaded:
+async def load(conv: Conversation) -> Loaded:
     """The state under the deepest known key; an empty state if the store fails (fail open)."""
     try:
-        loaded: Loaded = await _run(load_sync, keys)
+        loaded: Loaded = await _run(load_sync, conv)
         return loaded
     except Exception as exc:
         log.exception("could not read conversation state")
-        return Loaded(keys, error=type(exc).__name__)
+        return Loaded(conv.keys, error=type(exc).__name__)
 
 
-async def commit(keys: list[str], change: Callable[[State], State]) -> str:
+async def commit(conv: Conversation, change: Callable[[State], State]) -> str:
     """Store the turn's changes; '' on success, else the error's name (logged, fail open)."""
     try:
-        await _run(commit_sync, keys, change)
+        await _run(commit_sync, conv, change)
         return ""
     except Exception as exc:
         log.exception("could not write conversation state")

@@ -17,8 +17,19 @@ from typing import Any
 import httpx
 import pytest
 
+from passthru.formations.state import conversation
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import CANCEL_OBLIGATION, OPENING, TOOLS, calls, extracted, json_reply, role_of, text
+from tests.passthru.formation_play import (
+    CANCEL_OBLIGATION,
+    OPENING,
+    TOOLS,
+    calls,
+    extracted,
+    json_reply,
+    open_state,
+    role_of,
+    text,
+)
 from tests.upstream import Reply, tool_call
 
 pytestmark = pytest.mark.e2e
@@ -114,6 +125,7 @@ def test_two_trials_of_one_task_run_at_once_keep_their_own_state(servers, upstre
     assert sorted(extractions) == ["address", "opening", "opening", "other"]
     assert server.ledger is not None
     rows = server.ledger.rows("SELECT state FROM formation_state")
-    states = [r[0] if isinstance(r[0], dict) else json.loads(r[0]) for r in rows]
+    trials = [conversation("tester", "", OPENING, TOOLS, seed) for seed in SEEDS.values()]
+    states = [open_state(r[0], *trials) for r in rows]  # stored sealed, each under its own trial
     owing_address = [s for s in states if any(i["what"] == ADDRESS["what"] for i in s.get("obligations", {}).get("items", []))]
     assert len(owing_address) == 1, "only trial a's row owes the address"

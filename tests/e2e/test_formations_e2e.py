@@ -19,6 +19,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: before
 
 import litellm
 
+from passthru.formations.state import conversation
 from tests.conftest import MARINA_KEY
 from tests.passthru.formation_play import (
     CANCEL_OBLIGATION,
@@ -28,6 +29,7 @@ from tests.passthru.formation_play import (
     calls,
     extracted,
     json_reply,
+    open_state,
     tau2_litellm,
     text,
 )
@@ -89,8 +91,8 @@ def test_one_conversation_alternating_between_two_servers_on_one_postgres_keeps_
     assert fourth.headers["x-marina-obligations"] == "on;open=0;satisfied=1;declined=1;nudges=0;check=none-open"
 
     # One ledger in the shared database: the newest row holds every turn's changes.
-    state, version = ledger.rows("SELECT state, version FROM formation_state ORDER BY updated_at DESC LIMIT 1")[0]
-    state = state if isinstance(state, dict) else json.loads(state)
+    raw, version = ledger.rows("SELECT state, version FROM formation_state ORDER BY updated_at DESC LIMIT 1")[0]
+    state = open_state(raw, conversation("tester", "", history, TOOLS))  # stored sealed
     items = state["obligations"]["items"]
     assert [(i["id"], i["status"], i["by"]) for i in items] == [
         ("o1", "satisfied", "tool:cancel_pending_order"),

@@ -54,6 +54,14 @@ def test_dot_env_is_read_and_the_environment_wins_over_it(tmp_path: Path):
     assert found["cap"] == "3"  # the environment's value, not the file's
 
 
+def test_earlier_secrets_are_read_whitespace_separated(tmp_path: Path):
+    code = "import django; django.setup(); from django.conf import settings as s; print(repr(s.SECRET_KEY_FALLBACKS))"
+    done = run(["-c", code], {"MARINA_SECRET_KEY_FALLBACKS": " old-one\n older-two "})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['old-one', 'older-two']"
+    assert run(["-c", code], {}).stdout.strip() == "[]"
+
+
 def test_a_builtin_provider_pointed_at_this_machine_needs_no_key(tmp_path: Path):
     """The README's `MARINA_OPENROUTER_BASE_URL=http://127.0.0.1:9000/v1` alone serves openrouter/*
     (it answered 503 `provider_not_configured` asking for OPENROUTER_API_KEY); a remote one still needs its key."""

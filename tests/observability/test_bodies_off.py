@@ -6,8 +6,10 @@ hashes, the decision and the argument name stay."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from io import StringIO
+from typing import Any
 
 import openai
 from django.db import connection
@@ -15,11 +17,16 @@ from django.db import connection
 from kernel.conversation import digest
 from ledger.models import Trace
 from observability import export
+from passthru.formations import state
+from passthru.formations.argcheck.values import signature
+from passthru.models import ConversationState
 from tests.conftest import MARINA_KEY
 from tests.observability.test_otel import exporting, received_trace  # noqa: F401  # the fixture, and a helper
 from tests.otlp_receiver import OtlpReceiver
+from tests.passthru.formation_play import POLICY, Play, calls, extracted, json_reply
+from tests.passthru.formation_play import TOOLS as PLAY_TOOLS
 from tests.passthru.test_formation_verify import MESSAGES, MODEL, TOOLS, draft_cancel, play, text
-from tests.upstream import Reply, completion
+from tests.upstream import Reply, ScriptedUpstream, completion, tool_call
 
 PIN = "my card PIN is 4417-9923"
 QUOTE = f"I ordered it by mistake, {PIN}"
@@ -81,3 +88,89 @@ def test_with_bodies_on_the_checkers_words_are_kept(marina_url, upstream, settin
     raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=MESSAGES, tools=TOOLS)
     review = Trace.objects.get(request_id=raw.headers["x-request-id"]).spans.get(name="review").detail
     assert review["fix"] == FIX and review["conflict"]["quote"] == "obtain explicit user confirmation (yes)"
+
+
+# --- The stacked formations: their state and their spans ---------------------------------------
+STACK = "marina/obligations:marina/argcheck:marina/verify:openrouter/agent+openrouter/check"
+SECRET = "4417-9921"  # the planted card PIN
+ASKED = f"Please cancel order #W1234567, I ordered it by mistake. My card PIN is {SECRET} if you need it."
+OWED = {"request": 1, "what": f"cancel order #W1234567 (card PIN {SECRET})", "target": "#W1234567", "tools": ["cancel_pending_order"]}
+INVENTED = ("cancel_pending_order", {"order_id": "#W7654321", "reason": f"PIN {SECRET}"})  # an id nobody stated
+SEED = 4242
+
+
+def stacked_conversation(post: Callable[[list[dict[str, Any]]], tuple[dict[str, str], str]], upstream: ScriptedUpstream) -> list[str]:
+    """Two turns of one conversation (no session header, a seed: keyed as τ² calls) through
+    obligations + argcheck + verify, each turn sent by `post` (messages -> (headers, request id)).
+    Asserts the formations worked across the turns; returns the request ids."""
+    opening = [{"role": "system", "content": POLICY}, {"role": "user", "content": ASKED}]
+    play = Play(
+        upstream,
+        extract=extracted(OWED),
+        main=calls(INVENTED),
+        review=json_reply({"verdict": "approve"}),
+        argjudge=json_reply({"supported": False, "doubt": "order_id"}),
+        retry=calls(INVENTED),
+    )
+    first, first_id = post(opening)
+    assert play.calls == ["extract", "main", "review", "argjudge", "retry", "review"]
+    assert first["x-marina-obligations"] == "on;open=1;satisfied=0;declined=0;nudges=0;extract=ok;check=tool-call"
+    assert first["x-marina-argcheck"] == "on;writes=1;checked=1;flagged=1;judged=1;nudges=1;check=nudged-kept"
+
+    # Turn 2: the call failed; the agent issues it again. The obligation read in turn 1 rides in
+    # the reminder (from the stored state), and the nudged call is known again (a repeat).
+    history = [
+        *opening,
+        {"role": "assistant", "content": None, "tool_calls": [tool_call(*INVENTED, "c0")]},
+        {"role": "tool", "tool_call_id": "c0", "content": "Error: order not found"},
+    ]
+    play.script(main=calls(INVENTED), review=json_reply({"verdict": "approve"}))
+    second, second_id = post(history)
+    assert play.calls == ["main", "review"], "no new user turn: no extraction; a repeat: no judgement"
+    reminder = play.bodies["main"][0]["messages"][-1]["content"]
+    assert f"o1: {OWED['what']}" in reminder, "the obligation, in its words, from the stored state"
+    assert second["x-marina-obligations"] == "on;open=1;satisfied=0;declined=0;nudges=0;check=tool-call"
+    assert second["x-marina-argcheck"] == "on;writes=1;checked=0;flagged=0;judged=0;nudges=1;check=repeat"
+    return [first_id, second_id]
+
+
+def planted() -> list[str]:
+    """What must be found nowhere: the PIN, the user's words, the obligation's words, the order
+    ids, and argcheck's signature of the nudged call as an unkeyed hash (which a guess confirms)."""
+    return [SECRET, "card PIN", "by mistake", "W1234567", "W7654321", signature(*INVENTED)]
+
+
+def test_formation_state_and_spans_hold_no_words_and_the_formations_still_work(marina_url, upstream, otlp_receiver: OtlpReceiver, exporting, settings):  # noqa: F811
+    settings.MARINA_TRACE_BODIES = False
+    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+
+    def post(messages: list[dict[str, Any]]) -> tuple[dict[str, str], str]:
+        raw = client.chat.completions.with_raw_response.create(model=STACK, messages=messages, tools=PLAY_TOOLS, seed=SEED)
+        return dict(raw.headers), raw.headers["x-request-id"]
+
+    ids = stacked_conversation(post, upstream)
+    for request_id in ids:
+        received_trace(otlp_receiver, request_id)
+
+    words = planted()
+    stored = database_text()
+    assert not [w for w in words if w in stored], "no message text in the database"
+    sent = b"".join(otlp_receiver.raw)
+    assert not [w for w in words if w.encode() in sent], "no message text in the OTLP export"
+    for fmt in ("jsonl", "otlp-json"):
+        out = StringIO()
+        export.export_traces(out, since=datetime.now(UTC) - timedelta(hours=1), fmt=fmt)
+        assert all(i in out.getvalue() for i in ids)
+        assert not [w for w in words if w in out.getvalue()], f"no message text in export_traces --format {fmt}"
+
+    # The state is kept, sealed: the conversation (and the server secret) open it.
+    [row] = ConversationState.objects.filter(key__endswith="@3").values_list("state", flat=True)
+    assert set(row) == {"sealed"}
+    opening = [{"role": "system", "content": POLICY}, {"role": "user", "content": ASKED}]
+    kept = state.load_sync(state.conversation("tester", "", opening, PLAY_TOOLS, SEED)).state
+    assert kept["obligations"]["items"][0]["what"] == OWED["what"]
+    assert kept["argcheck"]["nudged"] == [signature(*INVENTED)]
+    # What the spans keep: ids, labels, argument names.
+    spans = {s.name: s.detail for s in Trace.objects.get(request_id=ids[0]).spans.all()}
+    assert spans["extract"] == {"extract": "ok", "added": ["o1"], "cancelled": []}
+    assert spans["argcheck-judge"] == {"call": "cancel_pending_order", "verdict": "unsupported", "doubt": "order_id"}

@@ -112,6 +112,23 @@ def extracted(*adds: dict[str, Any], cancel: list[str] | None = None) -> Reply:
 CANCEL_OBLIGATION = {"request": 1, "what": "cancel order #W1234567", "target": "#W1234567", "tools": ["cancel_pending_order"]}
 
 
+def open_state(raw: Any, *conversations: Any) -> dict[str, Any]:
+    """A formation_state row's state (a dict, or JSON text on SQLite), opened with
+    the sealer of whichever of `conversations` (passthru.formations.state.Conversation) sealed it."""
+    from passthru.formations.seal import Unreadable
+
+    stored = raw if isinstance(raw, dict) else json.loads(raw)
+    for conv in conversations:
+        try:
+            plain = conv.sealer.open(stored)
+        except Unreadable:
+            continue
+        assert plain is not None, "the row is sealed"
+        opened: dict[str, Any] = json.loads(plain)
+        return opened
+    raise AssertionError("no conversation opens the row")
+
+
 def tau2_litellm(base_url: str, model: str, messages: list[dict[str, Any]], *, stream: bool = False) -> Any:
     """An agent turn as τ² makes it: LiteLLM with `openai/<id>`, Marina as api_base,
     the reasoning effort in extra_body, drop_params on, no retries."""

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from ledger.models import Trace
+from passthru.formations import state
 from passthru.formations.argcheck import prompts as argcheck_prompts
 from passthru.formations.obligations import prompts as obligations_prompts
 from passthru.models import ConversationState
@@ -43,6 +44,11 @@ def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] = OPEN
         extra["x-marina-session"] = session
     kwargs: dict[str, Any] = {"tools": tools} if tools else {}
     return client.chat.completions.with_raw_response.create(model=model, messages=messages, extra_headers=extra, **kwargs)
+
+
+def session_state(session: str = "s1") -> dict[str, Any]:
+    """The conversation's stored state, opened (the row holds it sealed)."""
+    return state.load_sync(state.conversation("tester", session, [], None)).state
 
 
 def trace_of(raw) -> Trace:
@@ -164,7 +170,7 @@ def test_a_successful_write_settles_and_a_transfer_hands_off(client, upstream):
     raw = ask(client, OB, history)
     assert play.calls == ["main"], "nothing open: no judgement"
     assert raw.headers["x-marina-obligations"] == "on;open=0;satisfied=1;declined=1;nudges=0;check=none-open"
-    stored = ConversationState.objects.get(key="tester|s:s1").state["obligations"]
+    stored = session_state()["obligations"]
     assert [(i["id"], i["status"], i["by"]) for i in stored["items"]] == [
         ("o1", "satisfied", "tool:cancel_pending_order"),
         ("o2", "declined", "transfer:transfer_to_human_agents"),
@@ -190,7 +196,8 @@ def test_observe_records_without_note_or_retry(client, upstream):
     assert play.calls == ["extract", "main"]
     assert play.bodies["main"][0]["messages"] == OPENING, "no note in observe mode"
     assert raw.headers["x-marina-obligations"] == "observe;open=1;satisfied=0;declined=0;nudges=0;extract=ok;check=observe"
-    assert ConversationState.objects.get().state["obligations"]["items"][0]["what"] == "cancel order #W1234567"
+    assert ConversationState.objects.count() == 1
+    assert session_state()["obligations"]["items"][0]["what"] == "cancel order #W1234567"
 
 
 def test_without_tools_the_ledger_is_skipped(client, upstream):
@@ -392,7 +399,8 @@ def test_an_agent_error_is_relayed(client, upstream):
     Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=Reply(status=429, json={"error": {"message": "slow"}}))
     with pytest.raises(openai.RateLimitError):
         ask(client, OB)
-    assert ConversationState.objects.get().state["obligations"]["turns"] == 1, "the extraction is kept"
+    assert ConversationState.objects.count() == 1
+    assert session_state()["obligations"]["turns"] == 1, "the extraction is kept"
 
 
 def test_models_lists_only_callable_ids_and_api_formations_the_templates(client, upstream, settings):

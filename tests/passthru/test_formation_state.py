@@ -2,8 +2,10 @@
 turns of one conversation that never lose an update."""
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -17,6 +19,13 @@ TOOLS = [{"type": "function", "function": {"name": "x"}}]
 
 def history(n: int, tail: str = "a") -> list[dict[str, str]]:
     return [SYSTEM, *({"role": "user" if i % 2 == 0 else "assistant", "content": f"{tail}{i}"} for i in range(n))]
+
+
+def stored(key: str, conv: state.Conversation) -> dict[str, Any]:
+    """The row under `key`, opened with `conv`'s sealer (the row itself holds only the sealed text)."""
+    raw = ConversationState.objects.get(key=key).state
+    assert set(raw) == {"sealed"}
+    return json.loads(conv.sealer.open(raw) or b"null")
 
 
 def test_the_session_header_is_the_key():
@@ -51,19 +60,19 @@ def test_the_chain_depends_on_caller_system_tools_and_history():
 
 @pytest.mark.django_db(transaction=True)
 def test_state_is_read_under_the_deepest_key_and_copied_forward():
-    shallow = state.conversation_keys("alice", "", history(2), None)
+    shallow = state.conversation("alice", "", history(2), None)
     state.commit_sync(shallow, lambda s: {**s, "n": 1})
-    deeper = state.conversation_keys("alice", "", history(3), None)
+    deeper = state.conversation("alice", "", history(3), None)
     loaded = state.load_sync(deeper)
-    assert (loaded.found_key, loaded.state) == (shallow[-1], {"n": 1})
+    assert (loaded.found_key, loaded.state) == (shallow.key, {"n": 1})
     state.commit_sync(deeper, lambda s: {**s, "n": s["n"] + 1})
-    assert ConversationState.objects.get(key=deeper[-1]).state == {"n": 2}
-    assert ConversationState.objects.get(key=shallow[-1]).state == {"n": 1}, "the ancestor stays for a sibling"
+    assert stored(deeper.key, deeper) == {"n": 2}
+    assert stored(shallow.key, deeper) == {"n": 1}, "the ancestor stays for a sibling"
 
 
 @pytest.mark.django_db(transaction=True)
 def test_expired_state_is_ignored(settings):
-    keys = ["alice|s:old"]
+    keys = state.conversation("alice", "old", [], None)
     state.commit_sync(keys, lambda s: {"n": 1})
     ConversationState.objects.update(expires_at=datetime.now(UTC) - timedelta(seconds=1))
     assert state.load_sync(keys).state == {}
@@ -72,7 +81,7 @@ def test_expired_state_is_ignored(settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_turns_never_lose_an_update():
-    keys = ["alice|s:busy"]
+    keys = state.conversation("alice", "busy", [], None)
     turns, per_thread = 4, 10
 
     def worker() -> None:
@@ -87,8 +96,8 @@ def test_concurrent_turns_never_lose_an_update():
         t.start()
     for t in threads:
         t.join()
-    row = ConversationState.objects.get(key=keys[0])
-    assert row.state == {"n": turns * per_thread} and row.version == turns * per_thread
+    row = ConversationState.objects.get(key=keys.key)
+    assert stored(keys.key, keys) == {"n": turns * per_thread} and row.version == turns * per_thread
 
 
 def diverging(n: int, at: int, tail: str) -> list[dict[str, str]]:
@@ -102,10 +111,10 @@ def diverging(n: int, at: int, tail: str) -> list[dict[str, str]]:
 def test_conversations_diverging_at_any_message_have_their_own_state(at):
     # Equal up to message at-1, different from message `at` on: the second conversation
     # must not read what the first wrote after the divergence, and must keep its own.
-    shared = state.conversation_keys("alice", "", history(at - 1), TOOLS)
+    shared = state.conversation("alice", "", history(at - 1), TOOLS)
     state.commit_sync(shared, lambda s: {**s, "shared": True})
-    first = state.conversation_keys("alice", "", diverging(at + 1, at, "a"), TOOLS)
-    second = state.conversation_keys("alice", "", diverging(at + 1, at, "b"), TOOLS)
+    first = state.conversation("alice", "", diverging(at + 1, at, "a"), TOOLS)
+    second = state.conversation("alice", "", diverging(at + 1, at, "b"), TOOLS)
     state.commit_sync(first, lambda s: {**s, "owed": "update the user's address"})
     loaded = state.load_sync(second)
     assert loaded.state == {"shared": True}, "the common prefix's state, not the other conversation's"
@@ -117,8 +126,80 @@ def test_conversations_diverging_at_any_message_have_their_own_state(at):
 @pytest.mark.django_db(transaction=True)
 def test_a_long_chain_is_read_past_the_first_lookup_statement():
     # The previous turn more than CHUNK messages back: found in a later statement.
-    early = state.conversation_keys("alice", "", history(3), TOOLS)
+    early = state.conversation("alice", "", history(3), TOOLS)
     state.commit_sync(early, lambda s: {"n": 1})
-    late = state.conversation_keys("alice", "", history(3 + state.CHUNK + 5), TOOLS)
+    late = state.conversation("alice", "", history(3 + state.CHUNK + 5), TOOLS)
     assert state.load_sync(late).state == {"n": 1}
     assert state.commit_sync(late, lambda s: {"n": s["n"] + 1}) == {"n": 2}
+
+
+# --- Sealed at rest (passthru/formations/seal.py) -------------------------------------
+OWED = {"obligations": {"items": [{"id": "o1", "what": "refund order 9981 to card 4111-2222, PIN 4417-9921"}]}}
+OPENING = [SYSTEM, {"role": "user", "content": "Refund order 9981 to my card, PIN 4417-9921."}]
+
+
+def row_text(key: str) -> str:
+    return json.dumps(ConversationState.objects.get(key=key).state)
+
+
+def test_the_seal_key_is_hkdf_sha256_of_the_server_secret_and_the_conversation():
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    from passthru.formations import seal
+
+    expected = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"marina/formation-state/v1", info=b"material").derive(b"s3cret")
+    assert seal.derive("s3cret", b"material") == expected
+    assert seal.derive("s3cret", b"other") != expected and seal.derive("other", b"material") != expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_holds_only_sealed_text_and_the_conversation_opens_it():
+    conv = state.conversation("alice", "", [*OPENING, {"role": "assistant", "content": "ok"}], TOOLS)
+    state.commit_sync(conv, lambda s: OWED)
+    text = row_text(conv.key)
+    assert "9981" not in text and "4417" not in text and "refund" not in text
+    assert json.loads(text)["sealed"].startswith("v1:")
+    # The next turn of the same conversation (a deeper key, the same opening) reads it.
+    later = state.conversation("alice", "", [*OPENING, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}], TOOLS)
+    assert state.load_sync(later).state == OWED
+    # A conversation with another opening whose key chain were made to find this row cannot open it.
+    other = state.conversation("alice", "", [SYSTEM, {"role": "user", "content": "Refund order 9981 to my card."}], TOOLS)
+    forged = state.Conversation(conv.keys, other.sealer)
+    loaded = state.load_sync(forged)
+    assert (loaded.found_key, loaded.state, loaded.unreadable) == (conv.key, {}, True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_the_server_secret_the_row_does_not_open_and_a_fallback_secret_does(settings):
+    settings.SECRET_KEY = "first-secret-0123456789"
+    conv = state.conversation("alice", "", OPENING, TOOLS)
+    state.commit_sync(conv, lambda s: OWED)
+    settings.SECRET_KEY = "second-secret-0123456789"
+    assert state.load_sync(state.conversation("alice", "", OPENING, TOOLS)).unreadable, "another secret: no state"
+    settings.SECRET_KEY_FALLBACKS = ["first-secret-0123456789"]
+    rotated = state.conversation("alice", "", OPENING, TOOLS)
+    assert state.load_sync(rotated).state == OWED
+    state.commit_sync(rotated, lambda s: {**s, "n": 1})  # sealed under the new secret when written
+    settings.SECRET_KEY_FALLBACKS = []
+    assert state.load_sync(state.conversation("alice", "", OPENING, TOOLS)).state == {**OWED, "n": 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_row_is_sealed_too():
+    conv = state.conversation("alice", "s-77", OPENING, TOOLS)
+    state.commit_sync(conv, lambda s: OWED)
+    assert "4417" not in row_text("alice|s:s-77")
+    assert state.load_sync(state.conversation("alice", "s-77", [], None)).state == OWED, "the session alone names it"
+    assert state.load_sync(state.Conversation(["alice|s:s-77"], state.conversation("bob", "s-77", [], None).sealer)).unreadable
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_written_before_sealing_is_read_and_sealed_when_next_written():
+    conv = state.conversation("alice", "", OPENING, TOOLS)
+    now = datetime.now(UTC)
+    ConversationState.objects.create(key=conv.key, state=OWED, version=3, updated_at=now, expires_at=now + timedelta(hours=1))
+    assert state.load_sync(conv).state == OWED
+    state.commit_sync(conv, lambda s: {**s, "n": 1})
+    assert "4417" not in row_text(conv.key)
+    assert state.load_sync(conv).state == {**OWED, "n": 1}

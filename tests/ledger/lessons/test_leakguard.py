@@ -43,6 +43,24 @@ def test_an_amount_from_the_conversation_is_refused_and_small_policy_numbers_pas
     assert leakguard.refusal("Allow at most 3 free bags and refund only within 24 hours.", found) == ""
 
 
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "Read the card PIN 4417-9921 back to the user before paying.",  # as written
+        "Read the card PIN 44179921 back to the user before paying.",  # its digits regrouped
+        "Read the card PIN 4417 9921 back to the user before paying.",
+        "Charge card 4111111111111111 only after the user confirms it.",
+        "Charge card 4111-1111-1111-1111 only after the user confirms it.",
+    ],
+)
+def test_a_secret_number_is_refused_however_its_digits_are_grouped(rule):
+    found = leakguard.Evidence()
+    found.add_text("My card PIN is 4417-9921, card number 4111 1111 1111 1111.")
+    assert leakguard.refusal(rule, found).startswith("quotes "), rule
+    # The rule about it, without its value, is general and passes.
+    assert leakguard.refusal("Never ask for or repeat a card PIN; payments need only the card id.", found) == ""
+
+
 def test_a_long_verbatim_span_is_refused_but_a_short_overlap_passes(evidence):
     verbatim = "Remember: for your upcoming trip from New York to Chicago you want to add bags."
     assert leakguard.refusal(verbatim, evidence) in (
