@@ -20,9 +20,11 @@ here.
 - Beside the GenAI attributes, OpenInference's (Arize Phoenix, Langfuse and
   others read them): `openinference.span.kind` on every span (CHAIN for the
   request and the formations, LLM for the model calls, RETRIEVER for the
-  lessons recall), and on the calls `llm.model_name`, `llm.provider`,
-  `llm.token_count.*` and `llm.cost.total`, Marina's billed cost in dollars,
-  so those tools show what Marina billed rather than their own estimate.
+  lessons recall), and on the calls `llm.model_name`, `llm.provider` (in
+  OpenInference's values: `mistralai`, not the GenAI `mistral_ai`),
+  `llm.token_count.*` and `llm.cost.total`, Marina's billed cost in dollars.
+  Phoenix 20.26 stores `llm.cost.total` but its own cost figures are its price
+  list times the tokens (tests/e2e/test_phoenix.py).
 - Ids are derived, not random: the trace id is the first 16 bytes of
   SHA-256(request id, start time in microseconds), the root's span id the
   next 8, a step's span id a hash of those and its `seq`. The start time is
@@ -66,6 +68,22 @@ PROVIDER_NAMES = {
     "mistral": "mistral_ai",
     "xai": "x_ai",
 }
+# Marina's provider names -> OpenInference's llm.provider values (OpenInferenceLLMProviderValues:
+# `mistralai`, `xai`, `google`, where the GenAI names are `mistral_ai`, `x_ai`, `gcp.gemini`);
+# any other provider goes by Marina's name.
+OPENINFERENCE_PROVIDERS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "google": "google",
+    "groq": "groq",
+    "deepseek": "deepseek",
+    "mistral": "mistralai",
+    "xai": "xai",
+    "together": "together",
+    "cerebras": "cerebras",
+}
+# ... and the providers that have an llm.system value (OpenInferenceLLMSystemValues); the others have none.
+OPENINFERENCE_SYSTEMS = {"openai": "openai", "anthropic": "anthropic", "mistral": "mistralai"}
 CREW_PREFIX = "marina:"  # crews are served as marina:<name> (passthru/formations/stack.py)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -241,13 +259,14 @@ def _step_attributes(step: SpanRecord, bodies: bool) -> dict[str, AttributeValue
                 # OpenInference's names for the same (openinference-semantic-conventions).
                 "openinference.span.kind": "LLM",
                 "llm.model_name": step.upstream_model,
-                "llm.provider": provider,
-                "llm.system": provider,
+                "llm.provider": OPENINFERENCE_PROVIDERS.get(step.provider, step.provider),
                 "llm.token_count.prompt": step.prompt_tokens,
                 "llm.token_count.completion": step.completion_tokens,
                 "llm.token_count.total": step.prompt_tokens + step.completion_tokens,
             }
         )
+        if step.provider in OPENINFERENCE_SYSTEMS:
+            attrs["llm.system"] = OPENINFERENCE_SYSTEMS[step.provider]
         if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
             attrs["gen_ai.response.model"] = step.upstream_model
         if step.cached_tokens:

@@ -5,14 +5,14 @@ the person running them: a developer's `.env` (which the README recommends,
 perhaps pointing at a local model server) and the provider keys and base URLs
 exported in their shell are dropped before marina.settings reads anything.
 Kept: where the tests' own PostgreSQL is (DATABASE_URL for the suite on
-PostgreSQL, MARINA_TEST_POSTGRES), the τ² install and the bench knobs.
+PostgreSQL, MARINA_TEST_POSTGRES), the τ² and Phoenix installs and the bench knobs.
 Subprocesses inherit the cleaned environment, `.env` included (MARINA_ENV_FILE
 names the empty file)."""
 from __future__ import annotations
 
 import os
 
-_KEPT_PREFIXES = ("MARINA_TEST_", "MARINA_E2E_", "MARINA_TAU2_", "MARINA_BENCH_")
+_KEPT_PREFIXES = ("MARINA_TEST_", "MARINA_E2E_", "MARINA_TAU2_", "MARINA_PHOENIX_", "MARINA_BENCH_")
 _DROPPED_PREFIXES = ("MARINA_", "OTEL_")
 _DROPPED_SUFFIXES = ("_API_KEY", "_API_KEY_FILE", "_BASE_URL")
 _DROPPED = {"MODEL_API_KEYS", "MODEL_API_KEYS_FILE", "WEB_CONCURRENCY", "GUNICORN_CMD_ARGS"}
