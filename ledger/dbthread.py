@@ -15,10 +15,12 @@ third of their throughput. Once a second is enough: a statement that fails on
 a dead connection closes it and is retried on a new one by its caller. The
 connection settings each thread's statements need (PostgreSQL's
 synchronous_commit off for the rate limiter and the cap, prepared statements)
-are made with its statements: passthru/rawcursor.py, ledger/prepared.py."""
+are made here (relax_commit) and with its statements (passthru/rawcursor.py,
+ledger/prepared.py)."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -28,6 +30,24 @@ from django.db import close_old_connections, connection
 HEALTH_CHECK_SECONDS = 1.0
 
 _T = TypeVar("_T")
+
+_relaxed = threading.local()  # per thread: the PostgreSQL connection set to synchronous_commit off
+
+
+def relax_commit() -> None:
+    """On PostgreSQL, let this thread's connection commit without waiting for
+    the WAL flush (synchronous_commit off, this connection only), once per
+    connection. For the threads whose rows a database crash may lose (the
+    rate limiter's buckets, the cap's leases, formation state: each module
+    says what that costs it), never the ledger's: a trace answered is durable."""
+    if connection.vendor != "postgresql":
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    if getattr(_relaxed, "connection", None) is not raw:
+        with raw.cursor() as cursor:
+            cursor.execute("SET synchronous_commit = off")
+        _relaxed.connection = raw
 
 
 class DbThread:

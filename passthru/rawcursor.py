@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from django.db import connection
 
+from ledger.dbthread import relax_commit
 from ledger.prepared import server_binding_cursor
 
 
@@ -27,8 +28,7 @@ class RawCursor:
         self.cursor = server_binding_cursor(self.raw) if self.vendor == "postgresql" else self.raw.cursor()
         self.p = "?" if self.vendor == "sqlite" else "%s"  # the placeholder
         self.prepare: dict[str, bool] = {"prepare": True} if self.vendor == "postgresql" else {}
-        if self.vendor == "postgresql":
-            self.cursor.execute("SET synchronous_commit = off")
+        relax_commit()  # ledger/dbthread.py
 
 
 C = TypeVar("C", bound=RawCursor)

@@ -55,7 +55,7 @@ import orjson
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
-from ledger.dbthread import DbThread
+from ledger.dbthread import DbThread, relax_commit
 from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.formations.conversation import SYSTEM_ROLES, text_of
 from passthru.formations.seal import Sealer, Unreadable
@@ -179,7 +179,6 @@ class Loaded:
 
 _executor = DbThread("formation-state")  # ledger/dbthread.py
 _swept_at = 0.0
-_tuned: Any = None  # the PostgreSQL connection set to synchronous_commit off
 
 
 def _on_thread(fn: Callable[..., Any], *args: Any) -> Any:
@@ -192,14 +191,7 @@ def prepare_connection() -> None:
     WAL flush (as the rate limiter's): a turn's state lost in a database crash
     is a ledger that forgets its last turn, which the formations survive (they
     fail open), while waiting for the flush held every turn ~5-8 ms."""
-    global _tuned
-    if connection.vendor != "postgresql":
-        return
-    connection.ensure_connection()
-    if connection.connection is not _tuned:
-        with connection.connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit = off")
-        _tuned = connection.connection
+    relax_commit()  # ledger/dbthread.py
 
 
 async def _run(fn: Callable[..., Any], *args: Any) -> Any:
