@@ -217,13 +217,14 @@ def _fill(conversations: Conversations) -> int:
 
 def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, float]]:
     """Microseconds per call of the formation's own pieces, each timed alone."""
+    from ledger.dbthread import relax_commit
     from passthru.formations import state
     from passthru.formations.argcheck.values import channels_of, extract_values, grade
     from passthru.formations.conversation import read_history, with_trailing_note
     from passthru.formations.obligations.ledger import Ledger
     from passthru.formations.obligations.prompts import reminder_note
 
-    state.prepare_connection()  # as the state thread's connection is
+    relax_commit()  # as the state thread's connection is
     body = conversations.body("", 7, conversations.turns[7] + 1)
     messages, tools = body["messages"], body["tools"]
     conv = state.conversation("bench", "", messages, tools)

@@ -182,16 +182,12 @@ _swept_at = 0.0
 
 
 def _on_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    prepare_connection()
-    return fn(*args)
-
-
-def prepare_connection() -> None:
-    """On PostgreSQL, this thread's connection commits without waiting for the
-    WAL flush (as the rate limiter's): a turn's state lost in a database crash
-    is a ledger that forgets its last turn, which the formations survive (they
-    fail open), while waiting for the flush held every turn ~5-8 ms."""
+    # On PostgreSQL this thread's connection commits without waiting for the
+    # WAL flush (as the rate limiter's): a turn's state lost in a database
+    # crash is a ledger that forgets its last turn, which the formations
+    # survive (they fail open), while waiting for the flush held every turn ~5-8 ms.
     relax_commit()  # ledger/dbthread.py
+    return fn(*args)
 
 
 async def _run(fn: Callable[..., Any], *args: Any) -> Any:
