@@ -185,6 +185,10 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
         "cost_nanousd"]).write(spend_rows())
 
     span_seconds = DAYS * 86400 / max(1, n_traces)
+    # PostgreSQL: each day's partition made before its rows come (they would land in DEFAULT).
+    from ledger.spend import partitions
+
+    partitions.ensure_days(start.date() + timedelta(days=n) for n in range(DAYS + 2))
 
     def trace_rows() -> Iterator[tuple[Any, ...]]:
         for pk in range(1, n_traces + 1):
@@ -212,12 +216,12 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
                 pk += 1
                 yield (pk, trace, seq, None if seq == 1 else 1, "draft" if seq == 1 else "upstream", "openrouter",
                        model.split("/", 1)[1], "ok", 200, "", at, 300.0, 120.0, 1600, 70, 0, 0, 330_000, "provider",
-                       _json({"label": "approved"} if seq == 1 else {}))
+                       _json({"label": "approved"} if seq == 1 else {}), at)
 
     counts["spans"] = Writer(Span, [
         "id", "trace_id", "seq", "parent_seq", "name", "provider", "upstream_model", "status", "http_status",
         "error_kind", "started_at", "duration_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "cached_tokens",
-        "reasoning_tokens", "cost_nanousd", "cost_source", "detail"]).write(span_rows())
+        "reasoning_tokens", "cost_nanousd", "cost_source", "detail", "trace_started_at"]).write(span_rows())
 
     rewards: dict[int, list[float]] = {}
 

@@ -82,8 +82,10 @@ def measure(calls: int) -> dict[str, Any]:
             wal = int(one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", before))
             report["wal_bytes_per_call"].setdefault(f"{kind} {store}", []).append(round(wal / calls))
     traces, spans = one("SELECT count(*) FROM ledger_trace"), one("SELECT count(*) FROM ledger_span")
-    report["bytes_per_trace_row"] = round(one("SELECT pg_total_relation_size('ledger_trace')") / traces)
-    report["bytes_per_span_row"] = round(one("SELECT pg_total_relation_size('ledger_span')") / spans)
+    # Summed over the day partitions (a partitioned table itself holds no rows).
+    size = "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree(%s)"
+    report["bytes_per_trace_row"] = round(one(size, "ledger_trace") / traces)
+    report["bytes_per_span_row"] = round(one(size, "ledger_span") / spans)
     return report
 
 

@@ -3,6 +3,7 @@ SQLite and PostgreSQL alike, where SQLite's DECIMAL sums drift like floats."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.db import models
 
@@ -99,6 +100,10 @@ class Span(models.Model):
     groups calls. `parent_seq` names the parent span's `seq` in the same trace."""
 
     trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="spans")
+    # The trace's started_at, copied: on PostgreSQL spans are partitioned by it, so a
+    # span lives in its trace's day and retention drops both days together
+    # (ledger/spend/partitions.py). Span.save fills it in from the trace.
+    trace_started_at = models.DateTimeField()
     seq = models.PositiveSmallIntegerField()
     parent_seq = models.PositiveSmallIntegerField(null=True, blank=True)
     name = models.CharField(max_length=32)  # upstream, draft, review, revision, ...
@@ -122,6 +127,11 @@ class Span(models.Model):
     class Meta:
         ordering = ["trace", "seq"]
         constraints = [models.UniqueConstraint(fields=["trace", "seq"], name="span_unique_seq")]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.trace_started_at is None:
+            self.trace_started_at = self.trace.started_at
+        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return f"{self.trace_id}.{self.seq} {self.name}"

@@ -212,6 +212,12 @@ _retention = env_str("MARINA_TRACE_RETENTION_DAYS", "keep").lower()
 MARINA_TRACE_RETENTION_DAYS = (
     None if _retention in ("", "keep", "off") else env_int("MARINA_TRACE_RETENTION_DAYS", 0, minimum=1)
 )
+# PostgreSQL only: traces and spans in one partition per UTC day (ledger/spend/partitions.py),
+# so retention drops whole days and a report over a date range reads only those days.
+# Read by migration 0015 (which converts existing tables) and by the writer, which keeps
+# MARINA_TRACE_PARTITION_DAYS_AHEAD days of partitions ready. SQLite has no partitions.
+MARINA_TRACE_PARTITIONS = env_bool("MARINA_TRACE_PARTITIONS", True)
+MARINA_TRACE_PARTITION_DAYS_AHEAD = env_int("MARINA_TRACE_PARTITION_DAYS_AHEAD", 7, minimum=1)
 # Friendly names for upstream ids, listed by /v1/models: `fast=openrouter/openai/gpt-5.2`.
 MARINA_MODEL_ALIASES = env_pairs("MARINA_MODEL_ALIASES")
 

@@ -251,7 +251,9 @@ def trace_for(request_id: str, owner: str | None = None) -> Trace | None:
 def span_tree(trace: Trace) -> list[SpanNode]:
     """The trace's spans in tree order (each parent before its children, by
     seq), with their start offsets for the waterfall."""
-    spans = list(trace.spans.order_by("seq"))
+    # trace_started_at names the one day partition the spans are in (PostgreSQL), where
+    # trace_id alone would probe every day's index.
+    spans = list(Span.objects.filter(trace=trace, trace_started_at=trace.started_at).order_by("seq"))
     children: dict[int | None, list[Span]] = defaultdict(list)
     known = {s.seq for s in spans}
     for s in spans:

@@ -203,7 +203,9 @@ def _side(letter: str, run: BenchmarkRun, item: BenchmarkItem) -> Side:
     agent = [link.trace for link in links if link.role == "agent"]
     shown, more = agent[:MAX_TURNS], max(0, len(agent) - MAX_TURNS)
     spans: dict[int, list[Span]] = {}
-    for span in Span.objects.filter(trace__in=shown).order_by("trace_id", "seq"):
+    # The traces' days name their spans' partitions (PostgreSQL): only those are read.
+    days = {t.started_at for t in shown}
+    for span in Span.objects.filter(trace__in=shown, trace_started_at__in=days).order_by("trace_id", "seq"):
         spans.setdefault(span.trace_id, []).append(span)
     users = [link.trace for link in links if link.role == "user"]
     turns: list[Turn] = []

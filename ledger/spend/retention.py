@@ -5,7 +5,12 @@ through the started_at index, so the servers' ledger writers wait at most one
 batch (PostgreSQL: not at all, new rows never conflict with old ones; SQLite:
 one write lock of a few milliseconds, taken in turn with the writers).
 spend_daily and benchmark runs and items are never touched: an item linked to
-a pruned trace keeps the figures it copied from it, only the link goes."""
+a pruned trace keeps the figures it copied from it, only the link goes.
+
+Where traces are partitioned by day (PostgreSQL, ledger/spend/partitions.py),
+every day wholly before the cutoff is dropped as a table first; only the rows
+left before the cutoff (the cutoff's own day, the DEFAULT partition) go in
+batches."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +23,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from ledger.models import Span, Trace
-from ledger.spend import writer
+from ledger.spend import partitions, writer
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,7 @@ class Pruned:
     traces: int = 0
     spans: int = 0
     batches: int = 0
+    days_dropped: int = 0  # whole days' partitions dropped (PostgreSQL)
     dry_run: bool = False
 
 
@@ -70,6 +76,8 @@ def prune_traces(
         result.traces = old.count()
         result.spans = Span.objects.filter(trace__started_at__lt=before).count()
         return result
+    dropped = partitions.drop_days_before(before)
+    result.traces, result.spans, result.days_dropped = dropped.traces, dropped.spans, len(dropped.days)
     while True:
         traces, spans = prune_batch(before, size)
         if not traces:
@@ -103,11 +111,13 @@ def maybe_prune_in_background() -> None:
         writer.submit(_prune_step, cutoff)
 
 
-def _prune_step(cutoff: datetime) -> None:
+def _prune_step(cutoff: datetime, first: bool = True) -> None:
     try:
+        if first:
+            partitions.drop_days_before(cutoff)
         traces, _ = prune_batch(cutoff, BATCH // 4 if connection.vendor == "sqlite" else BATCH)
     except Exception:  # pruning must never disturb the writer; the next hour tries again
         log.exception("pruning traces before %s failed", cutoff)
         return
     if traces:
-        writer.submit(_prune_step, cutoff)
+        writer.submit(_prune_step, cutoff, False)

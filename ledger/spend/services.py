@@ -20,7 +20,7 @@ from django.db import (
 )
 
 from ledger.models import Trace
-from ledger.spend import retention
+from ledger.spend import partitions, retention
 from ledger.spend.records import TraceRecord
 from ledger.spend.spool import RETRY_SECONDS, spool
 from ledger.spend.trace_writer import insert_traces, one_statement_each
@@ -285,6 +285,7 @@ def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
     _waiting.append((trace, done))
     submit(_write_waiting)
     retention.maybe_prune_in_background()
+    partitions.maybe_extend_in_background()
     return done
 
 

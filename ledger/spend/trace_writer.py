@@ -156,9 +156,10 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
     }
 
 
-def _span_values(trace_id: int, s: SpanRecord) -> dict[str, Any]:
+def _span_values(trace_id: int, trace: TraceRecord, s: SpanRecord) -> dict[str, Any]:
     return {
         "trace_id": trace_id,
+        "trace_started_at": trace.started_at,  # the span's partition on PostgreSQL (ledger/spend/partitions.py)
         "seq": s.seq,
         "parent_seq": s.parent_seq,
         "name": s.name,
@@ -236,7 +237,7 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
             cursor.execute(trace_insert.sql, trace_insert.params(_trace_values(trace, upstream)))
             trace_id = cursor.fetchone()[0] if "RETURNING" in trace_insert.sql else cursor.lastrowid
             ids.append(trace_id)
-            spans.extend(span_insert.params(_span_values(trace_id, s)) for s in stored_spans(trace))
+            spans.extend(span_insert.params(_span_values(trace_id, trace, s)) for s in stored_spans(trace))
             spend.extend(spend_row(trace, s) for s in upstream)
         if spans:
             cursor.executemany(span_insert.sql, spans)
@@ -300,7 +301,7 @@ def _execute_one_statement(cursor: Any, trace: TraceRecord) -> None:
     trace_id_at = [name for name, _ in span_insert.adapters].index("trace_id")  # the statement fills it in
     stored = stored_spans(trace)
     for span in stored:
-        span_params = span_insert.params(_span_values(0, span))
+        span_params = span_insert.params(_span_values(0, trace, span))
         del span_params[trace_id_at]
         params += span_params
     for row in spend:

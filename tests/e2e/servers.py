@@ -62,12 +62,14 @@ def clean_environ(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def manage(*args: str, database_url: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run `manage.py <args>` against a database, as an operator would."""
+def manage(
+    *args: str, database_url: str, check: bool = True, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `manage.py <args>` against a database, as an operator would (with `env`'s settings)."""
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=PROJECT_ROOT,
-        env=clean_environ({"DATABASE_URL": database_url}),
+        env=clean_environ({"DATABASE_URL": database_url, **(env or {})}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -180,8 +182,9 @@ class SqliteTemplate:
 
 
 @contextmanager
-def postgres_database(prefix: str = "marina_reliab") -> Iterator[Ledger]:
-    """A fresh, migrated PostgreSQL database, dropped afterwards."""
+def postgres_database(prefix: str = "marina_reliab", migrate: tuple[str, ...] = ()) -> Iterator[Ledger]:
+    """A fresh PostgreSQL database, migrated (to `migrate`'s app and migration when
+    given, else to the latest), dropped afterwards."""
     import psycopg
 
     name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
@@ -195,7 +198,7 @@ def postgres_database(prefix: str = "marina_reliab") -> Iterator[Ledger]:
         ) from None
     url = f"{POSTGRES_ADMIN_URL}/{name}"
     try:
-        manage("migrate", "--no-input", "-v0", database_url=url)
+        manage("migrate", *migrate, "--no-input", "-v0", database_url=url)
         yield Ledger(url)
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:

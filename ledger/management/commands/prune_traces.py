@@ -42,6 +42,8 @@ class Command(BaseCommand):
         result = prune_traces(before, size=options["batch"], dry_run=options["dry_run"], on_batch=progress)
         verb = "Would delete" if result.dry_run else "Deleted"
         batches = "" if result.dry_run else f" in {result.batches} batch(es)"
+        if result.days_dropped:
+            batches = f" ({result.days_dropped} whole day(s) dropped as partitions){batches}"
         self.stdout.write(
             f"{verb} {result.traces:,} traces and {result.spans:,} spans started before "
             f"{before:%Y-%m-%d %H:%M:%S} UTC{batches}. spend_daily and benchmark runs are kept."
