@@ -13,14 +13,19 @@ whole day's tables, and a report over a date range reads only its days.
   off, a partition not made in time), so no write ever fails for want of one.
 - PostgreSQL wants the partition key in every unique constraint: the primary
   keys become (id, started_at) and (id, trace_started_at) (ids still come from
-  one identity sequence, so they stay unique), `request_id`'s uniqueness
+  one identity sequence, so they stay unique), and `request_id`'s uniqueness
   becomes (request_id, started_at) (a replayed trace keeps its started_at, so
-  the spool's duplicate replay is still refused), and the span -> trace key
-  becomes (trace_id, trace_started_at) -> (id, started_at). The benchmark
-  links (ledger_benchmarkitemtrace) cannot reference a trace's id alone any
-  more: they keep the column and lose the database-level foreign key, and
-  whatever deletes traces (retention, the ORM's delete) deletes their links
-  first.
+  the spool's duplicate replay is still refused).
+- No foreign key points at the partitioned traces. The benchmark links
+  (ledger_benchmarkitemtrace) cannot reference a trace's id alone any more;
+  the spans could, as (trace_id, trace_started_at) -> (id, started_at), but
+  that check cost PostgreSQL 0.17 ms of CPU per call at 99 days, as much as
+  the rest of the trace write (docs/scaling.md, "Traces partitioned by day").
+  What the key guarded holds without it: the writer inserts a trace and its
+  spans in one statement (or one transaction), the spans' trace_id taken from
+  the trace's own insert; retention drops a day's spans with its traces; the
+  ORM's delete (admin, retention's row deletes) deletes spans and links first.
+  A trace's started_at is never updated.
 
 Migration 0015 converts existing tables (`convert`, one transaction); the
 writer and `manage.py trace_partitions` keep MARINA_TRACE_PARTITION_DAYS_AHEAD
@@ -114,12 +119,8 @@ def ensure_days(wanted: Iterable[date]) -> list[date]:
 
 def _create_day(cursor: Any, day: date) -> None:
     lo, hi = day_bounds(day)
-    # Checked at once, not at commit: the trace rows leave the DEFAULT partition and come
-    # back in the new one, and a check deferred to the commit would look for them in
-    # DEFAULT (the foreign key's checks run per partition). Marina's keys are all deferred.
-    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     moved = []
-    for table in (SPAN, TRACE):  # spans first: they refer to the traces (deferred, checked at commit)
+    for table in (TRACE, SPAN):
         key = _KEY[table]
         cursor.execute(f"SELECT 1 FROM {table}_default WHERE {key} >= %s AND {key} < %s LIMIT 1", [lo, hi])
         if cursor.fetchone():
@@ -133,10 +134,9 @@ def _create_day(cursor: Any, day: date) -> None:
             moved.append((table, holding))
     for table in (TRACE, SPAN):
         cursor.execute(f"CREATE TABLE {_name(table, day)} PARTITION OF {table} FOR VALUES FROM (%s) TO (%s)", [lo, hi])
-    for table, holding in reversed(moved):  # traces back first
+    for table, holding in moved:
         cursor.execute(f"INSERT INTO {table} SELECT * FROM {holding}")
         cursor.execute(f"DROP TABLE {holding}")
-    cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def ensure_days_ahead(today: date | None = None) -> list[date]:
@@ -172,11 +172,7 @@ def drop_days_before(before: datetime) -> Dropped:
             _lock(cursor)
             cursor.execute(f"DELETE FROM {LINK} WHERE trace_id IN (SELECT id FROM {trace_table})")
             links = cursor.rowcount
-            cursor.execute(f"DROP TABLE {span_table}")
-            # A referenced partition cannot be dropped while attached (the spans' foreign
-            # key depends on it); detached, PostgreSQL first checks no span refers to it.
-            cursor.execute(f"ALTER TABLE {TRACE} DETACH PARTITION {trace_table}")
-            cursor.execute(f"DROP TABLE {trace_table}")
+            cursor.execute(f"DROP TABLE {span_table}, {trace_table}")
         dropped.days.append(day)
         dropped.traces += traces
         dropped.spans += spans
@@ -231,25 +227,19 @@ def _indexes(cursor: Any, table: str) -> list[str]:
 
 def _constraints(cursor: Any, table: str) -> list[str]:
     """ALTER TABLE statements that make `table`'s keys again under their own names,
-    each unique key with the partition key added (PostgreSQL requires it), and the
-    span's foreign key to its trace as (trace_id, trace_started_at) -> (id, started_at)."""
+    each unique key with the partition key added (PostgreSQL requires it). The
+    span's foreign key to its trace is not made again (the module's docstring)."""
     cursor.execute(
         "SELECT c.conname, c.contype, array_agg(a.attname ORDER BY k.n) FROM pg_constraint c "
         "CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, n) "
         "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum "
-        "WHERE c.conrelid = to_regclass(%s) AND c.contype IN ('p', 'u', 'f') GROUP BY c.conname, c.contype "
-        "ORDER BY c.contype DESC, c.conname",  # the foreign key last, after the keys it may refer to
+        "WHERE c.conrelid = to_regclass(%s) AND c.contype IN ('p', 'u') GROUP BY c.conname, c.contype "
+        "ORDER BY c.conname",
         [table],
     )
     key = _KEY[table]
     statements = []
     for name, kind, columns in cursor.fetchall():
-        if kind == "f":  # ledger_span -> ledger_trace, the only foreign key of the two tables
-            statements.append(
-                f"ALTER TABLE {table} ADD CONSTRAINT {name} FOREIGN KEY (trace_id, trace_started_at) "
-                f"REFERENCES {TRACE} (id, started_at) ON UPDATE CASCADE DEFERRABLE INITIALLY DEFERRED"
-            )
-            continue
         keyed = ", ".join([*columns, key] if key not in columns else columns)
         statements.append(
             f"ALTER TABLE {table} ADD CONSTRAINT {name} {'PRIMARY KEY' if kind == 'p' else 'UNIQUE'} ({keyed})"
@@ -306,7 +296,8 @@ def convert() -> Converted | None:
             f"JOIN {TRACE}_unpartitioned t ON t.id = s.trace_id"
         )
         spans = cursor.rowcount
-        # The link's foreign key goes with the old table (CASCADE); its column and index stay.
+        # The spans' and the links' foreign keys go with the old tables (CASCADE); their
+        # columns and indexes stay.
         cursor.execute(f"DROP TABLE {SPAN}_unpartitioned, {TRACE}_unpartitioned CASCADE")
         for table in (TRACE, SPAN):
             cursor.execute(

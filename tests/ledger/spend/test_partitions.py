@@ -8,6 +8,7 @@ tests/e2e/test_trace_partitions.py."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -159,3 +160,34 @@ def test_sqlite_keeps_plain_tables(db) -> None:
     assert set(trace.spans.values_list("trace_started_at", flat=True)) == {OLD}
     with pytest.raises(CommandError, match="only on PostgreSQL"):
         call_command("trace_partitions")
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_each_server_makes_the_days_ahead_on_its_writer(monkeypatch) -> None:
+    """The last day ahead is gone (a server that was down for a week, say): the
+    next trace queued makes it again, on the writer thread, once an hour."""
+    from ledger.spend import services, writer
+    from ledger.spend.records import SpanRecord, TraceRecord
+
+    last = max(partitions.days())
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE ledger_span_p{last:%Y%m%d}")
+        cursor.execute(f"ALTER TABLE ledger_trace DETACH PARTITION ledger_trace_p{last:%Y%m%d}")
+        cursor.execute(f"DROP TABLE ledger_trace_p{last:%Y%m%d}")
+    assert last not in partitions.days()
+    monkeypatch.setattr(partitions, "_last_check", None)
+    record = TraceRecord(
+        request_id="ahead", started_at=NOW, duration_ms=1.0, path="/v1/chat/completions", status="ok",
+        http_status=200, spans=[SpanRecord(seq=1, name="upstream", started_at=NOW, provider="openrouter")],
+    )  # fmt: skip
+    services.submit_record(record).result(10)
+    writer.submit(lambda: None).result(10)  # the writer runs its jobs in order: the check came before this
+    assert last in partitions.days()
+    assert partitions._last_check is not None
+    # Within the hour, no second check is queued.
+    checks: list[object] = []
+    monkeypatch.setattr(partitions, "_extend_step", lambda: checks.append(1))
+    services.submit_record(replace(record, request_id="ahead-2", spans=[])).result(10)
+    writer.submit(lambda: None).result(10)
+    assert checks == []
