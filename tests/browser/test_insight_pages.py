@@ -27,14 +27,14 @@ def _login(page: Page, url: str) -> None:
     page.wait_for_url(url)
 
 
-def _api(page: Page, path: str) -> dict:  # type: ignore[type-arg]
+def _api(page: Page, path: str) -> dict:
     """The read API through the browser's own staff session."""
     response = page.request.get(path)
     assert response.status == 200, response.text()
     return json.loads(response.text())
 
 
-def test_frontier_trajectories_and_a_live_experiment(marina_url: str, page) -> None:  # type: ignore[no-untyped-def]
+def test_frontier_trajectories_and_a_live_experiment(marina_url: str, page) -> None:
     page, problems = page
     problems: PageProblems
     demo.load_demo(now=datetime.now(UTC))

@@ -36,7 +36,7 @@ def _open(page: Page, problems: PageProblems, url: str, shot: str) -> None:
     assert problems.seen == [], f"{url}: {problems.seen}"
 
 
-def test_the_admin_is_marinas_fits_1400_px_and_groups_its_totals(marina_url: str, page) -> None:  # type: ignore[no-untyped-def]
+def test_the_admin_is_marinas_fits_1400_px_and_groups_its_totals(marina_url: str, page) -> None:
     page, problems = page
     _ledger()
     # A big day, so the totals need separators.
@@ -65,7 +65,7 @@ def test_the_admin_is_marinas_fits_1400_px_and_groups_its_totals(marina_url: str
     expect(totals).to_contain_text("$1,234.")
 
 
-def test_the_trace_page_says_decisions_in_words(marina_url: str, page) -> None:  # type: ignore[no-untyped-def]
+def test_the_trace_page_says_decisions_in_words(marina_url: str, page) -> None:
     page, problems = page
     data = _ledger()
     trace = data["verify_trace"]
@@ -83,7 +83,7 @@ def test_the_trace_page_says_decisions_in_words(marina_url: str, page) -> None: 
     assert "round 1: verdict unreadable" in decisions and "no" in decisions and "none" in decisions
 
 
-def test_the_compare_page_tells_a_from_b_and_shows_one_picker(marina_url: str, page) -> None:  # type: ignore[no-untyped-def]
+def test_the_compare_page_tells_a_from_b_and_shows_one_picker(marina_url: str, page) -> None:
     page, problems = page
     User.objects.create_superuser("admin", "admin@example.invalid", ADMIN_PASSWORD)
     note = "demo data (manage.py demo --remove deletes it)"
@@ -107,7 +107,7 @@ def test_the_compare_page_tells_a_from_b_and_shows_one_picker(marina_url: str, p
     expect(page.locator("fieldset.pick-groups")).to_be_hidden()
 
 
-def test_the_overview_shows_cents_exact_on_hover_and_the_grid_a_legend(marina_url: str, page) -> None:  # type: ignore[no-untyped-def]
+def test_the_overview_shows_cents_exact_on_hover_and_the_grid_a_legend(marina_url: str, page) -> None:
     page, problems = page
     data = _ledger()
     record_trace(request_id="big", model="openrouter/openai/gpt-5.2", key="alice",

@@ -66,7 +66,7 @@ def test_otel_store_keeps_spend_and_links_and_sends_every_span_to_the_collector(
 
     def call(model: str, seed: int, messages: list[dict[str, Any]]) -> str:
         nonlocal header_cost
-        raw = client.chat.completions.with_raw_response.create(model=model, seed=seed, messages=messages)  # type: ignore[arg-type]
+        raw = client.chat.completions.with_raw_response.create(model=model, seed=seed, messages=messages)
         assert raw.http_response.status_code == 200
         header_cost += int(Decimal(raw.headers["x-marina-cost-usd"]) * 10**9)
         request_ids.append(raw.headers["x-request-id"])

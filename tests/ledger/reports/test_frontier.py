@@ -30,7 +30,7 @@ def _spend(run: BenchmarkRun, dollars: float) -> BenchmarkRun:
     return run
 
 
-def test_the_frontier_keeps_the_points_nothing_beats_and_never_prices_the_unknown(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_frontier_keeps_the_points_nothing_beats_and_never_prices_the_unknown(db) -> None:
     cheap = _spend(make_run(flipped(BASE, "1#1", "2#1", "3#1", "4#1"), target="m/cheap", group="cheap"), 0.40)
     strong = _spend(make_run(BASE, target="m/strong", group="strong"), 2.00)
     worse = _spend(make_run(flipped(BASE, "1#1", "2#1"), target="m/worse", group="worse"), 3.00)  # dearer and weaker than strong
@@ -53,7 +53,7 @@ def test_the_frontier_keeps_the_points_nothing_beats_and_never_prices_the_unknow
     assert data["frontier"] == [f"run:{cheap.pk}", f"run:{strong.pk}"]
 
 
-def test_linked_items_price_a_run_only_when_every_call_was_priced(db) -> None:  # type: ignore[no-untyped-def]
+def test_linked_items_price_a_run_only_when_every_call_was_priced(db) -> None:
     run = make_run({"1#0": 1.0, "1#1": 0.0, "2#0": 1.0, "2#1": None})
     BenchmarkItem.objects.filter(run=run).update(link_status="linked", trace_cost_nanousd=5_000_000)
     assert frontier().points[0].cost_per_simulation_nanousd == round(20_000_000 / 3)  # 4 items' calls over 3 evaluated
@@ -64,7 +64,7 @@ def test_linked_items_price_a_run_only_when_every_call_was_priced(db) -> None:  
     assert frontier().points[0].cost_basis == "unknown: 1 of 4 items not linked to Marina's traces"
 
 
-def test_groups_pool_their_runs_and_filters_and_k_apply(db) -> None:  # type: ignore[no-untyped-def]
+def test_groups_pool_their_runs_and_filters_and_k_apply(db) -> None:
     a1 = _spend(make_run(BASE, group="arm-a"), 1.0)
     a2 = _spend(make_run(flipped(BASE, "5#0"), group="arm-a"), 1.2)
     _spend(make_run(BASE, group="arm-b", benchmark="tau2-retail", domain="retail"), 1.0)
@@ -78,7 +78,7 @@ def test_groups_pool_their_runs_and_filters_and_k_apply(db) -> None:  # type: ig
     assert frontier(group="none-such").points == []
     for bad in ({"k": 0}, {"by": "task"}, {"benchmark": "tau2-nowhere"}):
         with pytest.raises(FrontierError):
-            frontier(**bad)  # type: ignore[arg-type]
+            frontier(**bad)
 
 
 def _page_rows(html: str) -> dict[str, tuple[str, str]]:
@@ -86,7 +86,7 @@ def _page_rows(html: str) -> dict[str, tuple[str, str]]:
     return {key: (cost, value) for key, _, cost, value in rows}
 
 
-def test_the_page_the_api_and_the_command_give_the_same_figures_on_the_demo(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_page_the_api_and_the_command_give_the_same_figures_on_the_demo(db) -> None:
     demo.load_demo(now=datetime(2026, 12, 2, 9, 30, tzinfo=UTC))
     client: Client = staff_client()
     status, api = get(client, "/api/frontier?by=run&k=1")
@@ -115,7 +115,7 @@ def test_the_page_the_api_and_the_command_give_the_same_figures_on_the_demo(db) 
     assert status == 400 and body["error"]["param"] == "benchmark"
 
 
-def test_the_command_prints_unknown_for_an_unpriced_run(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_prints_unknown_for_an_unpriced_run(db) -> None:
     make_run(BASE, target="m/given", cost_nanousd=NANO, cost_source="cli")
     out = io.StringIO()
     call_command("frontier", stdout=out)
@@ -128,7 +128,7 @@ FRONTIER_QUERIES = 15
 
 
 def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
-    db, django_assert_max_num_queries  # type: ignore[no-untyped-def]
+    db, django_assert_max_num_queries
 ) -> None:
     """One statement totals every chosen run's items (per run, and per point the tasks
     of each (successes, evaluated) pair): no query per run, group or task."""

@@ -30,7 +30,7 @@ def _run(stem: str) -> BenchmarkRun:
     return BenchmarkRun.objects.get(source_name=f"demo/{stem}.ledger.json")
 
 
-def test_the_pair_shown_is_one_where_the_sides_disagree(db) -> None:  # type: ignore[no-untyped-def]
+def test_the_pair_shown_is_one_where_the_sides_disagree(db) -> None:
     a = make_run({"1#0": 1.0, "1#1": 1.0, "1#2": 0.0})
     b = make_run({"1#0": 1.0, "1#1": 0.0, "1#2": 0.0})
     x, y = pick_items([a], [b], "1")
@@ -53,7 +53,7 @@ def test_reward_rows_read_the_breakdown_and_survive_a_malformed_one() -> None:
     assert reward_rows({"basis": 1.0, "components": 1.0, "db": 1.0}) == []
 
 
-def test_skeleton_turns_interventions_and_costs_from_the_traces(db) -> None:  # type: ignore[no-untyped-def]
+def test_skeleton_turns_interventions_and_costs_from_the_traces(db) -> None:
     a = make_run({"4#0": 1.0})
     b = make_run({"4#0": 0.0}, target="marina/obligations:marina/argcheck:m")
     at = NOW - timedelta(hours=1)
@@ -100,7 +100,7 @@ def _page_turn_costs(html: str, side: int) -> list[str]:
     return costs
 
 
-def test_page_and_api_agree_on_the_demo_and_compare_links_to_it(db) -> None:  # type: ignore[no-untyped-def]
+def test_page_and_api_agree_on_the_demo_and_compare_links_to_it(db) -> None:
     demo.load_demo(now=NOW)
     plain, verify = _run("airline-1"), _run("airline-1-verify")
     client = staff_client()
@@ -153,7 +153,7 @@ TRAJECTORY_QUERIES = 12  # session, user, the user's permissions (2), a run a si
 
 
 def test_the_trajectories_run_the_same_few_queries_however_long_the_simulations(
-    db, django_assert_max_num_queries  # type: ignore[no-untyped-def]
+    db, django_assert_max_num_queries
 ) -> None:
     """Each side's traces come with its links in one query and their spans in one
     more: no query per turn, trace or span."""

@@ -20,7 +20,7 @@ def record(n: int, **values: object) -> TraceRecord:
                       http_status=200, prompt_tokens=10, completion_tokens=2, cost_nanousd=1_000 + n,
                       detail={"queued_ms": 1.5}, body={"request": {"messages": ["a\x00b", "é"]}})
     return TraceRecord(request_id=f"req-spool-{n}", started_at=now, path="/v1/chat/completions", key_name="k",
-                       requested_model="openrouter/openai/gpt-5.2", spans=[span], client_request_id="job-42", **values)  # type: ignore[arg-type]
+                       requested_model="openrouter/openai/gpt-5.2", spans=[span], client_request_id="job-42", **values)
 
 
 def test_a_record_comes_back_from_the_journal_unchanged():
@@ -32,7 +32,7 @@ def test_a_record_comes_back_from_the_journal_unchanged():
 
 
 @pytest.fixture
-def fresh_spool(settings, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def fresh_spool(settings, tmp_path, monkeypatch):
     settings.MARINA_SPOOL_DIR = str(tmp_path)
     fresh = Spool()
     monkeypatch.setattr(services, "spool", fresh)
