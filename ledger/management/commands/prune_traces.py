@@ -41,7 +41,8 @@ class Command(BaseCommand):
 
         result = prune_traces(before, size=options["batch"], dry_run=options["dry_run"], on_batch=progress)
         verb = "Would delete" if result.dry_run else "Deleted"
-        batches = "" if result.dry_run else f" in {result.batches} batch(es)"
+        # Whole days dropped with no row left to delete take no batch: "in 0 batch(es)" says nothing.
+        batches = "" if result.dry_run or (result.days_dropped and not result.batches) else f" in {result.batches} batch(es)"
         if result.days_dropped:
             batches = f" ({result.days_dropped} whole day(s) dropped as partitions){batches}"
         self.stdout.write(
