@@ -1,6 +1,7 @@
 """An opt-in pytest plugin (`-p tests.cputime`): each test's CPU time, its own
 process's and that of the interpreters it starts (`os.times()` around it), with
-its wall time, per file and for the slowest tests. On a shared machine wall time
+its wall time, per file and for the slowest tests (under pytest-xdist, each
+worker's tests gathered by the controller). On a shared machine wall time
 moves with the neighbours' load and CPU time does not (docs/performance.md, "The
 test suite")."""
 from __future__ import annotations
@@ -29,7 +30,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     _rows.append((item.nodeid, after[0] - before[0], after[1] - before[1], after[2] - before[2]))
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist each worker measures its own tests and hands its rows to the controller.
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["cputime"] = _rows
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _rows.extend(tuple(row) for row in getattr(node, "workeroutput", {}).get("cputime", ()))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if hasattr(terminalreporter.config, "workeroutput"):
+        return
     write = terminalreporter.write_line
     files: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     for nodeid, wall, cpu, children in _rows:
