@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import scratch_postgres  # noqa: E402  (the path above comes first)
+from bench.common import run_child, scratch_postgres  # noqa: E402  (the path above comes first)
 
 
 def _env(url: str, partitions: bool) -> dict[str, str]:
@@ -67,9 +67,7 @@ def one(url: str, sql: str) -> Any:
 
 
 def writes(url: str, calls: int, spans: int) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "--worker", str(calls), str(spans)], cwd=ROOT,
-                         env=_env(url, True), check=True, capture_output=True, text=True)  # fmt: skip
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, float] = run_child(__file__, url, "--worker", str(calls), str(spans))
     return result
 
 

@@ -365,6 +365,7 @@ def _start_gunicorn(
             **env,
         }
     )
+    earlier = len(log_path.read_text(errors="replace")) if log_path.exists() else 0  # an earlier attempt's lines
     log_file = open(log_path, "ab")  # handed to the child, closed below
     try:
         proc = subprocess.Popen(
@@ -381,7 +382,7 @@ def _start_gunicorn(
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline:
         if not server.running():
-            error = _PortTaken if "Address already in use" in server.log() else RuntimeError
+            error = _PortTaken if "Address already in use" in server.log()[earlier:] else RuntimeError
             raise error(f"gunicorn exited with {proc.returncode}:\n{server.log()[-3000:]}")
         if server.log().count("Application startup complete") >= workers and _healthy(port):
             return server
