@@ -16,6 +16,8 @@ MIN_TRIALS = 4
 # default, runs). τ²'s results.json records no split name, so a run whose
 # task list has exactly this many tasks is taken to be a base run.
 BASE_SPLIT_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
+# Domains whose agent searches a knowledge base, chosen by τ²'s --retrieval-config.
+RETRIEVAL_DOMAINS = ("banking_knowledge",)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,12 @@ def assess(run: LedgerRun, items: Sequence[LedgerItem]) -> Verdict:
         reasons.append(
             f"The file does not record its task split, and its {len(tasks)} task(s) are not the "
             f"{base_size} of {run.domain}'s base split."
+        )
+
+    if run.domain in RETRIEVAL_DOMAINS and not run.retrieval_config:
+        reasons.append(
+            f"The file does not record its retrieval config; the board's {run.domain} results must carry one "
+            "(τ²'s --retrieval-config, written by sierra's τ² in info.retrieval_config)."
         )
 
     if run.num_trials < MIN_TRIALS:
