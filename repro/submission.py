@@ -343,7 +343,8 @@ class ArmSubmission:
 
 def for_experiment(plan: Any, report: Any, directory: str | Path, *, allow_incomplete: bool = False) -> list[ArmSubmission]:
     """`repro_tau2 … --submission DIR`: one submission per arm (an arm is one agent; its first imported
-    replicate is its result for the domain) in DIR/<arm>, built like `tau2_submission`."""
+    replicate of each domain is its result for that domain: a board experiment's submission holds every
+    domain) in DIR/<arm>, built like `tau2_submission`."""
     directory = Path(directory)
     made = []
     for arm in plan.arms:
@@ -352,17 +353,21 @@ def for_experiment(plan: Any, report: Any, directory: str | Path, *, allow_incom
         if not imported:
             made.append(ArmSubmission(arm.name, out, None, "no imported run: nothing to submit"))
             continue
+        firsts: dict[str, Any] = {}
+        for result_ in imported:
+            firsts.setdefault(result_.run.spec.domain, result_)
         first = imported[0]
-        run = BenchmarkRun.objects.get(pk=first.run_id)
-        results_file = plan.invocation(first.run, "").results
+        runs = [BenchmarkRun.objects.get(pk=r.run_id) for r in firsts.values()]
+        results_files = [plan.invocation(r.run, "").results for r in firsts.values()]
         notes = {"formation id": arm.agent_model, "checker": plan.options.checker or "the server's default"} \
             if arm.name == "verify" else {"formation id": arm.agent_model} if arm.submission == sub.CUSTOM else {}
         try:
-            result = build([run], [results_file], out, allow_incomplete=allow_incomplete, install=plan.install,
+            result = build(runs, results_files, out, allow_incomplete=allow_incomplete, install=plan.install,
                            settings_notes=notes)  # fmt: skip
         except SubmissionRefused as exc:
             made.append(ArmSubmission(arm.name, out, None, str(exc)))
             continue
-        detail = "" if len(imported) == 1 else f"replicate r{first.run.replicate} of {len(imported)}"
+        replicates = len(imported) // max(1, len(firsts))
+        detail = "" if replicates == 1 else f"replicate r{first.run.replicate} of {replicates}"
         made.append(ArmSubmission(arm.name, out, result, detail))
     return made

@@ -22,6 +22,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,57 @@ def require_tau2() -> Path:
             pytest.fail(message, pytrace=False)
         pytest.skip(message, allow_module_level=True)
     return tau2
+
+
+# sierra-research/tau2-bench's τ², the board's reference, as .ci/install-tau2-sierra installs it from
+# ../shared/tau2-bench (a non-editable install: it finds its task data only through TAU2_DATA_DIR).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SIERRA_TARBALL = PROJECT_ROOT.parent / "shared" / "tau2-bench" / "tau2-bench-a2c0247.tar.gz"
+
+
+@dataclass(frozen=True)
+class Sierra:
+    tau2: Path  # its bin/tau2
+    data_dir: Path  # its TAU2_DATA_DIR
+
+    @property
+    def python(self) -> Path:
+        return self.tau2.parent / "python"
+
+    def tasks_file(self, domain: str) -> Path:
+        return self.data_dir / "tau2" / "domains" / domain / "tasks.json"
+
+    def env(self) -> dict[str, str]:
+        return {"TAU2_DATA_DIR": str(self.data_dir)}
+
+
+def find_sierra() -> Sierra | None:
+    venv = Path(os.environ.get("MARINA_TAU2_SIERRA_VENV") or Path.home() / ".cache/marina/tau2-sierra-venv")
+    src = Path(os.environ.get("MARINA_TAU2_SIERRA_SRC") or Path.home() / ".cache/marina/tau2-sierra-src")
+    tau2 = Path(os.environ.get("MARINA_TAU2_SIERRA_BIN") or venv / "bin" / "tau2")
+    if not (tau2.is_file() and os.access(tau2, os.X_OK) and (src / "data" / "tau2" / "domains").is_dir()):
+        return None
+    return Sierra(tau2, src / "data")
+
+
+def require_sierra() -> Sierra:
+    """Sierra's τ²; skips the calling module, saying why, when it is absent: a clone without ../shared
+    cannot install it. With ../shared there, CI (CI=true) installs it (scripts/test), so absence fails."""
+    import pytest
+
+    found = find_sierra()
+    if found is not None:
+        return found
+    if not SIERRA_TARBALL.is_file():
+        message = (
+            f"sierra's τ² cannot be installed here: {SIERRA_TARBALL} is absent (no ../shared beside the clone); "
+            "the tests that need banking_knowledge, telecom's user tools or sierra's submission layout skip"
+        )
+    else:
+        message = "sierra's τ² is not installed: run .ci/install-tau2-sierra (scripts/test does)"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+    pytest.skip(message, allow_module_level=True)
 
 
 class Tau2RunError(RuntimeError):

@@ -8,9 +8,9 @@ from django.db.utils import OperationalError, ProgrammingError
 
 from kernel import money
 from ledger.benchmarks import experiments
-from repro import doctor, submission, tau2cli
+from repro import doctor, retrieval, submission, tau2cli
 from repro.arms import ArmError
-from repro.plan import Options, build, render
+from repro.plan import BOARD_DOMAINS, Options, build, render
 from repro.runner import ReproError, Runner
 
 
@@ -18,6 +18,17 @@ def unmigrated(exc: Exception) -> bool:
     """A missing table (SQLite: "no such table"; PostgreSQL: "relation … does not exist")."""
     text = str(exc)
     return "no such table" in text or ("relation" in text and "does not exist" in text)
+
+
+def _domains(o: dict[str, Any]) -> tuple[str, ...]:
+    """--board, else --domains (comma-separated), else () for --domain alone."""
+    if o["board"] and o["domains"]:
+        raise CommandError("give --board or --domains, not both", returncode=2)
+    if o["board"]:
+        return BOARD_DOMAINS
+    if o["domains"]:
+        return tuple(d.strip() for d in o["domains"].split(",") if d.strip())
+    return ()
 
 
 class Command(BaseCommand):
@@ -36,6 +47,17 @@ class Command(BaseCommand):
             "argcheck, obligations+argcheck, lessons, marina:<crew>",
         )  # fmt: skip
         parser.add_argument("--domain", default=d.domain)
+        parser.add_argument(
+            "--domains", metavar="D,D,…",
+            help="several domains in one experiment, a run per domain and arm (e.g. airline,retail,telecom,banking_knowledge)",
+        )  # fmt: skip
+        parser.add_argument("--board", action="store_true",
+                            help=f"the board's four domains: --domains {','.join(BOARD_DOMAINS)}")  # fmt: skip
+        parser.add_argument(
+            "--retrieval-config", default=d.retrieval_config, metavar="CONFIG",
+            help=f"banking_knowledge's knowledge-base search (default {retrieval.DEFAULT}, τ²'s own; "
+            f"{', '.join(retrieval.NOTHING_MORE)} need nothing beyond τ²; see `doctor`)",
+        )  # fmt: skip
         parser.add_argument("--split", default=d.split, help="τ²'s task split (default base, the board's)")
         parser.add_argument("--model", default=d.model, help=f"the answer model (default {d.model})")
         parser.add_argument("--checker", help="verify's checker (default: the server's, else the model)")
@@ -78,7 +100,7 @@ class Command(BaseCommand):
 
     def _handle(self, **o: Any) -> None:
         if o["action"] == "doctor":
-            return self._doctor(o["server_url"])
+            return self._doctor(o["server_url"], o["retrieval_config"])
         if o["action"] == "list":
             return self._list()
         options = Options(
@@ -87,6 +109,7 @@ class Command(BaseCommand):
             task_ids=tuple(o["task_ids"]), seed=o["seed"], replicates=o["replicates"],
             max_concurrency=o["max_concurrency"], budget_usd=o["budget_usd"], server_url=o["server_url"],
             run_dir=o["run_dir"], arms=o["arms"], unpriced_usd_per_mtok=o["unpriced_usd_per_mtok"],
+            domains=_domains(o), retrieval_config=o["retrieval_config"],
         )  # fmt: skip
         try:
             install = tau2cli.detect()
@@ -96,7 +119,9 @@ class Command(BaseCommand):
         self.stdout.write("\n".join(render(plan)))
         refused = plan.refusal()
         if o["dry_run"]:
-            if refused:
+            if plan.cannot_run:
+                self.stdout.write(f"dry run: the real run would be refused: {plan.cannot_run}")
+            elif refused:
                 self.stdout.write(f"dry run: the real run would be refused by its own budget: {refused.rsplit(':', 1)[0]}")
             return None
         if refused:
@@ -133,8 +158,8 @@ class Command(BaseCommand):
             worst = max(worst, code)
         return worst
 
-    def _doctor(self, server_url: str) -> None:
-        found = doctor.checks(server_url)
+    def _doctor(self, server_url: str, retrieval_config: str = retrieval.DEFAULT) -> None:
+        found = doctor.checks(server_url, retrieval_config)
         for check in found:
             self.stdout.write(f"{check.status:<4} {check.name}: {check.detail}")
         if any(c.status == doctor.FAIL for c in found):
