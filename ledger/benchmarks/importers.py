@@ -23,6 +23,8 @@ from django.db.models import Sum
 from kernel.money import to_nanousd
 from ledger.benchmarks import checks, contentkey, metrics
 from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.callers import CallerCost, helper_traces
+from ledger.benchmarks.callers import totals as callers_totals
 from ledger.benchmarks.credentials import strip_secrets
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
@@ -329,6 +331,16 @@ def _import(
     return ImportResult(run, True, False, source, len(items), summary, verdict, cost_note, warnings, links)
 
 
+def _taus_own_calls(ledger: Ledger, links: LinkPlan, started: Any, ended: Any) -> CallerCost:
+    """τ²'s own calls (embeddings, reranker, judge) of the import's keys in the run's window
+    (ledger.benchmarks.callers): part of the run's cost, like the agent's and the user simulator's."""
+    if links.within is None or started is None or ended is None:
+        return CallerCost("τ² itself", 0, 0, 0)
+    own = helper_traces(keys=links.within, exclude_models=[ledger.run.agent.model, ledger.run.user.model],
+                        started=started, ended=ended)  # fmt: skip
+    return callers_totals(own, "τ² itself", models=True)
+
+
 def _cost(
     ledger: Ledger, source: str, started: Any, ended: Any, *, cost_usd: float | Decimal | None, cost_from_spend: bool,
     warnings: list[str], links: LinkPlan,
@@ -354,6 +366,15 @@ def _cost(
         if links.unassigned:
             note += f"; {links.unassigned} other trace(s) of these models in its window are not counted"
         traced = None if unpriced >= calls else sum(x.cost_nanousd or 0 for x in everything)
+        own = _taus_own_calls(ledger, links, started, ended)
+        if own.calls:
+            note += f"; and {own.calls} call(s) τ² made itself ({', '.join(own.models)}) under the same key(s)"
+            if own.cost_nanousd is not None:
+                traced = (traced or 0) + own.cost_nanousd
+            unpriced += own.unpriced
+            calls += own.calls
+            if traced is not None and unpriced >= calls:
+                traced = None
         return traced, "traces", note, unpriced
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
