@@ -4,20 +4,25 @@
 embeddings (`text-embedding-3-large`, the knowledge base indexed before the first simulation, then
 each query), its LLM reranker and sierra's NL-assertion judge. With `OPENAI_BASE_URL` pointed at
 Marina they arrive under the run's key, with no seed or conversation to link them to an item, so
-they are told apart by what they are not:
+they are told apart by what they are not and by when they come:
 
-    a call of one of the run's keys (the keys of its linked traces, or the import's --key), in its
-    window (from HELPER_LEAD before its first simulation to HELPER_TAIL after its last), of a model
-    that is neither the agent's nor the user simulator's, linked to no item of any run.
+    a call of one of the run's keys (the keys of its linked traces, or the import's --key), of a
+    model that is neither the agent's nor the user simulator's, linked to no item of any run, made
+    - while its simulations ran (first start to last end): any such call (queries, reranker, judge);
+    - before its first simulation, back to the key's latest conversation call (one with τ²'s trial
+      seed: the previous run's), at most HELPER_LEAD: embeddings only (the knowledge base's index);
+    - after its last simulation, up to the key's next conversation call, at most HELPER_TAIL: anything
+      but embeddings (the judge of the simulations that ended last).
 
-The kit runs one τ² at a time under an experiment's key, so a window holds one run's calls."""
+So back-to-back runs under one key (the kit's) split the calls between them: the next run's index
+is never the last run's, the last run's judge never the next run's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 
 from kernel import money
 from ledger.benchmarks.links import of_keys
@@ -26,7 +31,7 @@ from ledger.models import BenchmarkItemTrace, BenchmarkRun, Trace
 # τ² builds banking's embedding index before its first simulation starts (698 documents: about a
 # minute through Marina); its judge runs as each simulation ends.
 HELPER_LEAD = timedelta(minutes=10)
-HELPER_TAIL = timedelta(minutes=1)
+HELPER_TAIL = timedelta(minutes=2)
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,19 @@ def helper_traces(
     """τ²'s own calls in a run's window (see the module's rule)."""
     if not keys:
         return Trace.objects.none()
+    keyed = Trace.objects.filter(of_keys(keys))
+    conversations = keyed.filter(conv_seed__isnull=False)  # the agent's and the user simulator's calls carry τ²'s seed
+    before = conversations.filter(started_at__lt=started, started_at__gte=started - HELPER_LEAD).aggregate(
+        at=Max("started_at"))["at"] or started - HELPER_LEAD  # fmt: skip
+    after = conversations.filter(started_at__gt=ended, started_at__lte=ended + HELPER_TAIL).aggregate(
+        at=Min("started_at"))["at"] or ended + HELPER_TAIL  # fmt: skip
+    embeddings = Q(path__endswith="/embeddings")
     return (
-        Trace.objects.filter(of_keys(keys), started_at__gte=started - HELPER_LEAD, started_at__lte=ended + HELPER_TAIL)
+        keyed.filter(
+            Q(started_at__gte=started, started_at__lte=ended)
+            | (Q(started_at__gt=before, started_at__lt=started) & embeddings)
+            | (Q(started_at__gt=ended, started_at__lt=after) & ~embeddings)
+        )
         .exclude(requested_model__in=[m for m in exclude_models if m])
         .exclude(pk__in=BenchmarkItemTrace.objects.values("trace_id"))
     )

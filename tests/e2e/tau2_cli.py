@@ -185,6 +185,48 @@ def run_tau2(
     return results
 
 
+def run_sierra(
+    sierra: Sierra,
+    *,
+    domain: str,
+    task_ids: Sequence[str],
+    num_trials: int,
+    agent_llm: str,
+    user_llm: str,
+    agent_args: Mapping[str, Any],
+    user_args: Mapping[str, Any],
+    save_dir: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    seed: int = 300,
+    max_concurrency: int = 2,
+    timeout: float = 900.0,
+) -> Path:
+    """Sierra's ``tau2 run`` to completion: ``--save-to DIR`` (absolute) writes ``DIR/results.json``,
+    returned. Its cwd is ``DIR``'s parent (banking's embedding cache, ``data/.embeddings_cache``, lands
+    there: two runs in two directories share none). Keys go in the llm args, as sierra takes them."""
+    save_dir = Path(save_dir).resolve()
+    save_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+    run_env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "TZ": "UTC", **sierra.env(), **(env or {})})
+    cmd = [
+        str(sierra.tau2), "run", "--domain", domain, "--task-ids", *task_ids, "--num-trials", str(num_trials),
+        "--agent-llm", agent_llm, "--agent-llm-args", json.dumps(dict(agent_args)),
+        "--user-llm", user_llm, "--user-llm-args", json.dumps(dict(user_args)),
+        "--seed", str(seed), "--max-concurrency", str(max_concurrency), "--save-to", str(save_dir), *extra_args,
+    ]  # fmt: skip
+    log = save_dir.with_suffix(".log")
+    started = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.run(cmd, env=run_env, cwd=save_dir.parent, stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=timeout)  # fmt: skip
+    results = save_dir / "results.json"
+    if proc.returncode != 0 or not results.is_file():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise Tau2RunError(f"sierra tau2 run exited {proc.returncode} after {time.monotonic() - started:.1f}s ({log}):\n{tail}")
+    return results
+
+
 def rewards_by_pair(results_file: str | os.PathLike[str]) -> dict[tuple[str, int], float | None]:
     """{(task_id, trial): reward} from a τ² results file (reward None when not evaluated)."""
     data = json.loads(Path(results_file).read_text())

@@ -50,26 +50,36 @@ def test_fill_writes_the_runs_retrieval_config_into_banking_results(tmp_path):
 
 
 def linked_run() -> BenchmarkRun:
-    """Two items, each with one agent and one user call linked; τ² made three embedding calls under the
-    same key in the window (one before the first simulation: the index) and a judge call; another key's
-    embedding call and a call an hour later are not the run's."""
+    """Two items, each with one agent and one user call linked; τ² made two embedding calls under the
+    same key (the index before the first simulation, a query during) and a judge call as the last ended.
+    Not the run's: another key's call; a call an hour later; the previous run's judge, after its last
+    conversation call; the next run's index, after this run's end."""
     run = make_run({"1#0": 1.0, "2#0": 0.0}, benchmark="tau2-banking_knowledge", domain="banking_knowledge",
                    agent_model="openrouter/oracle-agent", user_model="openrouter/oracle-user",
                    started_at=START, ended_at=START + timedelta(minutes=2))  # fmt: skip
     for n, item in enumerate(run.items.order_by("item_id")):
         at = START + timedelta(seconds=30 * n)
-        agent = record_trace(request_id=f"a{n}", model=run.agent_model, key="team", started_at=at, calls=[(run.agent_model, 2_000_000)])
-        user = record_trace(request_id=f"u{n}", model=run.user_model, key="team", started_at=at, calls=[(run.user_model, 1_000_000)])
+        agent = record_trace(request_id=f"a{n}", model=run.agent_model, key="team", started_at=at,
+                             calls=[(run.agent_model, 2_000_000)], conv_seed=300 + n)  # fmt: skip
+        user = record_trace(request_id=f"u{n}", model=run.user_model, key="team", started_at=at,
+                            calls=[(run.user_model, 1_000_000)], conv_seed=300 + n)  # fmt: skip
         BenchmarkItemTrace.objects.create(item=item, trace=agent, role=BenchmarkItemTrace.Role.AGENT)
         BenchmarkItemTrace.objects.create(item=item, trace=user, role=BenchmarkItemTrace.Role.USER)
-    for n, (model, at, key) in enumerate([
-        ("text-embedding-3-large", START - timedelta(minutes=3), "team"),  # the index, before the first simulation
-        ("text-embedding-3-large", START + timedelta(seconds=10), "team"),
-        ("gpt-4.1-2025-04-14", START + timedelta(minutes=2), "team"),  # the judge, as the last one ends
-        ("text-embedding-3-large", START + timedelta(seconds=10), "other-team"),
-        ("text-embedding-3-large", START + timedelta(hours=1), "team"),
+    # The previous run under the same key: its last conversation call, then its judge.
+    record_trace(request_id="prev", model="openrouter/other-agent", key="team", started_at=START - timedelta(minutes=6),
+                 calls=[("openrouter/other-agent", 9_000_000)], conv_seed=7)  # fmt: skip
+    embed = "/v1/embeddings"
+    for n, (model, at, key, path) in enumerate([
+        ("gpt-4.1-2025-04-14", START - timedelta(minutes=5, seconds=50), "team", ""),  # the previous run's judge
+        ("text-embedding-3-large", START - timedelta(minutes=3), "team", embed),  # this run's index
+        ("text-embedding-3-large", START + timedelta(seconds=10), "team", embed),  # a query
+        ("gpt-4.1-2025-04-14", START + timedelta(minutes=2, seconds=5), "team", ""),  # the judge, as the last one ends
+        ("text-embedding-3-large", START + timedelta(minutes=2, seconds=20), "team", embed),  # the next run's index
+        ("text-embedding-3-large", START + timedelta(seconds=10), "other-team", embed),
+        ("text-embedding-3-large", START + timedelta(hours=1), "team", embed),
     ]):  # fmt: skip
-        record_trace(request_id=f"h{n}", model=model, key=key, started_at=at, calls=[(model, 400_000)])
+        record_trace(request_id=f"h{n}", model=model, key=key, started_at=at, calls=[(model, 400_000)],
+                     path=path or "/v1/chat/completions")  # fmt: skip
     return run
 
 
