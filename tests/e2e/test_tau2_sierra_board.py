@@ -120,3 +120,17 @@ def test_banking_bm25_and_embeddings_through_marina_equal_direct_runs_and_embedd
     assert "warning: not comparable: runs differ in retrieval config" in compared
     assert f"A bm25 (#{bm25['run_id']}); B openai_embeddings (#{emb['run_id']})" in compared
     assert MARINA_KEY not in ledger.dump()
+
+    # A submission with sierra's own `tau2 submit prepare`, which lays it out as
+    # <out>/<model>_<org>_<date>/: found, placed at --out, banking's retrieval config in it.
+    out = tmp_path / "submission"
+    made = manage("tau2_submission", str(bm25["run_id"]), "--results", str(via["bm25"]), "--out", str(out),
+                  "--allow-incomplete", database_url=ledger.url, check=False,
+                  env={"TAU2_BIN": str(SIERRA.tau2), **SIERRA.env()})  # fmt: skip
+    said = made.stdout + made.stderr
+    assert "prepared with `tau2 submit prepare` of sierra-tau2 " in said and f"({SIERRA.tau2}) into {out}" in said, said[-3000:]
+    assert "PASS retrieval config: banking_knowledge: bm25" in said
+    submission = json.loads((out / "submission.json").read_text())
+    assert submission["results"]["banking_knowledge"]["retrieval_config"] == "bm25"
+    assert (out / "trajectories").is_dir() and "tau2 submit validate: " in said
+    assert MARINA_KEY not in "".join(p.read_text() for p in out.rglob("*.json"))
