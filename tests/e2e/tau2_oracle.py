@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -462,7 +462,7 @@ class _OracleServer(ThreadingHTTPServer):
 def start_oracle(
     port: int = 0,
     *,
-    tasks_file: str | os.PathLike[str] | None = None,
+    tasks_file: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     spoil_rate: float = 0.25,
     spoil_seed: int = 0,
     host: str = "127.0.0.1",
@@ -475,7 +475,8 @@ def start_oracle(
     ``server.oracle`` holds the recorded requests; stop with ``server.shutdown(); server.server_close()``.
     """
     server = _OracleServer((host, port), _Handler)
-    tasks = load_tasks(tasks_file or find_tasks_file(), task_ids)
+    files = [tasks_file] if isinstance(tasks_file, (str, os.PathLike)) else list(tasks_file or [find_tasks_file()])
+    tasks = {k: v for f in files for k, v in load_tasks(f, task_ids).items()}  # several domains: ids differ
     server.oracle = Oracle(tasks, spoil_rate, spoil_seed, domain=domain, report_cost=report_cost)
     threading.Thread(target=server.serve_forever, name="tau2-oracle", daemon=True).start()
     return server, f"http://{host}:{server.server_address[1]}/v1"
