@@ -20,7 +20,7 @@ from passthru import auth, cors, crews, fallback, formations, ratelimit, spendca
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error, retry_after
-from passthru.formations import lessons, streamed
+from passthru.formations import lessons, streamed, usersim
 from passthru.formations.conversation import with_trailing_note
 from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
@@ -55,6 +55,11 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         if crews.is_crew_id(body["model"]):  # marina:<crew>: its model id and defaults, then as below
             body = await crews.apply(ctx, body)
         formation, model, lessons_prefix = formations.choose(body["model"], inbound.headers)
+        if (formation is not None or lessons_prefix) and usersim.is_tau2_user_simulator(body.get("messages")):
+            # τ²'s user simulator sent through a formation id: its tool calls are the customer's, never held
+            # to the agent's rules, nor its turns given lessons; answered by the model the id wraps
+            # (passthru/formations/usersim.py).
+            formation, model, lessons_prefix = None, formations.answer_model(model), False
         if model != body["model"]:  # an `off` header or marina/lessons: stripped a prefix
             body = {**body, "model": model}
         if formation is not None:

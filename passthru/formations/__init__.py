@@ -22,7 +22,7 @@ from passthru.context import RequestContext
 from passthru.errors import ApiError
 from passthru.formations.lessons import PREFIX as LESSONS_PREFIX
 from passthru.formations.stack import ARGCHECK_PREFIX, OBLIGATIONS_PREFIX, StackFormation, plan
-from passthru.formations.verify.formation import VERIFY
+from passthru.formations.verify.formation import VERIFY, split_id
 from passthru.providers import DEFAULT_IDS
 from passthru.responses import Outbound
 
@@ -62,6 +62,15 @@ def find(model_id: str) -> Formation | None:
         if model_id.startswith(formation.prefix):
             return formation
     return None
+
+
+def answer_model(model_id: str) -> str:
+    """The plain model a formation id answers with: its stack and verify prefixes taken off
+    (`marina/obligations:marina/verify:m+checker` -> `m`)."""
+    inner = plan(model_id, {}).inner
+    if inner.startswith(VERIFY.prefix):
+        inner = split_id(inner)[0]
+    return inner
 
 
 def choose(model_id: str, headers: Mapping[str, str]) -> tuple[Formation | None, str, bool]:
