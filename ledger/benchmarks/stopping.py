@@ -45,6 +45,10 @@ class StopState:
         return bool(self.arms) and all(a.decided for a in self.arms)
 
     @property
+    def level(self) -> str:
+        return f"{1 - self.alpha:.0%}"
+
+    @property
     def reason(self) -> str:
         return "; ".join(f"{a.arm}: {a.decision.reason}" for a in self.arms if a.decision is not None)
 
@@ -101,3 +105,27 @@ def paired_differences(run_a: int, run_b: int) -> list[int]:
 
 def _natural(task_id: str) -> tuple[int, int, str]:
     return (0, int(task_id), "") if task_id.isdigit() else (1, 0, task_id)
+
+
+@dataclass(frozen=True)
+class PlanProgress:
+    """How far an experiment with a power plan (--detect) has come towards it."""
+
+    plan: dict[str, Any]  # repro.power.PowerPlan.as_settings()
+    replicates_done: int  # replicates every arm has imported
+    trials_done: int  # per task, per arm
+
+    @property
+    def percent(self) -> int:
+        needed = int(self.plan.get("trials_needed") or 0)
+        return 100 if not needed else min(100, round(100 * self.trials_done / needed))
+
+
+def plan_progress(experiment: Experiment) -> PlanProgress | None:
+    settings = experiment.settings if isinstance(experiment.settings, dict) else {}
+    plan = settings.get("power_plan")
+    if not isinstance(plan, dict):
+        return None
+    table = experiments.arm_table(experiment)
+    done = min((len(_imported_by_replicate(row)) for row in table), default=0)
+    return PlanProgress(plan, done, done * int(settings.get("num_trials") or 0))
