@@ -144,3 +144,30 @@ def verdict(diff_ci: tuple[float, float], standard_error: float | None, tasks: i
 
 def _points(x: float) -> str:
     return f"{100 * x:.1f} points"
+
+
+@dataclass(frozen=True)
+class Distinction:
+    """Two independent estimates, each with its 95 % normal interval: is their difference told apart?"""
+
+    diff: float  # second − first
+    standard_error: float
+    distinguishable: bool  # |diff| > z_{1−α/2} × SE
+    smallest_detectable: float  # (z_{1−α/2} + z_power) × SE
+
+
+def standard_error_from_interval(value: float, low: float, high: float, z: float = 1.959963984540054) -> float:
+    """The SE behind a value ± z·SE interval clamped to [0, 1]: the wider side was not clamped
+    (unless both were, when this errs small)."""
+    return max(value - low, high - value) / z
+
+
+def distinguish(first: tuple[float, float, float], second: tuple[float, float, float], *,
+                alpha: float = ALPHA, power: float = POWER) -> Distinction:  # fmt: skip
+    """Two (value, low, high) estimates taken as independent: SE = sqrt(SE₁² + SE₂²). Points of
+    one benchmark share tasks, which correlates them positively, so this errs towards "not
+    distinguishable"; a paired `compare` of their runs is the sharper test."""
+    se = sqrt(sum(standard_error_from_interval(*point) ** 2 for point in (first, second)))
+    diff = second[0] - first[0]
+    z = _NORMAL.inv_cdf(1 - alpha / 2)
+    return Distinction(diff, se, abs(diff) > z * se, z_total(alpha, power) * se)

@@ -80,3 +80,14 @@ def test_smallest_detectable_and_the_verdict() -> None:
     # Nothing to measure the noise with.
     assert power.verdict((0.0, 0.0), 0.0, 50).text == "too few runs to say (no spread between tasks to measure the noise by)"
     assert power.verdict((-1.0, 1.0), None, 1).text == "too few runs to say (fewer than two shared tasks)"
+
+
+def test_two_points_told_apart_by_hand() -> None:
+    # SE of each: 0.1 / 1.96 = 0.05102; of the difference sqrt(2) × that = 0.07215.
+    told = power.distinguish((0.5, 0.4, 0.6), (0.7, 0.6, 0.8))
+    assert told.standard_error == pytest.approx(0.1 / 1.959964 * sqrt(2), rel=1e-5)
+    assert told.diff == pytest.approx(0.2) and told.distinguishable  # 0.2 > 1.96 × 0.0722 = 0.141
+    assert told.smallest_detectable == pytest.approx(2.801585 * told.standard_error, rel=1e-5)
+    assert not power.distinguish((0.5, 0.4, 0.6), (0.6, 0.5, 0.7)).distinguishable  # 0.1 < 0.141
+    # An interval clamped at 1: the unclamped side carries the SE.
+    assert power.standard_error_from_interval(0.98, 0.9, 1.0) == pytest.approx(0.08 / 1.959964, rel=1e-5)
