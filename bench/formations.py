@@ -217,7 +217,7 @@ def _fill(conversations: Conversations) -> int:
 
 def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, float]]:
     """Microseconds per call of the formation's own pieces, each timed alone."""
-    from ledger.dbthread import relax_commit
+    from kernel.dbthread import relax_commit
     from passthru.formations import state
     from passthru.formations.argcheck.values import channels_of, extract_values, grade
     from passthru.formations.conversation import read_history, with_trailing_note

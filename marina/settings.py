@@ -105,7 +105,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django turns prepared statements off for the sake of connection poolers;
-    # Marina prepares the statements it runs on every call (ledger/prepared.py:
+    # Marina prepares the statements it runs on every call (kernel/prepared.py:
     # the trace write, the spend cap, the rate limiter). Django's own queries
     # bind on the client and are never prepared either way. `false` for a
     # pooler in transaction mode without prepared-statement support (PgBouncer

@@ -83,13 +83,13 @@ from django.db import DatabaseError, connection
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 
+from kernel.dbthread import DbThread
 from kernel.money import dollars, to_nanousd
-from ledger.dbthread import DbThread
+from kernel.rawcursor import PerConnection, RawCursor
 from ledger.spend.selectors import utc_today
 from ledger.spend.services import write_turn as sqlite_write_turn
 from ledger.spend.spool import spool
 from passthru.errors import ApiError
-from passthru.rawcursor import PerConnection, RawCursor
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ class _Ask:
 
 
 _asks: deque[_Ask] = deque()
-_thread = DbThread("spendcap")  # ledger/dbthread.py
+_thread = DbThread("spendcap")  # kernel/dbthread.py
 _book = Book()
 SWEEP_EVERY = 1000  # batches
 _state = {"batches": 0}
@@ -246,7 +246,7 @@ _ticker: list[threading.Thread] = []  # started with the first lease (after guni
 
 
 class _Statements(RawCursor):
-    """The cap thread's statements (passthru/rawcursor.py says why raw and
+    """The cap thread's statements (kernel/rawcursor.py says why raw and
     prepared): leases lost in a database crash are processes that crashed with it."""
 
     def __init__(self) -> None:

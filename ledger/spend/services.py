@@ -19,12 +19,12 @@ from django.db import (
     transaction,
 )
 
+from kernel.dbwriter import close_writer_connection, submit, write_turn
 from ledger.models import Trace
 from ledger.spend import partitions, retention
 from ledger.spend.records import TraceRecord
 from ledger.spend.spool import RETRY_SECONDS, spool
 from ledger.spend.trace_writer import insert_traces, one_statement_each
-from ledger.spend.writer import close_writer_connection, submit, write_turn
 
 __all__ = [  # the writer's own names, re-exported: callers know this module only
     "close_writer_connection", "submit", "write_turn", "record_request", "record_requests", "submit_record",

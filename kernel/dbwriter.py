@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from django.db import connection
 
-from ledger.dbthread import DbThread
+from kernel.dbthread import DbThread
 
 _turn_files: dict[str, int] = {}
 _turn_lock = threading.Lock()
@@ -45,7 +45,7 @@ def write_turn() -> Iterator[None]:
 
 
 # One writer thread per process, holding one persistent connection
-# (ledger/dbthread.py: the home of the database threads).
+# (kernel/dbthread.py: the home of the database threads).
 _writer = DbThread("ledger")
 
 _T = TypeVar("_T")
