@@ -20,7 +20,7 @@ from passthru.doors.responses import responses
 from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
 from passthru.intake import admitted, headers_of
 from passthru.models_list import list_models
-from passthru.responses import Outbound
+from passthru.outbound import Outbound
 from passthru.schemas import (
     AnthropicErrorEnvelope,
     ChatCompletionRequest,

@@ -23,9 +23,9 @@ from passthru import spendcap, upstream
 from passthru.context import RequestContext
 from passthru.endpoints import CHAT, Endpoint
 from passthru.errors import ApiError, UpstreamError, bad_upstream_response, relayed_error
+from passthru.outbound import SSE
 from passthru.pricing import Usage
 from passthru.providers import Route
-from passthru.responses import SSE
 from passthru.streaming import Meter, Pump, relay_or_error, wants_usage, with_usage_requested
 
 

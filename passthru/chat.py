@@ -22,8 +22,8 @@ from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size, internal_error, retry_after
 from passthru.formations import lessons, streamed
 from passthru.formations.conversation import with_trailing_note
+from passthru.outbound import SSE, Outbound, error_out
 from passthru.providers import plan
-from passthru.responses import SSE, Outbound, error_out
 from passthru.schemas import MAX_MODEL_CHARS, SURROGATES, TYPED_FIELDS, UNPRINTABLE
 from passthru.streaming import DONE
 

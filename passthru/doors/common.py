@@ -24,9 +24,9 @@ from passthru.context import Inbound, RequestContext
 from passthru.endpoints import Endpoint
 from passthru.errors import ApiError, UpstreamError, internal_error
 from passthru.intake import key_header
+from passthru.outbound import Outbound, error_out
 from passthru.pricing import Usage
 from passthru.providers import Plan, Route
-from passthru.responses import Outbound, error_out
 
 log = logging.getLogger(__name__)
 

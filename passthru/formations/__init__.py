@@ -23,8 +23,8 @@ from passthru.errors import ApiError
 from passthru.formations.lessons import PREFIX as LESSONS_PREFIX
 from passthru.formations.stack import ARGCHECK_PREFIX, OBLIGATIONS_PREFIX, StackFormation, plan
 from passthru.formations.verify.formation import VERIFY
+from passthru.outbound import Outbound
 from passthru.providers import DEFAULT_IDS
-from passthru.responses import Outbound
 
 
 class Formation(Protocol):

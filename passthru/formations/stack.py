@@ -33,9 +33,9 @@ from passthru.formations.optin import header_mode
 from passthru.formations.turn import Answer, Turn
 from passthru.formations.verify.formation import PREFIX as VERIFY_PREFIX
 from passthru.formations.verify.formation import split_id
+from passthru.outbound import Outbound, json_out
 from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
-from passthru.responses import Outbound, json_out
 
 OBLIGATIONS_PREFIX = "marina/obligations:"
 ARGCHECK_PREFIX = "marina/argcheck:"

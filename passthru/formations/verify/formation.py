@@ -33,9 +33,9 @@ from passthru.formations.tooleffect import effects as tool_effects
 from passthru.formations.verify.guard import GuardDecision, guard_revision, tool_calls
 from passthru.formations.verify.prompts import checker_messages, revision_note
 from passthru.formations.verify.verdict import Verdict, parse_verdict
+from passthru.outbound import Outbound, json_out
 from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
-from passthru.responses import Outbound, json_out
 
 log = logging.getLogger(__name__)
 
