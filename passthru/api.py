@@ -11,9 +11,9 @@ from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
 from passthru import cors
-from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.doors import common as doors
+from passthru.doors.chat import chat_completions, refuse
 from passthru.doors.embeddings import embeddings
 from passthru.doors.messages import anthropic_error, messages
 from passthru.doors.responses import responses

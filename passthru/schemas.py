@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ledger.models import SpendDaily, Trace
 
 # The body rules, stated once: ChatCompletionRequest documents them and
-# passthru.chat.parse_body checks them by hand (faster than validating the
+# passthru.doors.chat.parse_body checks them by hand (faster than validating the
 # model; tests/passthru/test_body_rules.py holds the two to the same verdicts).
 # The ledger keys spend and traces by model id: a longer one could not be stored whole.
 MAX_MODEL_CHARS = min(model._meta.get_field("requested_model").max_length or 0 for model in (SpendDaily, Trace))

@@ -4,7 +4,7 @@ envelope) and the loop over a plan's routes, each attempt one metered,
 traced upstream call through passthru/calls.py, as chat's are.
 
 The trace, its commit and the release of the daily cap's holds are chat's
-own functions (passthru/chat.py): one way to record a request, whichever door."""
+own functions (passthru/doors/chat.py): one way to record a request, whichever door."""
 from __future__ import annotations
 
 import asyncio
@@ -18,9 +18,10 @@ from django.conf import settings
 
 from kernel import money
 from kernel.redact import redact
-from passthru import auth, chat, crews, fallback, formations, ratelimit
+from passthru import auth, crews, fallback, formations, ratelimit
 from passthru.calls import Completion, StreamReply, call_json, call_stream, encode
 from passthru.context import Inbound, RequestContext
+from passthru.doors import chat
 from passthru.endpoints import Endpoint
 from passthru.errors import ApiError, UpstreamError, internal_error
 from passthru.intake import key_header
@@ -177,7 +178,7 @@ def plain_out(route: Route, done: Completion, body: bytes | None = None) -> Outb
 async def first_stream(
     ctx: RequestContext, plan: Plan, body: dict[str, Any], endpoint: Endpoint
 ) -> tuple[Route, StreamReply]:
-    """The stream of the first route that serves it, as chat's (passthru/chat.py `_stream`).
+    """The stream of the first route that serves it, as chat's (passthru/doors/chat.py `_stream`).
     A reply with no events (an error, or JSON for a stream) is the last route's, or a final answer."""
     misses = fallback.Misses(plan, [])
     for route in plan.routes:
