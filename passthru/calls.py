@@ -65,7 +65,7 @@ def encode(body: dict[str, Any]) -> bytes:
 
 async def _hold(ctx: RequestContext, route: Route, body: dict[str, Any], data: bytes) -> None:
     """The daily cap, with this call's estimated cost held against it until the
-    request's trace (and so its spend) is recorded (chat.py releases it)."""
+    request's trace (and so its spend) is recorded (passthru/lifecycle.py releases it)."""
     hold = await spendcap.hold(route.provider.name, route.upstream_model, body, len(data))
     if hold is not None:
         ctx.holds.append(hold)

@@ -6,7 +6,7 @@ finish: 50 concurrent $0.01 calls at $0.32 of a $0.40 cap all went through.
 So each upstream call first counts its estimated cost (`estimate_nanousd`:
 the prompt's size, the model's price, and `max_tokens` or
 MARINA_SPEND_CAP_COMPLETION_TOKENS) against room reserved in the database,
-until its spend is recorded (chat.py `release`s it once the trace is
+until its spend is recorded (passthru/lifecycle.py `release`s it once the trace is
 committed): a call counts as reserved, or as spent, or for a moment as both;
 never as neither.
 
