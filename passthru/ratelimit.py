@@ -25,8 +25,8 @@ from django.db import DatabaseError, connection
 
 from kernel import proxies
 from kernel.dbthread import DbThread
+from kernel.dbwriter import write_turn as sqlite_write_turn
 from kernel.rawcursor import PerConnection, RawCursor
-from ledger.spend.services import write_turn as sqlite_write_turn
 from passthru.errors import ApiError
 
 log = logging.getLogger(__name__)

@@ -56,7 +56,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from kernel.dbthread import DbThread, relax_commit
-from ledger.spend.services import write_turn as sqlite_write_turn
+from kernel.dbwriter import write_turn as sqlite_write_turn
 from passthru.formations.conversation import SYSTEM_ROLES, text_of
 from passthru.formations.seal import Sealer, Unreadable
 
