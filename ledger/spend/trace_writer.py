@@ -40,8 +40,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Field, Model
 
+from kernel.formations import holds_decision
 from kernel.prepared import server_binding_cursor
-from ledger.benchmarks.decisions import holds_decision
 from ledger.models import Span, Trace
 from ledger.spend.records import SpanRecord, TraceRecord
 
