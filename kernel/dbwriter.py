@@ -1,6 +1,9 @@
-"""The ledger's writer thread: one per process, with one persistent connection,
-and the turn SQLite writers take. ledger/spend/services.py queues traces on it;
-retention (ledger/spend/retention.py) prunes on it."""
+"""The writer thread: one per process, with one persistent connection, and the
+turn SQLite writers take. ledger/spend/services.py queues traces on it;
+retention (ledger/spend/retention.py) prunes on it; passthru reads its stored
+keys and recent providers on it, and waits on it for the writes queued before
+a worker exits (passthru/afterwards.py). The rate limiter, the daily cap and
+formation state take the same write turn on SQLite."""
 from __future__ import annotations
 
 import concurrent.futures
