@@ -7,12 +7,15 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel import money
 from repro import retrieval, tau2cli
 from repro.arms import Arm, parse_arms
 from repro.budget import ArmEstimate, estimate_arm, has_price
+
+if TYPE_CHECKING:
+    from repro.power import PowerPlan
 
 # Tasks per domain in τ²'s `base` split (the board's), when τ²'s own split file cannot be read.
 BASE_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
@@ -54,6 +57,13 @@ class Options:
     def board(self) -> bool:
         """More than one domain: runs, groups and progress are named per domain."""
         return len(self.domain_list) > 1
+
+    # Power and stopping (docs/comparisons.md): the pass^1 difference to detect, at this level and power;
+    # with stop_when_decided the replicates end once the anytime interval decides.
+    detect: float | None = None
+    alpha: float = 0.05
+    power: float = 0.80
+    stop_when_decided: bool = False
 
 
 def replicate_seed(seed: int, replicate: int) -> int:
@@ -98,6 +108,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     fallback_per_mtok: int | None = None  # nano-dollars per million tokens, for unpriced calls
     unpriced_models: list[str] = field(default_factory=list)  # models with no price anywhere
+    power: PowerPlan | None = None  # with --detect (repro.power.plan_power)
     # Per domain (the first's are `tasks` and `estimates`): tasks per run, and each arm's estimate.
     domain_tasks: dict[str, int | None] = field(default_factory=dict)
     domain_estimates: dict[str, list[ArmEstimate]] = field(default_factory=dict)
@@ -177,6 +188,8 @@ class Plan:
             "unpriced_usd_per_mtok": o.unpriced_usd_per_mtok, "unpriced_models": self.unpriced_models,
             "tau2": f"{self.install.distribution} {self.install.version}",
             "arms": {a.name: a.agent_model for a in self.arms},
+            "detect": o.detect, "alpha": o.alpha, "power": o.power, "stop_when_decided": o.stop_when_decided,
+            "power_plan": None if self.power is None else self.power.as_settings(),
         }  # fmt: skip
 
 
@@ -208,6 +221,7 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
         raise ValueError("--num-tasks must be at least 1")
     if options.num_tasks is not None and options.task_ids:
         raise ValueError("give --num-tasks or --task-ids, not both")
+    _check_power(options)
     try:
         budget = money.to_nanousd(options.budget_usd)
     except money.MoneyError:
@@ -275,6 +289,18 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
                 "(.ci/install-tau2-sierra) and set TAU2_BIN to its bin/tau2"
             )
     return plan
+
+
+def _check_power(options: Options) -> None:
+    if options.detect is not None and not 0 < options.detect < 1:
+        raise ValueError(f"--detect is a pass^1 difference between 0 and 1 (0.03 is 3 points), not {options.detect}")
+    if not 0 < options.alpha < 1 or not 0 < options.power < 1:
+        raise ValueError("--alpha and --power must be between 0 and 1")
+    if options.stop_when_decided:
+        if options.replicates < 2:
+            raise ValueError("--stop-when-decided needs --replicates 2 or more: it stops between replicates")
+        if options.arms is not None and "," not in options.arms:
+            raise ValueError("--stop-when-decided needs two arms or more: it decides each arm against the baseline")
 
 
 def _unpriced_models(options: Options, arms: list[Arm]) -> list[str]:

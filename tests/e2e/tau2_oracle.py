@@ -182,6 +182,9 @@ class Oracle:
     spoil_seed: int = 0
     domain: str = "airline"
     report_cost: bool = True  # False: usage without a cost, like a provider Marina cannot price
+    # Per upstream model name (e.g. "sure-oracle-agent"), a spoil rate that replaces spoil_rate: two
+    # "models" of different skill, for a comparison whose answer is known.
+    spoil_rates: dict[str, float] = field(default_factory=dict)
     requests: list[Json] = field(default_factory=list)  # every request body, in arrival order
     headers: list[dict[str, str]] = field(default_factory=list)  # their HTTP headers, same order
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -196,8 +199,9 @@ class Oracle:
         with self._lock:
             return list(self.requests)
 
-    def spoiled(self, task_id: str, seed: int | None) -> bool:
-        return is_spoiled(self.tasks[task_id], seed, self.spoil_rate, self.spoil_seed)
+    def spoiled(self, task_id: str, seed: int | None, model: str = "") -> bool:
+        rate = self.spoil_rates.get(model, self.spoil_rate)
+        return is_spoiled(self.tasks[task_id], seed, rate, self.spoil_seed)
 
     # --- the two roles ------------------------------------------------------------------------
     def reply(self, body: Json) -> Json:
@@ -207,7 +211,7 @@ class Oracle:
         if model.endswith("oracle-user"):
             return self._user_turn(messages, _tool_names(body), body.get("seed"))
         if model.endswith("oracle-agent"):
-            return self._agent_turn(messages, body.get("seed"), _tool_names(body))
+            return self._agent_turn(messages, body.get("seed"), model, _tool_names(body))
         raise ValueError(f"unknown model {model!r}: expected …oracle-agent or …oracle-user")
 
     def task_of(self, body: Json) -> str:
@@ -255,9 +259,9 @@ class Oracle:
             raise ValueError(f"agent conversation matches {len(found)} tasks, expected exactly one")
         return found[0]
 
-    def _agent_turn(self, messages: list[Json], seed: int | None, tools: Collection[str] = ()) -> Json:
+    def _agent_turn(self, messages: list[Json], seed: int | None, model: str = "", tools: Collection[str] = ()) -> Json:
         task = self._identify_for_agent(messages)
-        plan = planned_actions(task, self.spoiled(task.id, seed))
+        plan = planned_actions(task, self.spoiled(task.id, seed, model))
         # Which gold actions are done: walk the tool calls already in the history, in order.
         issued = _tool_calls(messages)
         search = sorted(t for t in tools if t.startswith("KB_search"))
@@ -467,6 +471,7 @@ def start_oracle(
     spoil_seed: int = 0,
     host: str = "127.0.0.1",
     report_cost: bool = True,
+    spoil_rates: dict[str, float] | None = None,
     domain: str = "airline",
     task_ids: Collection[str] | None = None,
 ) -> tuple[_OracleServer, str]:
@@ -477,7 +482,8 @@ def start_oracle(
     server = _OracleServer((host, port), _Handler)
     files = [tasks_file] if isinstance(tasks_file, (str, os.PathLike)) else list(tasks_file or [find_tasks_file()])
     tasks = {k: v for f in files for k, v in load_tasks(f, task_ids).items()}  # several domains: ids differ
-    server.oracle = Oracle(tasks, spoil_rate, spoil_seed, domain=domain, report_cost=report_cost)
+    server.oracle = Oracle(tasks, spoil_rate, spoil_seed, domain=domain, report_cost=report_cost,
+                           spoil_rates=dict(spoil_rates or {}))
     threading.Thread(target=server.serve_forever, name="tau2-oracle", daemon=True).start()
     return server, f"http://{host}:{server.server_address[1]}/v1"
 
