@@ -57,10 +57,10 @@ def require_tau2() -> Path:
     return tau2
 
 
-# sierra-research/tau2-bench's τ², the board's reference, as .ci/install-tau2-sierra installs it from
-# ../shared/tau2-bench (a non-editable install: it finds its task data only through TAU2_DATA_DIR).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SIERRA_TARBALL = PROJECT_ROOT.parent / "shared" / "tau2-bench" / "tau2-bench-a2c0247.tar.gz"
+# sierra-research/tau2-bench's τ², the board's reference, as .ci/install-tau2-sierra installs it (a
+# non-editable install: it finds its task data only through TAU2_DATA_DIR). The tests read only what
+# the installer made, never its source.
+SIERRA_CACHE = Path.home() / ".cache/marina"
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ class Sierra:
 
 
 def find_sierra() -> Sierra | None:
-    venv = Path(os.environ.get("MARINA_TAU2_SIERRA_VENV") or Path.home() / ".cache/marina/tau2-sierra-venv")
-    src = Path(os.environ.get("MARINA_TAU2_SIERRA_SRC") or Path.home() / ".cache/marina/tau2-sierra-src")
+    venv = Path(os.environ.get("MARINA_TAU2_SIERRA_VENV") or SIERRA_CACHE / "tau2-sierra-venv")
+    src = Path(os.environ.get("MARINA_TAU2_SIERRA_SRC") or SIERRA_CACHE / "tau2-sierra-src")
     tau2 = Path(os.environ.get("MARINA_TAU2_SIERRA_BIN") or venv / "bin" / "tau2")
     if not (tau2.is_file() and os.access(tau2, os.X_OK) and (src / "data" / "tau2" / "domains").is_dir()):
         return None
@@ -89,23 +89,21 @@ def find_sierra() -> Sierra | None:
 
 
 def require_sierra() -> Sierra:
-    """Sierra's τ²; skips the calling module, saying why, when it is absent: a clone without ../shared
-    cannot install it. With ../shared there, CI (CI=true) installs it (scripts/test), so absence fails."""
+    """Sierra's τ²; skips the calling module, saying why, when it is absent (a clone without its source
+    cannot install it: the installer says so in tau2-sierra.absent). Where the source is, scripts/test
+    installs it, and a failed install stops scripts/test before any test runs."""
     import pytest
 
     found = find_sierra()
     if found is not None:
         return found
-    if not SIERRA_TARBALL.is_file():
-        message = (
-            f"sierra's τ² cannot be installed here: {SIERRA_TARBALL} is absent (no ../shared beside the clone); "
-            "the tests that need banking_knowledge, telecom's user tools or sierra's submission layout skip"
-        )
-    else:
-        message = "sierra's τ² is not installed: run .ci/install-tau2-sierra (scripts/test does)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-    pytest.skip(message, allow_module_level=True)
+    note = Path(os.environ.get("MARINA_TAU2_SIERRA_VENV") or SIERRA_CACHE / "tau2-sierra-venv").parent / "tau2-sierra.absent"
+    why = note.read_text().strip() if note.is_file() else "not installed: run .ci/install-tau2-sierra (scripts/test does)"
+    pytest.skip(
+        f"sierra's τ² is not here ({why}): the tests that need banking_knowledge, telecom's user tools or sierra's "
+        "submission layout skip",
+        allow_module_level=True,
+    )
 
 
 class Tau2RunError(RuntimeError):

@@ -1,5 +1,5 @@
-"""repro_tau2 with sierra-research/tau2-bench's own τ² (.ci/install-tau2-sierra installs it from
-../shared; without it these tests skip and say why; MARINA_TAU2_SIERRA_BIN names another one). The
+"""repro_tau2 with sierra-research/tau2-bench's own τ² (.ci/install-tau2-sierra installs it where its
+source is; without it these tests skip and say why; MARINA_TAU2_SIERRA_BIN names another one). The
 kit must tell it apart, give it the key in its llm args, find `results.json` under `--save-to`,
 import the clean arm and refuse the arm whose calls fail as `infrastructure_error` simulations; and
 run the board: a run per domain and arm, banking_knowledge with its retrieval config, τ²'s own

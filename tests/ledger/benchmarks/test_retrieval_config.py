@@ -89,3 +89,16 @@ def test_run_page_api_and_admin_show_it(tmp_path, client):
     change = client.get(f"/admin/ledger/benchmarkrun/{run.pk}/change/").content.decode()
     assert "Retrieval config" in change and "bm25" in change
     assert FAKE_KEY not in change
+
+
+def test_the_summary_and_the_import_say_it(tmp_path):
+    path = banking_copy(tmp_path / "a.json", "grep_only")
+    out = StringIO()
+    call_command("tau2_summary", str(path), stdout=out)
+    assert "banking_knowledge · agent openrouter/oracle-agent · user openrouter/oracle-user · 40 simulations · retrieval config grep_only" in out.getvalue()
+    out = StringIO()
+    call_command("tau2_summary", str(path), "--json", stdout=out)
+    assert json.loads(out.getvalue())["retrieval_config"] == "grep_only"
+    out = StringIO()
+    call_command("import_tau2", str(path), "--target", "openrouter/oracle-agent", stdout=out)
+    assert "  retrieval config grep_only" in out.getvalue()
