@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.benchmarks import experiments
+from ledger.reports import live
 from repro.runner import domain_spend
 from tests.ledger.builders import fixture_rewards, flipped, make_run
 
@@ -15,7 +16,8 @@ def test_each_domain_is_compared_with_its_own_baseline():
     airline, retail = fixture_rewards("airline-oracle"), fixture_rewards("retail-oracle")
     entries = ["airline/single", "airline/verify", "retail/single", "retail/verify"]
     experiment = experiments.open_experiment(
-        name="tau2-board-x", domain="airline,retail", arms=entries, settings={"domains": ["airline", "retail"]},
+        name="tau2-board-x", domain="airline,retail", arms=entries,
+        settings={"domains": ["airline", "retail"], "tasks": 50, "num_trials": 4, "domain_tasks": {"airline": 50, "retail": 114}},
         key_name="repro-x", budget_nanousd=10**9, estimate_nanousd=None,
         runs=[experiments.PlannedRun(e, 1, "m", f"tau2-{e.replace('/', '-')}") for e in entries],
     )  # fmt: skip
@@ -34,3 +36,6 @@ def test_each_domain_is_compared_with_its_own_baseline():
         assert c.comparison is not None
         assert not any("benchmark" in w for w in c.comparison.warnings), c.comparison.warnings
     assert domain_spend(experiment) == "by domain: airline $0.00300000 · retail $0.00700000"
+    # Progress per entry, each planned at its own domain's tasks × trials.
+    planned = {a.arm: a.planned for a in live.experiment_progress(experiment).arms}
+    assert planned == {"airline/single": 200, "airline/verify": 200, "retail/single": 456, "retail/verify": 456}
