@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult, import_ledger, import_tau2
 from ledger.benchmarks.options import ImportOptions, max_length
+from marina.read_schemas import ImportedRun
 from passthru import auth
 from passthru.errors import UPLOAD_LIMIT, ApiError, check_request_size, declared_size
 from passthru.intake import admitted
@@ -195,7 +196,7 @@ def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: 
 
 @router.post(
     "/runs",
-    response={200: dict, 201: dict, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 413: ErrorEnvelope},
+    response={200: ImportedRun, 201: ImportedRun, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 413: ErrorEnvelope},
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(UploadRequest)}}}
     },
