@@ -1,5 +1,5 @@
-"""The shapes of the /api answers (and of a benchmark upload's), as Ninja
-schemas: docs/openapi.json tells a client what each operation returns, and
+"""The shapes of the /api answers (and of a benchmark upload's), as pydantic
+models Ninja answers with: docs/openapi.json tells a client what each operation returns, and
 docs/api.md says what the fields mean. The data itself is built where the pages
 and the command line build it (ledger/reports/jsondata.py, compare_json.py,
 frontier.py, trajectories.py, live.py; ledger/benchmarks/importers.py); these
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Usd = Annotated[str | None, Field(description="dollars as a decimal string; null when unknown or unpriced")]
 Time = Annotated[str | None, Field(description="ISO 8601, UTC")]
@@ -22,9 +21,11 @@ Day = Annotated[str, Field(description="a UTC day, YYYY-MM-DD")]
 Interval = Annotated[list[float] | None, Field(description="[lo, hi]; null when there is nothing to estimate")]
 
 
-class Answer(Schema):
+class Answer(BaseModel):
     # A field the code adds before the schema knows it still goes out (documented as
     # additionalProperties); the tests' answers are held to the schema key by key.
+    # pydantic's BaseModel, not ninja.Schema: a Schema reads a dict through its declared
+    # fields only, and would drop such a field without a word.
     model_config = ConfigDict(extra="allow")
 
 
@@ -173,7 +174,8 @@ class DecisionRow(Answer):
     decision: str
     items: int
     successes: int
-    other_successes: int | None
+    other_successes: int | None = Field(description="two runs: the other side's successes on the same items")
+    diff: float | None = Field(description="B − A on these items (two runs only)")
 
 
 class Comparison(Answer):
@@ -192,6 +194,11 @@ class Comparison(Answer):
     tasks: list[TaskDiff]
     replicates: Replicates | None = Field(description="groups only")
     decisions: list[DecisionRow]
+    smallest_detectable: float | None = Field(
+        description="the smallest pass^1 difference these runs could detect (80 % power, α 0.05); null when it "
+        "cannot be estimated"
+    )
+    verdict: str = Field(description="the interval read in words (docs/comparisons.md)")
 
 
 # --- /api/spend --------------------------------------------------------------------------
@@ -318,6 +325,14 @@ class FrontierPoint(Answer):
     on_frontier: bool
 
 
+class Neighbours(Answer):
+    cheaper: str = Field(description="a point's key")
+    dearer: str
+    diff: float = Field(description="dearer's pass^k − cheaper's")
+    distinguishable: bool
+    smallest_detectable: float
+
+
 class Frontier(Answer):
     benchmark: str
     k: int
@@ -328,6 +343,7 @@ class Frontier(Answer):
     interval: str
     points: list[FrontierPoint]
     frontier: list[str] = Field(description="the keys of the points on the Pareto frontier")
+    neighbours: list[Neighbours] = Field(description="each frontier point against the next dearer one")
 
 
 # --- /api/trajectories --------------------------------------------------------------------
