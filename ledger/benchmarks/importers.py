@@ -341,6 +341,33 @@ def _taus_own_calls(ledger: Ledger, links: LinkPlan, started: Any, ended: Any) -
     return callers_totals(own, "τ² itself", models=True)
 
 
+def _cost_of_traces(
+    ledger: Ledger, source: str, started: Any, ended: Any, *, warnings: list[str], links: LinkPlan
+) -> tuple[int | None, str, str, int]:
+    """Every evaluated item linked: the linked traces' total, and τ²'s own calls under the same keys."""
+    everything = list(links.items.values())
+    unpriced = sum(x.unpriced for x in everything)
+    calls = sum(x.calls for x in everything)
+    if unpriced:
+        warnings.append(
+            f"{source}: {unpriced} of the {calls} linked calls were unpriced; "
+            + ("the cost is unknown" if unpriced >= calls else "the traces' total is a lower bound")
+        )
+    note = f"the {calls} trace(s) Marina linked to the run's items (this run's calls only)"
+    if links.unassigned:
+        note += f"; {links.unassigned} other trace(s) of these models in its window are not counted"
+    traced = None if unpriced >= calls else sum(x.cost_nanousd or 0 for x in everything)
+    own = _taus_own_calls(ledger, links, started, ended)
+    if own.calls:
+        note += f"; and {own.calls} call(s) τ² made itself ({', '.join(own.models)}) under the same key(s)"
+        if own.cost_nanousd is not None:
+            traced = (traced or 0) + own.cost_nanousd
+        unpriced, calls = unpriced + own.unpriced, calls + own.calls
+        if traced is not None and unpriced >= calls:
+            traced = None
+    return traced, "traces", note, unpriced
+
+
 def _cost(
     ledger: Ledger, source: str, started: Any, ended: Any, *, cost_usd: float | Decimal | None, cost_from_spend: bool,
     warnings: list[str], links: LinkPlan,
@@ -354,28 +381,7 @@ def _cost(
         return to_nanousd(cost_usd), "cli", "given with --cost-usd", 0
     evaluated_links = [links.items[i.id] for i in ledger.items if not i.infra_error]
     if cost_from_spend and evaluated_links and all(x.status == LINKED for x in evaluated_links):
-        everything = list(links.items.values())
-        unpriced = sum(x.unpriced for x in everything)
-        calls = sum(x.calls for x in everything)
-        if unpriced:
-            warnings.append(
-                f"{source}: {unpriced} of the {calls} linked calls were unpriced; "
-                + ("the cost is unknown" if unpriced >= calls else "the traces' total is a lower bound")
-            )
-        note = f"the {calls} trace(s) Marina linked to the run's items (this run's calls only)"
-        if links.unassigned:
-            note += f"; {links.unassigned} other trace(s) of these models in its window are not counted"
-        traced = None if unpriced >= calls else sum(x.cost_nanousd or 0 for x in everything)
-        own = _taus_own_calls(ledger, links, started, ended)
-        if own.calls:
-            note += f"; and {own.calls} call(s) τ² made itself ({', '.join(own.models)}) under the same key(s)"
-            if own.cost_nanousd is not None:
-                traced = (traced or 0) + own.cost_nanousd
-            unpriced += own.unpriced
-            calls += own.calls
-            if traced is not None and unpriced >= calls:
-                traced = None
-        return traced, "traces", note, unpriced
+        return _cost_of_traces(ledger, source, started, ended, warnings=warnings, links=links)
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:

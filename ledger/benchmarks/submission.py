@@ -551,21 +551,7 @@ def fill(submission: dict[str, Any], schema: dict[str, Any], runs: Sequence[Benc
     meth_props = _properties(schema, methodology_schema)
     domain_props = _properties(schema, _def(schema, "DomainResults"))
 
-    results = submission.setdefault("results", {})
-    if "cost" in domain_props:
-        for r in runs:
-            c = domain_cost(r)
-            entry = results.setdefault(r.domain, {})
-            entry["cost"] = usd_number(c.usd)
-            shown = f"null (missing: {c.note})" if c.usd is None else f"{c.usd} ({cost_includes(r)})"
-            done.written.append(f"results.{r.domain}.cost = {shown}")
-    if "retrieval_config" in domain_props:
-        for r in runs:
-            if r.domain in RETRIEVAL_DOMAINS and r.retrieval_config:
-                entry = results.setdefault(r.domain, {})
-                if entry.get("retrieval_config") != r.retrieval_config:
-                    entry["retrieval_config"] = r.retrieval_config
-                done.written.append(f"results.{r.domain}.retrieval_config = {r.retrieval_config} (the run's)")
+    _fill_results(submission.setdefault("results", {}), domain_props, runs, done)
     if "submission_type" in top:
         submission["submission_type"] = submission_type
         done.written.append(f"submission_type = {submission_type}")
@@ -617,6 +603,20 @@ def fill(submission: dict[str, Any], schema: dict[str, Any], runs: Sequence[Benc
         submission["contact_info"] = contact
         done.for_a_person.append("contact_info.email")
     return done
+
+
+def _fill_results(results: dict[str, Any], domain_props: dict[str, Any], runs: Sequence[BenchmarkRun], done: Fill) -> None:
+    """Per domain: the cost (saying what it includes) and banking's retrieval config, where the schema has them."""
+    for r in runs:
+        entry = results.setdefault(r.domain, {})
+        if "cost" in domain_props:
+            c = domain_cost(r)
+            entry["cost"] = usd_number(c.usd)
+            shown = f"null (missing: {c.note})" if c.usd is None else f"{c.usd} ({cost_includes(r)})"
+            done.written.append(f"results.{r.domain}.cost = {shown}")
+        if "retrieval_config" in domain_props and r.domain in RETRIEVAL_DOMAINS and r.retrieval_config:
+            entry["retrieval_config"] = r.retrieval_config
+            done.written.append(f"results.{r.domain}.retrieval_config = {r.retrieval_config} (the run's)")
 
 
 def _def(schema: dict[str, Any], name: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +34,16 @@ from passthru.streaming import DONE
 log = logging.getLogger(__name__)
 
 
+def _chosen(body: dict[str, Any], headers: Mapping[str, str]) -> tuple[Any, str, bool]:
+    """formations.choose, except for τ²'s user simulator: sent through a formation id, its tool calls are
+    the customer's, never held to the agent's rules, nor its turns given lessons; it is answered by the
+    model the id wraps (passthru/formations/usersim.py)."""
+    formation, model, lessons_prefix = formations.choose(body["model"], headers)
+    if (formation is not None or lessons_prefix) and usersim.is_tau2_user_simulator(body.get("messages")):
+        return None, formations.answer_model(model), False
+    return formation, model, lessons_prefix
+
+
 async def chat_completions(inbound: Inbound) -> Outbound:
     """Answer one chat-completions request; its trace is committed before return
     (for streams: when the stream ends)."""
@@ -51,12 +62,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
             ctx.body = redact(body)
         if crews.is_crew_id(body["model"]):  # marina:<crew>: its model id and defaults, then as below
             body = await crews.apply(ctx, body)
-        formation, model, lessons_prefix = formations.choose(body["model"], inbound.headers)
-        if (formation is not None or lessons_prefix) and usersim.is_tau2_user_simulator(body.get("messages")):
-            # τ²'s user simulator sent through a formation id: its tool calls are the customer's, never held
-            # to the agent's rules, nor its turns given lessons; answered by the model the id wraps
-            # (passthru/formations/usersim.py).
-            formation, model, lessons_prefix = None, formations.answer_model(model), False
+        formation, model, lessons_prefix = _chosen(body, inbound.headers)
         if model != body["model"]:  # an `off` header or marina/lessons: stripped a prefix
             body = {**body, "model": model}
         if formation is not None:
