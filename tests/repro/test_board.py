@@ -124,3 +124,13 @@ def test_doctor_says_what_a_retrieval_config_needs(settings, monkeypatch, tmp_pa
     text = out.getvalue()
     assert f"{status} retrieval config: " in text and words in text, text
     assert "ok   retrieval configs with nothing more: bm25, bm25_grep, grep_only" in text
+
+
+@needs_sierra
+def test_the_plan_says_a_qwen_config_cannot_be_metered(sierra, tmp_path) -> None:
+    out = repro("--dry-run", "--domains", "banking_knowledge", "--retrieval-config", "qwen_embeddings", "--arm", "single",
+                "--run-dir", str(tmp_path), "--budget-usd", "1000")  # fmt: skip
+    assert ("note: --retrieval-config qwen_embeddings: embeds through OpenRouter at a URL written into τ² (not "
+            "OPENAI_BASE_URL): its calls cannot be routed through Marina, so their cost is not metered or budgeted") in out
+    (command,) = [line for line in out.splitlines() if "tau2 run --domain banking_knowledge" in line]
+    assert "--retrieval-config qwen_embeddings" in command
