@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.upstream import Received, Reply, Sse, Step, completion, sse_chunks
+from tests.upstream import Received, Reply, ScriptedUpstream, Sse, Step, completion, sse_chunks
 
 # Which ids each provider serves (a made-up but plausible catalogue).
 KNOWS: dict[str, Callable[[str], bool]] = {
@@ -119,3 +119,14 @@ class ScriptedProviders:
         if stream:
             return Sse(chunks=sse_chunks(model=model), usage=USAGE)
         return Reply(json=completion(model=model))
+
+
+def keyed(config: Any, upstream: ScriptedUpstream, *names: str) -> ScriptedProviders:
+    """Key `names` (beside the test settings' openrouter) on the scripted upstream, each answering as itself."""
+    providers = {name: dict(conf) for name, conf in config.MARINA_PROVIDERS.items()}
+    for name in names:
+        providers[name] = {"base_url": upstream.base_url, "api_key": f"sk-{name}-provider-key-55555", "key_env": f"{name.upper()}_API_KEY"}
+    config.MARINA_PROVIDERS = providers
+    world = ScriptedProviders({conf["api_key"]: name for name, conf in providers.items() if conf["api_key"]})
+    upstream.answer = world.answer
+    return world
