@@ -205,7 +205,8 @@ def test_phoenix_shows_each_door_by_name_and_embeddings_as_embeddings(servers, u
     attrs = json.loads(embedding["attributes"])
     assert attrs["embedding"]["model_name"] == "text-embedding-3-small"
     assert attrs["gen_ai"]["operation"]["name"] == "embeddings"
-    assert embedding["tokenCountPrompt"] == 8  # the provider's usage
+    # The provider's usage, as an attribute: Phoenix 20.26 counts tokens (and prices them) on LLM spans only.
+    assert attrs["llm"]["token_count"]["prompt"] == 8 and embedding["tokenCountPrompt"] is None
     assert {(calls[d]["name"], calls[d]["spanKind"]) for d in ("POST /v1/responses", "POST /v1/messages")} == {
         ("chat gpt-4o-mini", "llm"), ("chat claude-sonnet-4-5", "llm"),
     }
