@@ -42,11 +42,15 @@ def response_object(model: str, text: str = "Hi from Responses.") -> dict[str, A
 
 def response_events(model: str, text: str = "Hi from Responses.") -> list[dict[str, Any]]:
     done = response_object(model, text)
+    item = done["output"][0]
     events = [
         {"type": "response.created", "response": {**done, "status": "in_progress", "output": [], "usage": None}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+        {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+         "part": {"type": "output_text", "text": "", "annotations": []}},
         {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": text},
         {"type": "response.completed", "response": done},
-    ]
+    ]  # fmt: skip
     return [{**e, "sequence_number": i} for i, e in enumerate(events)]
 
 
