@@ -48,6 +48,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 # the stubs widen them to Django's field groups (a str or a tuple of them).
 _RUN_FIELDS = (
     "group", "label", "benchmark", "domain", "target_kind", "target", "num_trials", "task_split", "seed",
+    "retrieval_config", "retrieval_config_kwargs",
     "agent_model", "user_model", "agent_args", "user_args", "tau2_version", "tau2_commit",
     "simulations", "infra_errors", "status", "mean_reward_shown", "pass_hat_k_shown", "comparable",
     "comparability_reasons", "cost", "cost_source", "started_at", "ended_at", "created_at",
@@ -62,7 +63,9 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
         "mean_reward_shown", "pass1", "pass_k", "cost", "comparable", "created_at", "links",
     ]  # fmt: skip
     list_display_links = ["id"]
-    list_filter = ["benchmark", "target_kind", "comparable", "status", "cost_source", "group", "created_at"]
+    list_filter = [
+        "benchmark", "target_kind", "comparable", "status", "cost_source", "retrieval_config", "group", "created_at",
+    ]  # fmt: skip
     search_fields = ["target", "group", "label", "benchmark", "agent_model", "source_sha256"]
     date_hierarchy = "created_at"
     # Only group and label may change after import; everything else is the run as imported.

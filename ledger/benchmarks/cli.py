@@ -65,7 +65,7 @@ def summary_lines(ledger: Ledger) -> list[str]:
     summary = ledger.summary()
     lines = [
         f"{run.domain} · agent {run.agent.model or '?'} · user {run.user.model or '?'} · "
-        f"{len(ledger.items)} simulations",
+        f"{len(ledger.items)} simulations" + (f" · retrieval config {run.retrieval_config}" if run.retrieval_config else ""),
         f"mean reward {_figure(summary.mean_reward)}",
     ]
     lines += [f"pass^{k} {value:.6f}" for k, value in enumerate(summary.pass_hat_k, 1)]
@@ -92,6 +92,7 @@ def summary_dict(ledger: Ledger, source: str) -> dict[str, Any]:
         "num_trials": run.num_trials,
         "seed": run.seed,
         "task_split": verdict.task_split or None,
+        "retrieval_config": run.retrieval_config,
         "tau2": run.tau2,
         "simulations": len(ledger.items),
         "evaluated": summary.simulations,
@@ -126,6 +127,8 @@ def import_lines(result: ImportResult) -> list[str]:
         lines.append(f"  {run.skipped} skipped simulation(s) (failed model calls) counted as failures")
     if run.judge:
         lines.append(f"  judge {run.judge}")
+    if run.retrieval_config:
+        lines.append(f"  retrieval config {run.retrieval_config}")
     if result.links is not None:
         lines.append(f"  traces: {result.links.note()}")
     return lines + _verdict_lines(result.verdict, "  ")

@@ -42,6 +42,8 @@ def run_summary(run: BenchmarkRun) -> dict[str, Any]:
         "judge": run.judge,
         "seed": run.seed,
         "task_split": run.task_split,
+        "retrieval_config": run.retrieval_config or None,
+        "retrieval_config_kwargs": run.retrieval_config_kwargs,
         "num_trials": run.num_trials,
         "agent_model": run.agent_model,
         "user_model": run.user_model,

@@ -18,7 +18,7 @@ from django_tables2.paginators import LazyPaginator
 
 from kernel import money
 from kernel.redact import redact
-from ledger.benchmarks import experiments, stopping
+from ledger.benchmarks import callers, experiments, stopping
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Experiment, Trace
@@ -150,6 +150,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.reports.charts)
         "cost_source": selectors.cost_source_label(run.cost_source),
         "experiment_runs": run.experiment_runs.select_related("experiment"),
+        "callers": [c for c in callers.by_caller(run) if c.calls],  # the agent's, the user's, τ²'s own calls
         # Import strips credentials; redact again so a page never shows one.
         "agent_args": redact(run.agent_args),
         "user_args": redact(run.user_args),

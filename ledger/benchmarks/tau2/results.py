@@ -141,6 +141,8 @@ class Tau2Results:
     # Each task's expected actions as τ²'s metrics count them (the order its pass^k is summed in).
     num_actions: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    retrieval_config: str | None = None  # banking_knowledge: info.retrieval_config (sierra's τ²)
+    retrieval_config_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def infra_errors(self) -> int:
@@ -439,6 +441,8 @@ class _Reader:
             simulations=self.simulations,
             num_actions=self.num_actions if self.tasks_kind == "array" else {},
             warnings=warnings,
+            retrieval_config=checks.text_or_none(info.get("retrieval_config")),
+            retrieval_config_kwargs=_retrieval_kwargs(info.get("retrieval_config_kwargs")),
         )
 
 
@@ -490,6 +494,11 @@ def _side(raw: Any) -> Side:
         implementation=checks.text_or_none(raw.get("implementation")) or "",
         args=strip_secrets(args) if isinstance(args, dict) else {},
     )
+
+
+def _retrieval_kwargs(raw: Any) -> dict[str, Any]:
+    """info.retrieval_config_kwargs, credentials removed (it may name an embedder's key)."""
+    return strip_secrets(raw) if isinstance(raw, dict) else {}
 
 
 def _number(value: Any) -> float | None:
