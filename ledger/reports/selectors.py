@@ -25,7 +25,7 @@ COST_SOURCES = {
     "cli": "given at import (--cost-usd)",
     "spend": "Marina's spend ledger",
     "tau2": "τ²'s own LiteLLM estimate",
-    "none": "unknown",
+    "none": "unpriced",  # one word for it on the pages, the admin and import_tau2's output
     "provider": "reported by the provider",
     "price_table": "genai-prices price table",
 }

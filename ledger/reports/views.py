@@ -180,7 +180,6 @@ def spend(request: HttpRequest) -> HttpResponse:
         "data": data,
         "table": table,
         "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
-        "total_usd": money.plain(data.totals["cost_nanousd"]),
         "csv_query": form.query_string(),
     }
     return render(request, "ledger/spend.html", context)
@@ -307,7 +306,8 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "experiment": experiment,
         # The key's spend; its unpriced calls make it a lower bound, or unknown when all were.
         "spent_shown": money.with_unpriced(
-            None if spent.calls and spent.calls == spent.unpriced_calls else experiment.spent_nanousd, spent.unpriced_calls
+            None if spent.calls and spent.calls == spent.unpriced_calls else experiment.spent_nanousd, spent.unpriced_calls,
+            fmt=money.short,
         ),
         "arms": table,
         "replicates": sorted({r.replicate for row in table for r in row.runs}),
