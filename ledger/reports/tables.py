@@ -12,7 +12,7 @@ from django_tables2.utils import A
 from kernel import money
 from ledger.models import BenchmarkRun, Trace
 from ledger.reports.selectors import cost_source_label
-from ledger.templatetags.ledger_format import cost_of, duration, money_html
+from ledger.templatetags.ledger_format import breakable, cost_of, duration, money_html
 
 ATTRS = {"class": "report"}
 
@@ -162,7 +162,7 @@ class TraceTable(tables.Table):
         linkify=("reports:trace", {"pk": A("pk")}),
         attrs={"td": {"class": "nowrap"}},
     )
-    request_id = tables.Column(verbose_name="Request id")
+    request_id = tables.Column(verbose_name="Request id", attrs={"td": {"class": "nowrap"}})
     key_name = tables.Column(verbose_name="Key")
     requested_model = tables.Column(verbose_name="Model")
     formation_label = tables.Column(verbose_name="Formation label")
@@ -184,6 +184,12 @@ class TraceTable(tables.Table):
 
     def render_duration_ms(self, value: float) -> str:
         return duration(value)
+
+    def render_requested_model(self, value: str) -> str:
+        return breakable(value)
+
+    def render_formation_label(self, value: str) -> str:
+        return breakable(value)
 
     def render_status(self, value: str) -> str:
         return format_html('<span class="badge badge-{}">{}</span>', value, value)

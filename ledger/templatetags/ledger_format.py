@@ -78,6 +78,16 @@ def rate(value: float | None) -> str:
 
 
 @register.filter
+def percent(share: float | None) -> str:
+    """A 0..1 share as a whole percent; a share that rounds to 0 but is not 0 reads "<1 %"."""
+    if share is None:
+        return "—"
+    if 0 < share < 0.005:
+        return "<1 %"
+    return f"{share * 100:.0f} %"
+
+
+@register.filter
 def signed(value: float | None) -> str:
     return "—" if value is None else f"{value:+.3f}"
 
