@@ -17,11 +17,14 @@ _CHAR_W, _LABEL_H = 6.0, 12.0  # a 10.5 px label's average character width and l
 _FRONTIER, _OFF, _UNKNOWN = "#D55E00", PALETTE[0], "#777"
 
 Box = tuple[float, float, float, float]  # left, top, right, bottom
-# Label spots around a point, nearest first: (dx, baseline dy, anchor).
+# Label spots around a point, nearest first: (dx, baseline dy, anchor). The farther ones
+# clear a cluster of interval bars at nearly the same cost.
 _SPOTS = [
     *((dx, dy, anchor) for dy in (-6, 14, 4) for dx, anchor in ((7, "start"), (-7, "end"))),
     (0, -10, "middle"), (0, 20, "middle"),
     *((dx, dy, anchor) for dy in (-20, 28, -34, 42, -48, 56) for dx, anchor in ((7, "start"), (-7, "end"), (0, "middle"))),
+    *((sign * far, dy, anchor) for far in (20, 34, 50) for dy in (4, -6, 14, -20, 28, -34, 42)
+      for sign, anchor in ((1, "start"), (-1, "end"))),
 ]  # fmt: skip
 
 
@@ -77,7 +80,7 @@ def scatter_chart(
     known = [d for d in dots if d.x is not None]
     unknown = [d for d in dots if d.x is None]
     longest = max((len(d.label) for d in unknown), default=0)
-    strip = max(_UNKNOWN_STRIP, min(int(longest * _CHAR_W) + 40, width // 3)) if unknown else 0
+    strip = max(_UNKNOWN_STRIP, min(int(longest * _CHAR_W) + 90, width // 3)) if unknown else 0
     plot_right = width - _RIGHT - strip
     plot_h = height - _TOP - _BOTTOM
     x_ticks = nice_ticks(max((d.x or 0.0 for d in known), default=1.0) * 1.08)
@@ -132,9 +135,8 @@ def scatter_chart(
         colour = _FRONTIER if d.on_frontier else _OFF if d.x is not None else _UNKNOWN
         if d.x is not None:
             x = x_of(d.x)
-        else:
-            slot = (strip - 14) / (len(unknown) + 1)
-            x = plot_right + 10 + slot * (unknown.index(d) + 1)
+        else:  # near the strip's left edge, a few pixels apart: their labels go to the right
+            x = plot_right + 24 + 12 * (unknown.index(d) % 4)
         cy = y_of(d.y)
         placed.append((d, x, cy, colour))
         taken.append((x - 5, cy - 5, x + 5, cy + 5))

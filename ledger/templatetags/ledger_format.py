@@ -41,7 +41,7 @@ def money_html(amount: money.Amount, reason: str = "", *, signed: bool = False) 
     (`reason`, e.g. "unpriced"), never $0."""
     if amount is None:
         if not reason:
-            return format_html('<span class="money unknown" title="unknown amount">—</span>')
+            return mark_safe('<span class="money unknown" title="unknown amount">—</span>')
         return format_html('<span class="money unknown" title="{}">— <span class="why">{}</span></span>', reason, reason)
     exact = money.signed_dollars(amount) if signed else money.dollars(amount)
     return format_html('<span class="money" title="{} exactly">{}</span>', exact, money.short(amount, signed=signed))
@@ -121,7 +121,7 @@ def breakable(text: object) -> SafeString:
     """A long id or model (`marina/verify:demo/alpha-large`, a request id) that may wrap only
     after its separators, never inside a word or a number (`<wbr>`, escaped text)."""
     if text is None or text == "":
-        return format_html("—") if text is None else format_html("")
+        return mark_safe("—" if text is None else "")
     parts = _SEPARATORS.split(str(text))
     marked = format_html_join("", "{}{}", ((part, mark_safe("<wbr>") if _SEPARATORS.fullmatch(part) else "") for part in parts))
     return format_html('<span class="breakable">{}</span>', marked)
@@ -131,7 +131,7 @@ def readable_list(value: object) -> SafeString:
     """A JSON field (a span's detail, a run's comparability reasons) as a list a person reads:
     a dict as `key: value` lines, a list as its items, each value in words (`words`)."""
     if value in (None, {}, []):
-        return format_html('<span class="muted">none</span>')
+        return mark_safe('<span class="muted">none</span>')
     if isinstance(value, dict):
         rows = ((_key(k), words(v)) for k, v in value.items())
         return format_html('<ul class="readable">{}</ul>', format_html_join("", "<li><b>{}</b>: {}</li>", rows))
