@@ -100,7 +100,7 @@ _RUN_FIELDS = (
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
     list_display = [
-        "id", "group_shown", "benchmark", "target_shown", "target_kind", "simulations", "infra_errors",
+        "id", "group_shown", "benchmark_shown", "target_shown", "simulations", "infra_errors",
         "mean_reward_shown", "pass1", "pass_k", "cost", "comparable", "created", "links",
     ]  # fmt: skip
     list_display_links = ["id"]
@@ -112,11 +112,18 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     readonly_fields = [f for f in _RUN_FIELDS if f not in ("group", "label")]
 
     group_shown = _wrapping("group", "group")
-    target_shown = _wrapping("target", "target")
+    benchmark_shown = _wrapping("benchmark", "benchmark")
     created = _when("created_at", "created (UTC)")
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # runs come from `manage.py import_tau2`
+
+    @admin.display(description="target", ordering="target")
+    def target_shown(self, run: BenchmarkRun) -> str:
+        """The target, and its kind when it is not a model (as the runs page writes it)."""
+        if run.target_kind == BenchmarkRun.TargetKind.MODEL:
+            return breakable(run.target)
+        return format_html('{} <span class="quiet">({})</span>', breakable(run.target), run.target_kind)
 
     @admin.display(description="comparability reasons")
     def reasons(self, run: BenchmarkRun) -> str:
@@ -229,7 +236,7 @@ class SpanInline(admin.TabularInline):
 @admin.register(Trace)
 class TraceAdmin(ReadOnlyAdmin):
     list_display = [
-        "started", "request_shown", "key_shown", "model_shown", "route", "formation_label", "status",
+        "started", "request_shown", "key_shown", "model_shown", "route", "label_shown", "status",
         "http_status", "took", "prompt", "completion", "cost", "report",
     ]  # fmt: skip
     # Fixed choices and booleans only, and no date hierarchy: each would scan
@@ -251,6 +258,7 @@ class TraceAdmin(ReadOnlyAdmin):
     request_shown = _wrapping("request_id", "request id")
     key_shown = _wrapping("key_name", "key")
     model_shown = _wrapping("requested_model", "requested model")
+    label_shown = _wrapping("formation_label", "formation label")
     prompt = _count("prompt_tokens", "prompt tokens")
     completion = _count("completion_tokens", "completion tokens")
 

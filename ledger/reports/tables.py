@@ -48,6 +48,10 @@ class OutcomeColumn(tables.Column):
     attrs = {"td": {"class": "outcome"}, "th": {"class": "outcome"}}
     _marks = {"pass": "✓", "fail": "✗", "infra": "!"}
 
+    def __init__(self, *args: Any, linked: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.linked = linked  # a cell links to its traces only for whom may open them
+
     def render(self, value: Any) -> str:
         reward = "—" if value.reward is None else f"{value.reward:g}"
         cell = format_html(
@@ -58,7 +62,7 @@ class OutcomeColumn(tables.Column):
             value.termination_reason or "no termination reason",
             self._marks[value.outcome],
         )
-        if value.trace_calls:
+        if value.trace_calls and self.linked:
             # The cell opens the traces Marina linked to this item on import.
             url = reverse("reports:traces") + f"?item={value.item_pk}"
             cost = money.dollars(value.trace_cost_nanousd, unknown="unpriced")

@@ -137,7 +137,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     report = selectors.run_report(run)
     grid = TaskGridTable(
         report.grid,
-        extra_columns=[(f"t{n}", OutcomeColumn(verbose_name=f"trial {n}", orderable=False)) for n in report.trials],
+        extra_columns=[
+            (f"t{n}", OutcomeColumn(verbose_name=f"trial {n}", orderable=False, linked=may_see(request.user, (TRACES,))))
+            for n in report.trials
+        ],
     )
     RequestConfig(request, paginate=False).configure(grid)
     curve = line_chart(

@@ -113,7 +113,7 @@ def duration(value: float | None) -> str:
     return f"{value / 1000:,.2f} s"
 
 
-_SEPARATORS = re.compile(r"([/:_.@-])")
+_SEPARATORS = re.compile(r"([/:_.@;=-])")
 
 
 @register.filter
