@@ -136,8 +136,8 @@ def readable_list(value: object) -> SafeString:
         rows = ((_key(k), words(v)) for k, v in value.items())
         return format_html('<ul class="readable">{}</ul>', format_html_join("", "<li><b>{}</b>: {}</li>", rows))
     if isinstance(value, (list, tuple)):
-        rows = ((_record(v) if isinstance(v, dict) else words(v),) for v in value)
-        return format_html('<ul class="readable">{}</ul>', format_html_join("", "<li>{}</li>", rows))
+        items = ((_record(v) if isinstance(v, dict) else words(v),) for v in value)
+        return format_html('<ul class="readable">{}</ul>', format_html_join("", "<li>{}</li>", items))
     return format_html("{}", words(value))
 
 
