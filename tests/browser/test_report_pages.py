@@ -207,7 +207,8 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     screenshot(page, "12-trace")
     trace = data["verify_trace"]
     assert isinstance(trace, Trace)
-    assert _figure(page, "cost") == f"${trace.cost_nanousd / 1e9:.8f}" == "$0.01050000"
+    assert (_figure(page, "cost"), _exact(page, "cost")) == ("$0.0105", f"${trace.cost_nanousd / 1e9:.8f} exactly")
+    assert trace.cost_nanousd == 10_500_000
     expect(page.locator("#span-tree tbody tr[data-seq]")).to_have_count(4)
     expect(page.locator("#span-tree")).to_contain_text("cite the baggage rule")
     assert problems.seen == [], problems.seen
@@ -226,5 +227,7 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     _visit(page, problems, f"{admin}/span/", "24-admin-spans")
     _visit(page, problems, f"{admin}/spenddaily/", "25-admin-spend")
     all_spend = spend_totals()
-    expect(page.locator("#spend-totals")).to_contain_text(f"${all_spend.cost_nanousd / 1e9:.8f}")
+    expect(page.locator("#spend-totals")).to_contain_text(money.short(all_spend.cost_nanousd))
+    exact = page.locator("#spend-totals .money").get_attribute("title")
+    assert exact == f"${all_spend.cost_nanousd / 1e9:.8f} exactly"
     assert problems.seen == [], problems.seen
