@@ -352,7 +352,7 @@ def _points(value: float, places: int) -> str:
 
 def compare_verdict(comparison: Any) -> tuple[str, str]:
     """The compare page's one line: "B − A = +10.0 pts, 95 % CI [−3, +23], McNemar p = 0.22:
-    not significant", and its kind (a, b or none: which side is better, if the interval says so).
+    not significant (no difference larger than 25.0 points …)", and its kind (a, b or none: which side is better, if the interval says so).
     The bootstrap interval decides (docs/comparisons.md: McNemar p is a rough guide)."""
     lo, hi = comparison.diff_ci
     p = comparison.mcnemar_p
@@ -365,7 +365,9 @@ def compare_verdict(comparison: Any) -> tuple[str, str]:
         return f"{head}: B is better (the interval is above 0)", "b"
     if hi < 0:
         return f"{head}: A is better (the interval is below 0)", "a"
-    return f"{head}: not significant (the interval includes 0)", "none"
+    # What the runs could have detected (ledger.benchmarks.power's verdict), when compare said it.
+    said = getattr(comparison, "verdict", "")
+    return f"{head}: not significant ({said or 'the interval includes 0'})", "none"
 
 
 def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) -> ComparisonView:

@@ -84,12 +84,14 @@ def test_a_share_that_is_not_nothing_never_reads_zero(share: float, text: str) -
 
 
 def test_the_compare_verdict_is_one_line_the_interval_decides() -> None:
-    def verdict(diff: float, lo: float, hi: float, p: float) -> tuple[str, str]:
-        return compare_verdict(SimpleNamespace(diff_pass1=diff, diff_ci=(lo, hi), mcnemar_p=p))
+    def verdict(diff: float, lo: float, hi: float, p: float, said: str = "") -> tuple[str, str]:
+        return compare_verdict(SimpleNamespace(diff_pass1=diff, diff_ci=(lo, hi), mcnemar_p=p, verdict=said))
 
     assert verdict(0.1, -0.03, 0.23, 0.22) == (
         "B − A = +10.0 pts pass^1, 95 % CI [−3, +23], McNemar p = 0.22: not significant (the interval includes 0)", "none"
     )
+    said = "no difference larger than 25.0 points (the smallest these runs detect at 80% power)"
+    assert verdict(0.1, -0.03, 0.23, 0.22, said)[0].endswith(f"McNemar p = 0.22: not significant ({said})")
     assert verdict(0.125, 0.025, 0.25, 0.0625)[0].endswith("McNemar p = 0.06: B is better (the interval is above 0)")
     assert verdict(-0.2, -0.3, -0.1, 0.004) == (
         "B − A = −20.0 pts pass^1, 95 % CI [−30, −10], McNemar p = 0.004: A is better (the interval is below 0)", "a"
