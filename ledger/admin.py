@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from ledger.admin_scale import CappedCountPaginator, CostSourceFilter, StatusFilter
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.lessons import services as lessons
 from ledger.models import (
     ApiKey,
@@ -25,7 +26,6 @@ from ledger.models import (
     SpendDaily,
     Trace,
 )
-from ledger.reports.selectors import cost_source_label
 from ledger.spend import keys as stored_keys
 from ledger.spend.selectors import spend_sums
 from ledger.templatetags.ledger_format import breakable, cost_of, duration, grouped, money_html, readable_list

@@ -10,10 +10,10 @@ from typing import Any, NoReturn
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult
 from ledger.benchmarks.ledgerfile import Ledger
-from ledger.reports.selectors import cost_source_label
 
 
 def bad_input(exc: Exception) -> CommandError:

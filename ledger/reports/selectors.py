@@ -21,18 +21,6 @@ from ledger.spend.selectors import owns
 # --- Reads behind the report pages and the admin ---------------------------------
 # Everything the pages show is computed here; tables and templates only lay it out.
 
-COST_SOURCES = {
-    "cli": "given at import (--cost-usd)",
-    "spend": "Marina's spend ledger",
-    "tau2": "τ²'s own LiteLLM estimate",
-    "none": "unpriced",  # one word for it on the pages, the admin and import_tau2's output
-    "provider": "reported by the provider",
-    "price_table": "genai-prices price table",
-}
-
-
-def cost_source_label(source: str) -> str:
-    return COST_SOURCES.get(source, source or "unknown")
 
 
 @dataclass

@@ -10,8 +10,8 @@ from django.utils.html import format_html
 from django_tables2.utils import A
 
 from kernel import money
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.models import BenchmarkRun, Trace
-from ledger.reports.selectors import cost_source_label
 from ledger.templatetags.ledger_format import breakable, cost_of, duration, money_html
 
 ATTRS = {"class": "report"}

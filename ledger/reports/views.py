@@ -20,6 +20,7 @@ from kernel import money
 from kernel.redact import redact
 from ledger.benchmarks import experiments, stopping
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.demo import demo_present
 from ledger.models import BenchmarkItem, BenchmarkRun, Experiment, Trace
 from ledger.reports import live, overview, selectors, spendcsv
@@ -156,7 +157,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "grid": grid,
         "terminations": TerminationTable(report.terminations),
         "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.reports.charts)
-        "cost_source": selectors.cost_source_label(run.cost_source),
+        "cost_source": cost_source_label(run.cost_source),
         "experiment_runs": run.experiment_runs.select_related("experiment"),
         # Import strips credentials; redact again so a page never shows one.
         "agent_args": redact(run.agent_args),

@@ -11,6 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from kernel import money
+from ledger.benchmarks.board import Verdict
+from ledger.benchmarks.cli import import_lines
+from ledger.benchmarks.importers import ImportResult
 from ledger.reports.scatter import Dot, scatter_chart
 from ledger.reports.selectors import compare_verdict
 from ledger.templatetags.ledger_format import (
@@ -22,6 +25,7 @@ from ledger.templatetags.ledger_format import (
     readable_list,
     signed_money,
 )
+from tests.ledger.builders import make_run
 
 
 @pytest.mark.parametrize(
@@ -130,3 +134,12 @@ def test_frontier_labels_keep_clear_of_each_other_and_of_the_bars() -> None:
     # The whole unknown label shows inside the strip, and a legend says what the colours mean.
     assert ">demo/gamma-local · demo:airline-local<" in svg
     assert all(label in svg for label in ("a run (or group)", "on the Pareto frontier", "cost unknown"))
+
+
+def test_an_unpriced_runs_source_has_one_word_on_the_page_and_in_the_command(user_client) -> None:
+    run = make_run({"1#0": 1.0}, cost_nanousd=None, cost_source="none", unpriced_calls=3)
+    html = user_client.get(f"/reports/runs/{run.pk}/").content.decode()
+    assert "source: unpriced" in html and "source: unknown" not in html and "— <span class=\"why\">unpriced (3 calls)</span>" in html
+    verdict = Verdict(True, [], "base")
+    result = ImportResult(run, True, False, "results.json", 1, None, verdict, "3 calls unpriced", [], None)  # type: ignore[arg-type]
+    assert "(source unpriced: 3 calls unpriced)" in "\n".join(import_lines(result))
