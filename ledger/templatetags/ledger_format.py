@@ -1,4 +1,7 @@
-"""Number formats shared by the report templates."""
+"""How the report pages and the admin write figures for a person: money one way (`money`,
+`money_html`: cents, the exact figure on hover), counts, rates, shares and durations, long ids
+that wrap only after separators (`breakable`), JSON fields as lists (`readable_list`) and
+formation decisions as words (`words`)."""
 from __future__ import annotations
 
 import re
@@ -22,17 +25,6 @@ def usd(nanousd: int | None) -> str:
 def grouped(count: int | None) -> str:
     """A count with thousands separators: 1,234,567."""
     return "—" if count is None else f"{count:,}"
-
-
-@register.filter
-def usd_grouped(nanousd: int | None) -> str:
-    """Exact dollars (8 decimals) with thousands separators: $1,234.56789012."""
-    text = money.dollars(nanousd)
-    if not text.lstrip("-").startswith("$"):
-        return text
-    sign, rest = ("-", text[2:]) if text.startswith("-") else ("", text[1:])
-    whole, _, fraction = rest.partition(".")
-    return f"{sign}${int(whole):,}" + (f".{fraction}" if fraction else "")
 
 
 def money_html(amount: money.Amount, reason: str = "", *, signed: bool = False) -> SafeString:
