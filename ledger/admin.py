@@ -212,11 +212,13 @@ class SpanInline(admin.TabularInline):
     show_change_link = True
     fields = (
         "seq", "parent_seq", "name", "provider", "upstream_model", "status", "http_status", "took",
-        "ttft", "prompt_tokens", "completion_tokens", "cost", "cost_source", "decisions",
+        "ttft", "prompt", "completion", "cost", "cost_source", "decisions",
     )  # fmt: skip
     readonly_fields = fields
     took = _duration("duration_ms", "duration")
     ttft = _duration("ttft_ms", "time to first token")
+    prompt = _count("prompt_tokens", "prompt tokens")
+    completion = _count("completion_tokens", "completion tokens")
 
     @admin.display(description="cost")
     def cost(self, span: Span) -> str:
