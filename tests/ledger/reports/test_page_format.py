@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from kernel import money
+from ledger.benchmarks import experiments
 from ledger.benchmarks.board import Verdict
 from ledger.benchmarks.cli import import_lines
 from ledger.benchmarks.importers import ImportResult
@@ -143,3 +144,16 @@ def test_an_unpriced_runs_source_has_one_word_on_the_page_and_in_the_command(use
     verdict = Verdict(True, [], "base")
     result = ImportResult(run, True, False, "results.json", 1, None, verdict, "3 calls unpriced", [], None)  # type: ignore[arg-type]
     assert "(source unpriced: 3 calls unpriced)" in "\n".join(import_lines(result))
+
+
+def test_the_power_plans_estimate_is_in_cents(user_client) -> None:
+    plan = {"detect": 0.1, "power": 0.8, "alpha": 0.05, "trials_needed": 16, "tasks": 50, "replicates_needed": 4,
+            "simulations": 1600, "cost_nanousd": 86_891_580_500, "noise": "the ledger", "detects_as_given": 0.2}  # fmt: skip
+    experiment = experiments.open_experiment(
+        name="planned", domain="airline", arms=["single", "verify"], key_name="repro-planned", budget_nanousd=None,
+        estimate_nanousd=None, settings={"num_trials": 4, "power_plan": plan},
+        runs=[experiments.PlannedRun(arm, 1, "m", f"g-{arm}") for arm in ("single", "verify")],
+    )  # fmt: skip
+    html = user_client.get(f"/reports/experiments/{experiment.pk}/").content.decode()
+    plan_text = html.split('id="power-plan"')[1].split("</p>")[0]
+    assert 'title="$86.89158050 exactly">$86.89</span>' in plan_text
