@@ -159,6 +159,11 @@ def scatter_chart(
         bounds = (plot_right + 10, _TOP, width - _RIGHT, _TOP + plot_h) if d.x is None else (_LEFT, _TOP, plot_right, _TOP + plot_h)
         tx, ty, anchor, box = _place(x, cy, text, taken, bounds)
         taken.append(box)
+        if abs(tx - x) > 8 or abs(ty - cy) > 15:  # a label placed away from its point: a thin leader says whose
+            end_x = min(max(x, box[0]), box[2])
+            end_y = box[3] if cy > box[3] else box[1] if cy < box[1] else (box[1] + box[3]) / 2
+            svg.add(f'<line class="leader" x1="{_fmt(x)}" y1="{_fmt(cy)}" x2="{_fmt(end_x)}" y2="{_fmt(end_y)}" '
+                    f'stroke="#999" stroke-width="0.7"/>')  # fmt: skip
         svg.add(f'<text class="point-label" data-key="{escape(d.key)}" x="{_fmt(tx)}" y="{_fmt(ty)}" text-anchor="{anchor}" '
                 f'font-size="10.5" fill="#333">{escape(text)}</text>')  # fmt: skip
     _legend(svg, height - 10, frontier=bool(front), unknown=bool(unknown))
