@@ -132,6 +132,10 @@ def test_frontier_labels_keep_clear_of_each_other_and_of_the_bars() -> None:
             for x, a, b in re.findall(r'class="interval" d="M([\d.]+),([\d.]+)V([\d.]+)', svg)]  # fmt: skip
     assert len(bars) == len(dots)
     assert not [(box, bar) for box in boxes for bar in bars if _overlap(box, bar)]
+    # A label pushed away from its crowded point keeps a leader line back to it.
+    points = {(round(float(x), 1), round(float(y), 1)) for x, y in re.findall(r'<circle class="point" cx="([\d.]+)" cy="([\d.]+)"', svg)}
+    leaders = re.findall(r'<line class="leader" x1="([\d.]+)" y1="([\d.]+)"', svg)
+    assert leaders and all((round(float(x), 1), round(float(y), 1)) in points for x, y in leaders)
     # The whole unknown label shows inside the strip, and a legend says what the colours mean.
     assert ">demo/gamma-local · demo:airline-local<" in svg
     assert all(label in svg for label in ("a run (or group)", "on the Pareto frontier", "cost unknown"))
