@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult
 from ledger.benchmarks.ledgerfile import Ledger
@@ -120,7 +121,7 @@ def import_lines(result: ImportResult) -> list[str]:
     figures = [f"mean reward {_figure(run.mean_reward)}"]
     figures += [f"pass^{k} {value:.6f}" for k, value in enumerate(run.pass_hat_k, 1)]
     lines.append("  " + " · ".join(figures))
-    lines.append(f"  cost {run.cost_shown} (source {run.cost_source}: {result.cost_note})")
+    lines.append(f"  cost {run.cost_shown} (source {cost_source_label(run.cost_source)}: {result.cost_note})")
     if run.infra_errors:
         lines.append(f"  excluded {run.infra_errors} infrastructure error(s)")
     if run.skipped:

@@ -36,7 +36,7 @@ from math import sqrt
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Count, Max
 
 from kernel import money
 from ledger.benchmarks.metrics import pass_hat_k
@@ -111,7 +111,7 @@ def frontier(
     by: str = "run",
     limit: int | None = None,
 ) -> Frontier:
-    """The points of one benchmark (default: the newest run's) matching the filters."""
+    """The points of one benchmark (default: the one with the most runs) matching the filters."""
     if not 1 <= k <= MAX_K:
         raise FrontierError(f"k must be between 1 and {MAX_K}, not {k}")
     if by not in ("run", "group"):
@@ -124,9 +124,10 @@ def frontier(
     runs = BenchmarkRun.objects.exclude(status="invalid")  # an invalid run's figures mean nothing
     if domain:
         runs = runs.filter(domain=domain)
-    if not benchmark:
-        newest = runs.order_by("-created_at", "-pk").values_list("benchmark", flat=True).first()
-        benchmark = newest or ""
+    if not benchmark:  # the benchmark with the most runs (of a tie, the newest run's)
+        counted = runs.order_by().values("benchmark").annotate(n=Count("pk"), newest=Max("created_at"))
+        busiest = counted.order_by("-n", "-newest").values_list("benchmark", flat=True).first()
+        benchmark = busiest or ""
     elif benchmark not in known:
         raise FrontierError(f"No runs of benchmark {benchmark!r}.")
     runs = runs.filter(benchmark=benchmark)

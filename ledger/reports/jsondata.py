@@ -13,8 +13,9 @@ from django.db.models import QuerySet
 
 from kernel import money
 from kernel.redact import redact
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.models import BenchmarkItem, BenchmarkRun, Trace
-from ledger.reports.selectors import RunReport, SpanNode, cost_source_label
+from ledger.reports.selectors import RunReport, SpanNode
 from ledger.spend.cli import spend_dict
 from ledger.spend.selectors import SpendByModel, SpendTotals
 

@@ -448,8 +448,8 @@ class _Reader:
 
 def summarise_reward_info(info: dict[str, Any]) -> dict[str, Any]:
     """τ²'s reward_info as numbers only: the per-basis rewards and, for each
-    check list, how many were met. Justifications, action arguments and
-    assertion texts stay behind."""
+    check list, how many were met (for actions, also the tool names of those
+    missed). Justifications, action arguments and assertion texts stay behind."""
     out: dict[str, Any] = {}
     basis = info.get("reward_basis")
     if isinstance(basis, list):
@@ -471,6 +471,12 @@ def summarise_reward_info(info: dict[str, Any]) -> dict[str, Any]:
         if isinstance(checks, list) and checks:
             met = sum(1 for c in checks if isinstance(c, dict) and c.get(flag) is True)
             out[name] = {"met": met, "total": len(checks)}
+            if name == "actions":  # the missed actions' tool names (never their arguments): what a reader asks first
+                out[name]["missed"] = [
+                    c["action"]["name"] for c in checks
+                    if isinstance(c, dict) and c.get(flag) is not True and isinstance(c.get("action"), dict)
+                    and isinstance(c["action"].get("name"), str)
+                ]  # fmt: skip
     return out
 
 
