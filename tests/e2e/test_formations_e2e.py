@@ -21,7 +21,7 @@ import litellm
 
 from passthru.formations.state import conversation
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import (
+from tests.passthru.formations.play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,

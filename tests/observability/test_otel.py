@@ -20,7 +20,16 @@ from observability import otel, spans
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan, wait_for
-from tests.passthru.test_formation_verify import CONFIRM_TEXT, MESSAGES, MODEL, TOOLS, draft_cancel, play, revise, text
+from tests.passthru.formations.verify.test_formation import (
+    CONFIRM_TEXT,
+    MESSAGES,
+    MODEL,
+    TOOLS,
+    draft_cancel,
+    play,
+    revise,
+    text,
+)
 from tests.scripted_providers import keyed
 from tests.upstream import Reply, completion
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from ledger.models import SpendDaily, Trace
 from passthru.models import Crew
-from tests.passthru.formation_play import OPENING, TOOLS, Play, json_reply, text
+from tests.passthru.formations.play import OPENING, TOOLS, Play, json_reply, text
 from tests.upstream import Reply, completion
 
 EXTRA = "Always answer in English."

@@ -15,7 +15,7 @@ from passthru.formations import state
 from passthru.formations.argcheck import prompts as argcheck_prompts
 from passthru.formations.obligations import prompts as obligations_prompts
 from passthru.models import ConversationState
-from tests.passthru.formation_play import (
+from tests.passthru.formations.play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,

@@ -17,7 +17,7 @@ import pytest
 from ledger.models import Trace
 from passthru.models import Crew
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import (
+from tests.passthru.formations.play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,

@@ -19,7 +19,7 @@ from passthru.formations.framing import unframe
 from passthru.formations.verify.formation import split_id
 from passthru.formations.verify.prompts import CHECKER_MARKER, REVISION_MARKER
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import TOOLS as PLAY_TOOLS
+from tests.passthru.formations.play import TOOLS as PLAY_TOOLS
 from tests.upstream import Reply, Reset, ScriptedUpstream, completion, tool_call
 
 MODEL = "marina/verify:openrouter/prop+openrouter/check"

@@ -22,7 +22,7 @@ from passthru.lessons_judge import UpstreamJudge
 from tests.conftest import MARINA_KEY
 from tests.ledger.lessons.judge_play import CONFIRM, POLICY, JudgePlay
 from tests.ledger.tau2files import results
-from tests.passthru.formation_play import CANCEL_OBLIGATION, TOOLS, Play, extracted, json_reply, text
+from tests.passthru.formations.play import CANCEL_OBLIGATION, TOOLS, Play, extracted, json_reply, text
 
 SYSTEM = {"role": "system", "content": "You are an airline agent. Follow the policy."}
 OPENING = {"role": "user", "content": "I want to add checked bags to my reservation and upgrade the cabin."}
