@@ -8,7 +8,6 @@ import os
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before litellm is imported: stay offline
 
-import litellm
 import openai
 import pytest
 
@@ -194,6 +193,8 @@ def test_formations_may_use_only_the_pin(routed, openai_client, upstream):
 
 def test_litellm_as_tau2_names_an_unprefixed_model(routed, marina_url, upstream):
     """τ²'s `--agent-llm openai/gpt-4.1-mini` with api_base at Marina sends `gpt-4.1-mini`."""
+    import litellm  # here, not at the top: importing litellm costs seconds of every worker's collection
+
     upstream.script(Reply(status=404, json=ANTHROPIC_404), Reply(json=completion("served")))
     litellm.drop_params = True
     response = litellm.completion(

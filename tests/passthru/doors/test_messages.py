@@ -2,12 +2,17 @@
 openrouter/anthropic, cache reads and writes metered exactly, Anthropic's error envelope."""
 from __future__ import annotations
 
-import anthropic
+from typing import TYPE_CHECKING
+
 import pytest
 
 from ledger.models import SpendDaily, Trace
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.upstream import Reply, Sse
+
+if TYPE_CHECKING:
+    # Imported in each case that uses it: at the top it would cost a second of every worker's collection.
+    import anthropic
 
 # Claude Sonnet 4.5's list prices, per million tokens: input 3, output 15,
 # cache read 0.30, cache write (5 minutes) 3.75. 100 input, 5000 read, 2000
@@ -43,6 +48,8 @@ SYSTEM = [{"type": "text", "text": "You are a support agent. " * 50, "cache_cont
 @pytest.fixture
 def anthropic_client(marina_url: str) -> anthropic.Anthropic:
     # Claude Code and the SDK take the base URL without /v1 and send the key as x-api-key.
+    import anthropic
+
     return anthropic.Anthropic(base_url=marina_url, api_key=MARINA_KEY, max_retries=0)
 
 
@@ -94,6 +101,8 @@ def test_stream_is_relayed_and_metered_from_message_start_and_delta(anthropic_cl
 
 
 def test_bearer_key_and_openrouters_anthropic_models(marina_url, upstream, speakers):
+    import anthropic
+
     anthropic_client = anthropic.Anthropic(base_url=marina_url, auth_token=MARINA_KEY, max_retries=0)
     upstream.script(Reply(json=message(usage={**USAGE, "cost": 0.0123})))
     reply = anthropic_client.messages.create(
@@ -108,6 +117,8 @@ def test_bearer_key_and_openrouters_anthropic_models(marina_url, upstream, speak
 
 
 def test_errors_are_anthropics_envelope(marina_url, anthropic_client, upstream, speakers):
+    import anthropic
+
     wrong = anthropic.Anthropic(base_url=marina_url, api_key="sk-marina-wrong-key-000000", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as caught:
         wrong.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])

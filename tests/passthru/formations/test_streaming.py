@@ -10,7 +10,6 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import httpx
-import litellm
 import openai
 import pytest
 
@@ -125,6 +124,8 @@ def test_a_crew_over_a_formation_streams(openai_client, upstream):
 @pytest.mark.parametrize("model", [VERIFY, STACK, f"marina/argcheck:{VERIFY}"])
 def test_litellm_streams_through_formations(marina_url, upstream, model):
     play = Play(upstream, extract=extracted(), main=calls(CANCEL_STATED), review=APPROVE)
+    import litellm  # here, not at the top: importing litellm costs seconds of every worker's collection
+
     chunks = list(tau2_litellm(marina_url, model, OPENING, stream=True))
     whole = litellm.stream_chunk_builder(chunks, messages=OPENING)
     call = whole.choices[0].message.tool_calls[0]
