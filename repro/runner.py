@@ -206,8 +206,10 @@ class Runner:
                 raise
             finally:
                 self.spent = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
-                final = key_spend(self.key_name)  # recorded as spent: what was priced, never an estimate
-                report.experiment = experiments.close_experiment(experiment, spent_nanousd=final.cost_nanousd,
+                final = key_spend(self.key_name)
+                # Recorded as spent: what the budget counted, the figure the arms' add up to while it
+                # runs; pages and the list say when unpriced calls are in it at the fallback price.
+                report.experiment = experiments.close_experiment(experiment, spent_nanousd=self.spent,
                                                                  stopped=self.stopped)  # fmt: skip
         finally:
             self._secret = ""
