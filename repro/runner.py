@@ -219,7 +219,7 @@ class Runner:
                 pass  # already revoked when the budget was spent
         shown = money.with_unpriced(final.cost_nanousd if final.calls else None, final.unpriced_calls)
         if final.unpriced_calls and plan.fallback_per_mtok is not None:
-            shown += f", counted by the budget as {money.dollars(self.spent)}"
+            shown += f", counted by the budget as {money.dollars(self.spent)} at the fallback price (--unpriced-usd-per-mtok)"
         self.say(
             f"experiment {plan.name}: {report.experiment.status}, spent {shown} of "
             f"{money.dollars(plan.budget_nanousd)}; key {self.key_name} revoked"
@@ -234,7 +234,14 @@ class Runner:
         return report
 
     def _budget_spent(self) -> str:
-        return f"budget spent ({money.dollars(self.spent)} of {money.dollars(self.plan.budget_nanousd)})"
+        return f"budget spent ({self._spent_text()} of {money.dollars(self.plan.budget_nanousd)})"
+
+    def _spent_text(self) -> str:
+        """What the budget counted so far, on its basis: "$x", "$x at the fallback price" (unpriced
+        calls at --unpriced-usd-per-mtok), "≥ $x" or "unpriced": never a bare figure with unpriced calls in it."""
+        fallback = self.plan.options.unpriced_usd_per_mtok
+        unpriced = key_spend(self.key_name).unpriced_calls
+        return experiments.Spent(self.spent, unpriced, None if fallback is None else str(fallback)).part(self.spent)
 
     # -- one τ² run ------------------------------------------------------------------
     def _run_one(self, experiment: Experiment, run: PlannedRun, position: str) -> RunResult:
@@ -271,7 +278,7 @@ class Runner:
                     shown, shown_at = (done, self.spent), now
                     self.progress(
                         f"{label} {done}/{total if total is not None else '?'} simulations · spent "
-                        f"{money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)}"
+                        f"{self._spent_text()} of {money.dollars(plan.budget_nanousd)}"
                     )
                     for line in bars(experiment, plan.budget_nanousd):  # every arm, as the experiment page shows it
                         self.progress(f"  {line}")

@@ -324,3 +324,12 @@ def test_replicates_have_their_own_seeds_pair_by_seed_and_unpriced_is_unknown(se
     settings = json.loads(ledger.one("SELECT settings FROM ledger_experiment"))
     assert settings["replicate_seeds"] == [300, 301]
     assert_no_secret(server, done.stdout, done.stderr)
+    # What the budget counted of these unpriced calls says it is the fallback price, never a bill.
+    assert re.search(r"simulations · spent \$\d+\.\d+ at the fallback price of \$5\.00", done.stderr)
+    assert "at the fallback price (--unpriced-usd-per-mtok)" in out
+    listed = subprocess.run(
+        [sys.executable, "manage.py", "repro_tau2", "list"], cwd=PROJECT_ROOT,
+        env=clean_environ({"DATABASE_URL": ledger.url}), capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert re.search(r"spent \$\d+\.\d+ at the fallback price \(\d+ unpriced call\(s\) counted at the fallback price "
+                     r"of \$0\.5 per million tokens", listed.stdout), listed.stdout

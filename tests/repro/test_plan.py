@@ -143,3 +143,15 @@ def test_the_budget_watch_counts_unpriced_calls_at_the_fallback_price() -> None:
     assert spent_by_key("repro-x") == 7_000, "without a fallback only the priced calls count"
     # 1,000,000 unpriced tokens at $2 per million: $2 more.
     assert spent_by_key("repro-x", 2_000_000_000) == 7_000 + 2_000_000_000
+
+
+@pytest.mark.django_db
+def test_an_estimate_at_the_fallback_price_says_so() -> None:
+    # Once the per-arm figure read as a plain dollar amount, like a price.
+    options = Options(**{**OPTIONS.__dict__, "arms": "single", "unpriced_usd_per_mtok": "0.5"})
+    plan = build(options, NVIDIA, name="exp")
+    (single,) = plan.estimates
+    assert single.source == "fallback price" and "--unpriced-usd-per-mtok, not a bill" in single.note
+    assert single.per_simulation_nanousd and single.per_simulation_nanousd > 0
+    printed = "\n".join(render(plan))
+    assert "/simulation (fallback price)" in printed and "--unpriced-usd-per-mtok, not a bill" in printed
