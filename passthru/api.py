@@ -11,16 +11,17 @@ from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
 from passthru import cors
-from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.doors import common as doors
+from passthru.doors.chat import chat_completions
 from passthru.doors.embeddings import embeddings
 from passthru.doors.messages import anthropic_error, messages
 from passthru.doors.responses import responses
 from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
 from passthru.intake import admitted, headers_of
+from passthru.lifecycle import refuse
 from passthru.models_list import list_models
-from passthru.responses import Outbound
+from passthru.outbound import Outbound
 from passthru.schemas import (
     AnthropicErrorEnvelope,
     ChatCompletionRequest,

@@ -18,7 +18,8 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger.spend import selectors, services
+from kernel import dbwriter
+from ledger.spend import services
 from passthru import auth, crews, formations, providers
 from passthru.doors.catalog import endpoints
 from passthru.errors import ApiError
@@ -44,7 +45,7 @@ def _configured(names: set[str]) -> bool:
 
 async def list_models(authorization: str | None) -> dict[str, Any]:
     await auth.authenticate(authorization)
-    recent = await asyncio.wrap_future(services.submit(selectors.recent_providers))
+    recent = await asyncio.wrap_future(dbwriter.submit(services.recent_providers))
     now = int(time.time())
     ids: dict[str, str] = {}
     aliases = [alias for alias in settings.MARINA_MODEL_ALIASES if _routes(alias)]

@@ -18,7 +18,7 @@ from django_tables2.paginators import LazyPaginator
 
 from kernel import money
 from kernel.redact import redact
-from ledger.benchmarks import experiments
+from ledger.benchmarks import experiments, stopping
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Experiment, Trace
@@ -309,6 +309,8 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "comparisons": experiments.arm_comparisons(experiment),
         # per arm: progress, spend, pass^1 so far, errors, ETA; and the one spend figure with its basis
         "live": live.experiment_progress(experiment),
+        "power": stopping.plan_progress(experiment),  # the --detect plan and how far it has come (issue 46)
+        "stopping": stopping.state(experiment),  # each arm's anytime interval and whether it decides
     }
     return render(request, "ledger/experiment_detail.html", context)
 
