@@ -124,7 +124,7 @@ class Frontier:
         ref = next((p for p in self.points if p.value is not None and not p.apart), None)
         if ref is None:
             return ""
-        settings = ", ".join(f"{name} {ref.settings.get(name)}" for name in COMPARED.values())
+        settings = ", ".join(f"{name} {_shown(ref.settings.get(name))}" for name in COMPARED.values())
         return f"{len(ref.task_set)} task(s), {settings}"
 
 
@@ -349,6 +349,10 @@ def wilson_of_mean(mean: float, n: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def _shown(value: Any) -> str:
+    return "unrecorded" if value in ("", None) else str(value)
+
+
 def _facts(p: FrontierPoint) -> tuple[Any, ...]:
     return (p.task_set, *(p.settings.get(name) for name in COMPARED.values()))
 
@@ -377,7 +381,7 @@ def _set_apart(points: list[FrontierPoint]) -> None:
             )
         for name in COMPARED.values():
             if p.settings.get(name) != ref.settings.get(name):
-                reasons.append(f"{name} {p.settings.get(name)}, not {ref.settings.get(name)}")
+                reasons.append(f"{name} {_shown(p.settings.get(name))}, not {_shown(ref.settings.get(name))}")
         p.apart = "; ".join(reasons)
 
 
