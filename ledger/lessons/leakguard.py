@@ -261,6 +261,55 @@ def truth_refusal(rule: str, truth: set[str]) -> str:
     return ""
 
 
+def _names_a_date(text: str, evidence: Evidence) -> str:
+    return "names a date" if _DATE.search(text) or spellings.dates(text) else ""
+
+
+def _quotes_an_id(text: str, evidence: Evidence) -> str:
+    as_written = any(_is_id(token) and token.lower() in evidence.ids for token in _TOKEN.findall(text))
+    if as_written or spellings.compact_windows(text) & evidence.compact_ids:
+        return "quotes an id from the conversation"
+    return ""
+
+
+def _quotes_an_amount(text: str, evidence: Evidence) -> str:
+    if {str(n) for n in spellings.numbers_in_words(text) if n >= 100} & (evidence.amounts | evidence.digit_runs):
+        return "quotes an amount from the conversation"  # in words
+    for number in _NUMBER.findall(text):
+        plain = number.replace(",", "")
+        if "." in plain:
+            plain = plain.rstrip("0").rstrip(".")
+        if ("." in number or len(plain) >= 3) and plain in evidence.amounts:
+            return "quotes an amount from the conversation"
+    return ""
+
+
+def _names_a_code(text: str, evidence: Evidence) -> str:
+    return "names a code from the conversation's tool results" if spellings.codes(text) & evidence.codes else ""
+
+
+def _quotes_a_number(text: str, evidence: Evidence) -> str:
+    return "quotes a number from the conversation" if _digit_runs(text) & evidence.digit_runs else ""
+
+
+def _names_a_name(text: str, evidence: Evidence) -> str:
+    if any(evidence.is_name(word) for word in re.findall(r"\b[A-Z][a-z]+\b", text)):
+        return "names a name from the conversation"
+    return ""
+
+
+def _repeats_a_span(text: str, evidence: Evidence) -> str:
+    words = _WORD.findall(text.lower())
+    for i in range(len(words) - SPAN_WORDS + 1):
+        if tuple(words[i : i + SPAN_WORDS]) in evidence.spans:
+            return f"repeats {SPAN_WORDS}+ words of the conversation verbatim"
+    return ""
+
+
+# In the order a refusal names them: the first that holds is the reason.
+_CHECKS = (_names_a_date, _quotes_an_id, _quotes_an_amount, _names_a_code, _quotes_a_number, _names_a_name, _repeats_a_span)
+
+
 def refusal(rule: str, evidence: Evidence) -> str:
     """Why `rule` may not be kept ('' when it may)."""
     text = " ".join(rule.split())
@@ -268,30 +317,4 @@ def refusal(rule: str, evidence: Evidence) -> str:
         return "too short"
     if len(text) > MAX_RULE_CHARS:
         return f"longer than {MAX_RULE_CHARS} characters"
-    if _DATE.search(text) or spellings.dates(text):
-        return "names a date"
-    for token in _TOKEN.findall(text):
-        if _is_id(token) and token.lower() in evidence.ids:
-            return "quotes an id from the conversation"
-    if spellings.compact_windows(text) & evidence.compact_ids:
-        return "quotes an id from the conversation"
-    if {str(n) for n in spellings.numbers_in_words(text) if n >= 100} & (evidence.amounts | evidence.digit_runs):
-        return "quotes an amount from the conversation"
-    if spellings.codes(text) & evidence.codes:
-        return "names a code from the conversation's tool results"
-    for number in _NUMBER.findall(text):
-        plain = number.replace(",", "")
-        if "." in plain:
-            plain = plain.rstrip("0").rstrip(".")
-        if ("." in number or len(plain) >= 3) and plain in evidence.amounts:
-            return "quotes an amount from the conversation"
-    if _digit_runs(text) & evidence.digit_runs:
-        return "quotes a number from the conversation"
-    for word in re.findall(r"\b[A-Z][a-z]+\b", text):
-        if evidence.is_name(word):
-            return "names a name from the conversation"
-    words = _WORD.findall(text.lower())
-    for i in range(len(words) - SPAN_WORDS + 1):
-        if tuple(words[i : i + SPAN_WORDS]) in evidence.spans:
-            return f"repeats {SPAN_WORDS}+ words of the conversation verbatim"
-    return ""
+    return next((why for why in (check(text, evidence) for check in _CHECKS) if why), "")
