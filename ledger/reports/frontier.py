@@ -51,10 +51,9 @@ from django.db.models import Max
 from kernel import money
 from ledger.benchmarks.metrics import pass_hat_k
 from ledger.benchmarks.power import distinguish
-from ledger.benchmarks.stats import Z95
+from ledger.benchmarks.stats import SMALL_TASKS, Z95, at_least_wilson
 from ledger.models import BenchmarkItem, BenchmarkRun, ExperimentRun
 
-SMALL_TASKS = 30  # below this many tasks an interval is never narrower than Wilson's
 # The run settings two points must share to be on one frontier (with the task set): field -> name.
 COMPARED = {
     "task_split": "split",
@@ -331,22 +330,8 @@ def pass_k_histogram_interval(tasks: Histogram, k: int) -> tuple[float | None, f
         return mean, 0.0, 1.0  # one task: nothing known about the spread
     sd = sqrt(sum(count * (values[pair] - mean) ** 2 for pair, count in tasks.items()) / (t - 1))
     half = Z95 * sd / sqrt(t)
-    lo, hi = max(0.0, mean - half), min(1.0, mean + half)
-    if t < SMALL_TASKS or sd == 0:
-        wilson_lo, wilson_hi = wilson_of_mean(mean, t)
-        lo, hi = min(lo, wilson_lo), max(hi, wilson_hi)
+    lo, hi = at_least_wilson(mean, max(0.0, mean - half), min(1.0, mean + half), t)
     return mean, lo, hi
-
-
-def wilson_of_mean(mean: float, n: int) -> tuple[float, float]:
-    """The Wilson score interval (95 %) of a mean of n values in [0, 1]: a mean of
-    such values varies at most as a proportion of n trials does, so this never
-    understates, and it has width for any n (no [1.000, 1.000] after two tasks)."""
-    z2 = Z95 * Z95
-    denom = 1 + z2 / n
-    centre = (mean + z2 / (2 * n)) / denom
-    half = Z95 * sqrt(max(0.0, mean * (1 - mean)) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _shown(value: Any) -> str:
