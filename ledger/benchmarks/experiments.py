@@ -6,7 +6,7 @@ short transaction, so the report pages and `repro_tau2 list` see an experiment
 as it progresses. Reads: `recent`, `arm_table`, `arm_comparisons`."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -131,23 +131,28 @@ class Spent:
             return f"{n} call(s) nobody could price are not in it"
         return ""
 
-    def shown(self, amount: int | None = None) -> str:
+    def shown(self, amount: int | None = None, *, fmt: Callable[[money.Amount], str] = money.dollars) -> str:
         """`amount` (default: the experiment's) on this basis: "$x", "$x at the fallback price",
-        "≥ $x (n unpriced)" or "unpriced (n calls)"."""
+        "≥ $x (n unpriced)" or "unpriced (n calls)"; `fmt` writes the amount (`money.short` on a page)."""
         amount = self.nanousd if amount is None else amount
         if self.basis == "fallback price":
-            return f"{money.dollars(amount)} at the fallback price"
+            return f"{fmt(amount)} at the fallback price"
         if self.basis == "priced":
-            return money.dollars(amount)
-        return money.with_unpriced(amount, self.unpriced_calls)
+            return fmt(amount)
+        return money.with_unpriced(amount, self.unpriced_calls, fmt=fmt)
 
-    def part(self, amount: int) -> str:
+    @property
+    def shown_short(self) -> str:
+        """`shown` as a page writes money ($0.0180 at the fallback price; the exact figure in the title)."""
+        return self.shown(fmt=money.short)
+
+    def part(self, amount: int, *, fmt: Callable[[money.Amount], str] = money.dollars) -> str:
         """One arm's share on this basis: "$x", "$x at the fallback price", "≥ $x" or "unpriced"."""
         if self.basis == "fallback price":
-            return f"{money.dollars(amount)} at the fallback price"
+            return f"{fmt(amount)} at the fallback price"
         if self.basis == "unknown":
             return "unpriced"
-        return money.dollars(amount) if self.basis == "priced" else f"≥ {money.dollars(amount)}"
+        return fmt(amount) if self.basis == "priced" else f"≥ {fmt(amount)}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -227,9 +232,16 @@ def arm_comparisons(experiment: Experiment, *, seed: int = 0, resamples: int = 2
     table = arm_table(experiment)
     if not table:
         return []
-    base = table[0]
+    # A several-domain experiment names its entries `<domain>/<arm>`: each domain's first is its baseline,
+    # and arms are compared within their domain only.
+    several = len(experiment.settings.get("domains") or []) > 1 if isinstance(experiment.settings, dict) else False
+    bases: dict[str, ArmRow] = {}
     out: list[ArmComparison] = []
-    for row in table[1:]:
+    for row in table:
+        domain = row.arm.split("/", 1)[0] if several else ""
+        base = bases.setdefault(domain, row)
+        if base is row:
+            continue
         if not base.imported or not row.imported:
             missing = base.arm if not base.imported else row.arm
             out.append(ArmComparison(row.arm, base.arm, None, f"no imported run of arm {missing!r}"))

@@ -23,7 +23,7 @@ give the same figures.
   give [0.5, 0.5]); it is then widened to the Wilson score interval of the mean
   over as many tasks, so no interval on few tasks has zero width.
 - **Like with like**: points on one frontier share what COMPARED names (the
-  task split, the trials per task) and the task set itself. The frontier is
+  task split, the trials per task, the retrieval config) and the task set itself. The frontier is
   drawn over the points that share the most tasks (then: the most points, the
   most simulations, the newest point's); every other point is listed apart with the reason
   (`apart`: "1 task, not the frontier's 50"), never on it, so a run on a task
@@ -46,7 +46,7 @@ from math import sqrt
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Count, Max
 
 from kernel import money
 from ledger.benchmarks.metrics import pass_hat_k
@@ -58,7 +58,9 @@ from ledger.models import BenchmarkItem, BenchmarkRun, ExperimentRun
 COMPARED = {
     "task_split": "split",
     "num_trials": "trials",
+    "retrieval_config": "retrieval config",  # banking_knowledge's; blank elsewhere
 }
+_BLANK = {"retrieval config": "none"}  # how a blank setting reads (else "unrecorded")
 DEFAULT_LIMIT = 100  # runs; with by="group", GROUP_LIMIT groups (each with all its runs)
 GROUP_LIMIT = 20
 MAX_LIMIT = 500
@@ -123,7 +125,7 @@ class Frontier:
         ref = next((p for p in self.points if p.value is not None and not p.apart), None)
         if ref is None:
             return ""
-        settings = ", ".join(f"{name} {_shown(ref.settings.get(name))}" for name in COMPARED.values())
+        settings = ", ".join(f"{name} {_shown(ref.settings.get(name), name)}" for name in COMPARED.values())
         return f"{len(ref.task_set)} task(s), {settings}"
 
 
@@ -142,7 +144,7 @@ def frontier(
     by: str = "run",
     limit: int | None = None,
 ) -> Frontier:
-    """The points of one benchmark (default: the newest run's) matching the filters."""
+    """The points of one benchmark (default: the one with the most runs) matching the filters."""
     if not 1 <= k <= MAX_K:
         raise FrontierError(f"k must be between 1 and {MAX_K}, not {k}")
     if by not in ("run", "group"):
@@ -155,9 +157,10 @@ def frontier(
     runs = BenchmarkRun.objects.exclude(status="invalid")  # an invalid run's figures mean nothing
     if domain:
         runs = runs.filter(domain=domain)
-    if not benchmark:
-        newest = runs.order_by("-created_at", "-pk").values_list("benchmark", flat=True).first()
-        benchmark = newest or ""
+    if not benchmark:  # the benchmark with the most runs (of a tie, the newest run's)
+        counted = runs.order_by().values("benchmark").annotate(n=Count("pk"), newest=Max("created_at"))
+        busiest = counted.order_by("-n", "-newest").values_list("benchmark", flat=True).first()
+        benchmark = busiest or ""
     elif benchmark not in known:
         raise FrontierError(f"No runs of benchmark {benchmark!r}.")
     runs = runs.filter(benchmark=benchmark)
@@ -334,8 +337,8 @@ def pass_k_histogram_interval(tasks: Histogram, k: int) -> tuple[float | None, f
     return mean, lo, hi
 
 
-def _shown(value: Any) -> str:
-    return "unrecorded" if value in ("", None) else str(value)
+def _shown(value: Any, name: str = "") -> str:
+    return _BLANK.get(name, "unrecorded") if value in ("", None) else str(value)
 
 
 def _facts(p: FrontierPoint) -> tuple[Any, ...]:
@@ -366,7 +369,7 @@ def _set_apart(points: list[FrontierPoint]) -> None:
             )
         for name in COMPARED.values():
             if p.settings.get(name) != ref.settings.get(name):
-                reasons.append(f"{name} {_shown(p.settings.get(name))}, not {_shown(ref.settings.get(name))}")
+                reasons.append(f"{name} {_shown(p.settings.get(name), name)}, not {_shown(ref.settings.get(name), name)}")
         p.apart = "; ".join(reasons)
 
 

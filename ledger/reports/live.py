@@ -59,7 +59,7 @@ class ArmProgress:
     hi: float | None
     infra_errors: int
     spent_nanousd: int
-    spent_shown: str  # on the experiment's basis ("… at the fallback price")
+    spent_shown: str  # on the experiment's basis ("… at the fallback price"), exact dollars
     running: bool
     eta_seconds: float | None
     outcomes: list[str]
@@ -107,7 +107,6 @@ def _seconds(start: str | None, end: str | None) -> float | None:
 def experiment_progress(experiment: Experiment) -> ExperimentProgress:
     spend = spent(experiment, unpriced_calls_by_key([experiment.key_name]).get(experiment.key_name, 0))
     planned_runs = list(experiment.runs.select_related("run").order_by("pk"))
-    per_run = _planned_per_run(experiment)
     started, sessions = _started(experiment, planned_runs)
     imported = [p.run_id for p in planned_runs if p.run_id is not None and p.outcome == ExperimentRun.Outcome.IMPORTED]
     outcomes: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
@@ -147,6 +146,7 @@ def experiment_progress(experiment: Experiment) -> ExperimentProgress:
             for task, (ok, n) in tasks.items():
                 per_task[task][0] += ok
                 per_task[task][1] += n
+        per_run = _planned_per_run(experiment, arm)
         planned = per_run * len(runs) if per_run else None
         value, lo, hi = pass_k_interval([v for v in per_task.values() if v[1]], 1)
         remaining = max(0, planned - finished) if planned is not None else None
@@ -173,15 +173,19 @@ def _done(arm: ArmProgress) -> bool:
     return all(o != ExperimentRun.Outcome.PENDING for o in arm.outcomes)
 
 
-def _planned_per_run(experiment: Experiment) -> int | None:
+def _planned_per_run(experiment: Experiment, entry: str = "") -> int | None:
     s = experiment.settings or {}
     tasks, trials = s.get("tasks"), s.get("num_trials")
+    by_domain = s.get("domain_tasks") or {}
+    if len(by_domain) > 1 and "/" in entry:  # a board experiment's `<domain>/<arm>`: that domain's tasks
+        tasks = by_domain.get(entry.split("/", 1)[0], tasks)
     return tasks * trials if isinstance(tasks, int) and isinstance(trials, int) else None
 
 
 def run_session(experiment: Experiment, arm: str, replicate: int) -> str:
-    """The `x-marina-session` the kit sends on a run's agent calls (repro/plan.py: the run's name)."""
-    return f"{experiment.name}-{re.sub(r'[^A-Za-z0-9._-]', '_', arm)}-r{replicate}"
+    """The `x-marina-session` the kit sends on a run's agent calls (repro/plan.py: the run's name,
+    `<experiment>-<arm>-r<n>`, or `<experiment>-<domain>-<arm>-r<n>` for a board's `<domain>/<arm>`)."""
+    return f"{experiment.name}-{re.sub(r'[^A-Za-z0-9._-]', '_', arm.replace('/', '-', 1))}-r{replicate}"
 
 
 def _started(experiment: Experiment, planned: list[ExperimentRun]) -> tuple[dict[str, int], dict[str, list[str]]]:

@@ -101,7 +101,7 @@ def test_progress_per_arm_page_api_and_bars_agree(db) -> None:
         assert re.search(rf'data-figure="finished">{arm["finished"]} / {arm["planned"]}<', row)
         assert f'data-figure="pass1">{arm["pass_hat_1"]:.3f}<' in row
         assert f'data-figure="infra">{arm["infra_errors"]}<' in row
-        assert f'data-figure="arm-spent">${arm["spent_usd"]}<' in row
+        assert f'data-figure="arm-spent"><span class="money" title="${arm["spent_usd"]} exactly">' in row  # cents shown
     assert get(client, "/api/experiments/999/progress")[0] == 404
     # once it ends: no refresh, no ETA
     experiments.close_experiment(experiment, spent_nanousd=3 * NANO)
@@ -148,17 +148,18 @@ def test_unpriced_spend_never_reads_as_a_dollar_figure(db, fallback) -> None:
     rows = client.get("/reports/experiments/").content.decode()
     assert status == 200 and api["unpriced_calls"] == 36
     if fallback:
-        shown = "$0.01800000 at the fallback price"
+        shown = "$0.01800000 at the fallback price"  # the command line's exact figure; a page writes $0.0180
         assert f"spent {shown} (36 unpriced call(s) counted at the fallback price of $0.5 per million tokens " \
                "(--unpriced-usd-per-mtok): a budget estimate, not a bill)  budget $5.00000000" in listed
         assert (api["spent_usd"], api["spent_basis"], api["fallback_usd_per_mtok"]) == ("0.01800000", "fallback price", "0.5")
         assert api["arms"][0]["spent_basis"] == "fallback price"
-        assert re.search(r'data-figure="spent" data-basis="fallback price"[^>]*>\$0\.01800000 at the fallback price<', rows)
-        assert f'data-figure="arm-spent">{shown}<' in page and "not a bill" in page
+        assert re.search(r'data-figure="spent" data-basis="fallback price"[^>]*>\$0\.0180 at the fallback price<', rows)
+        assert re.search(r'data-figure="arm-spent"><span class="money" title="\$0\.01800000 exactly">\$0\.0180</span> at the fallback price<', page)
+        assert "not a bill" in page
     else:
         assert "spent unpriced (36 calls) (36 call(s) nobody could price are not in it)  budget $5.00000000" in listed
         assert (api["spent_usd"], api["spent_basis"]) == (None, "unknown")
-        assert 'data-figure="arm-spent">unpriced<' in page
+        assert re.search(r'data-figure="arm-spent"><span class="money unknown"[^>]*>— <span class="why">unpriced</span>', page)
         assert re.search(r'data-figure="spent" data-basis="unknown"[^>]*>unpriced \(36 calls\)<', rows)
     # One figure for the experiment, with its basis: the page no longer shows a second total.
     assert len(re.findall(r'data-figure="spent"', page)) == 1 and "Spent $0.00000000 of a budget" not in page

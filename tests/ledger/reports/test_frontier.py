@@ -94,7 +94,7 @@ def test_a_run_on_a_task_subset_is_shown_apart_and_never_pushes_the_full_run_off
     assert points[f"run:{other_split.pk}"].apart == "9 task(s), not the frontier's 10; split test, not base"
     assert points[f"run:{fewer_trials.pk}"].apart == "trials 2, not 4"
     assert not any(points[f"run:{r.pk}"].on_frontier for r in (one, other_split, fewer_trials))
-    assert result.cohort == "10 task(s), split base, trials 4"
+    assert result.cohort == "10 task(s), split base, trials 4, retrieval config none"
     data = as_json(result)
     assert data["cohort"] == result.cohort
     assert {d["key"]: d["apart"] for d in data["points"]}[f"run:{full.pk}"] == ""
@@ -109,6 +109,16 @@ def test_a_run_on_a_task_subset_is_shown_apart_and_never_pushes_the_full_run_off
     out = io.StringIO()
     call_command("frontier", stdout=out)
     assert "apart: 9 task(s), not the frontier's 10; split test, not base" in out.getvalue()
+
+
+def test_runs_of_another_retrieval_config_are_apart(db) -> None:
+    banking = {"benchmark": "tau2-banking_knowledge", "domain": "banking_knowledge"}
+    bm25 = _spend(make_run(BASE, target="m/a", group="a", retrieval_config="bm25", **banking), 1.0)
+    dense = _spend(make_run(BASE, target="m/b", group="b", retrieval_config="openai_embeddings", **banking), 1.0)
+    dense2 = _spend(make_run(flipped(BASE, "1#0"), target="m/c", group="c", retrieval_config="openai_embeddings", **banking), 0.5)
+    points = {p.key: p for p in frontier(benchmark="tau2-banking_knowledge").points}
+    assert points[f"run:{bm25.pk}"].apart == "retrieval config bm25, not openai_embeddings"
+    assert points[f"run:{dense.pk}"].apart == points[f"run:{dense2.pk}"].apart == ""
 
 
 def test_a_group_filed_with_several_models_is_a_point_per_model(db) -> None:
@@ -143,7 +153,8 @@ def test_many_tasks_keep_the_normal_interval() -> None:
 
 
 def _page_rows(html: str) -> dict[str, tuple[str, str]]:
-    rows = re.findall(r'<tr data-key="([^"]+)" data-frontier="(true|false)">.*?data-figure="cost">([^<]*)<.*?data-figure="pass">([^<]*)<', html, re.S)
+    # A cost's exact figure is its title ("$0.00450000 exactly"; "unknown" for an unknown one).
+    rows = re.findall(r'<tr data-key="([^"]+)" data-frontier="(true|false)">.*?data-figure="cost"><span class="money[^"]*" title="([^"]*)".*?data-figure="pass">([^<]*)<', html, re.S)
     return {key: (cost, value) for key, _, cost, value in rows}
 
 
@@ -162,7 +173,7 @@ def test_the_page_the_api_and_the_command_give_the_same_figures_on_the_demo(db) 
     assert set(rows) == {p["key"] for p in api["points"]}
     for p in api["points"]:
         cost, value = rows[p["key"]]
-        assert cost == ("unknown" if p["cost_per_simulation_usd"] is None else f"${p['cost_per_simulation_usd']}")
+        assert cost == ("unknown" if p["cost_per_simulation_usd"] is None else f"${p['cost_per_simulation_usd']} exactly")
         assert value == f"{p['pass_hat_k']:.3f}"
     # the unpriced local arm is shown as unknown and drawn apart; the frontier is drawn
     local = next(p for p in api["points"] if p["target"] == "demo/gamma-local")
@@ -219,6 +230,15 @@ def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
     assert api["shown"] == 27 and all(p["tasks"] == 10 and p["simulations"] == 40 for p in api["points"])
     assert {p["key"] for p in json.loads(client.get("/api/frontier?by=group").content)["points"]} == {
         "group:arm-0", "group:arm-1", "group:arm-2"}
+
+
+def test_the_default_benchmark_is_the_one_with_the_most_runs(db) -> None:
+    for n in range(2):
+        make_run({"1#0": 1.0}, group=f"retail-{n}", benchmark="tau2-retail", domain="retail")
+    make_run({"1#0": 1.0}, group="airline-newest")  # the newest run, of a benchmark with one run
+    assert frontier().benchmark == "tau2-retail"
+    make_run({"1#0": 1.0}, group="airline-second")  # a tie: the newest run's benchmark
+    assert frontier().benchmark == "tau2-airline"
 
 
 def test_neighbouring_frontier_points_say_whether_they_are_told_apart(db) -> None:
