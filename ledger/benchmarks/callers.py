@@ -44,7 +44,12 @@ class CallerCost:
 
     @property
     def shown(self) -> str:
-        return money.with_unpriced(self.cost_nanousd, self.unpriced) if self.calls else "no calls"
+        """As the run page shows it: cents (money.short); `exact` is its tooltip."""
+        return money.with_unpriced(self.cost_nanousd, self.unpriced, fmt=money.short) if self.calls else "no calls"
+
+    @property
+    def exact(self) -> str:
+        return money.with_unpriced(self.cost_nanousd, self.unpriced) if self.calls else ""
 
 
 def helper_traces(

@@ -103,6 +103,6 @@ def test_the_run_page_shows_taus_own_calls_apart(client):
     run = linked_run()
     client.force_login(readers_account("reader"))
     page = client.get(f"/reports/runs/{run.pk}/").content.decode()
-    assert '<dd data-caller="agent">$0.00400000 · 2 calls</dd>' in page
-    assert '<dd data-caller="user simulator">$0.00200000 · 2 calls</dd>' in page
-    assert '<dd data-caller="τ² itself">$0.00120000 · 3 calls (gpt-4.1-2025-04-14, text-embedding-3-large)</dd>' in page
+    assert '<dd data-caller="agent"><span title="$0.00400000">$0.0040</span> · 2 calls</dd>' in page
+    assert '<dd data-caller="user simulator"><span title="$0.00200000">$0.0020</span> · 2 calls</dd>' in page
+    assert '<dd data-caller="τ² itself"><span title="$0.00120000">$0.0012</span> · 3 calls (gpt-4.1-2025-04-14, text-embedding-3-large)</dd>' in page
