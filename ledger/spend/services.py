@@ -85,6 +85,9 @@ class WriterObserver:
     def spool_full(self, traces: int) -> None:
         """`traces` are lost: the database did not answer and the spool could not keep them."""
 
+    def refusals_counted(self, traces: int) -> None:
+        """`traces` of refused calls were counted, not kept: the spool kept its room for calls admitted."""
+
 
 _observers: list[WriterObserver] = []
 
@@ -170,13 +173,16 @@ def _commit(traces: list[TraceRecord]) -> list[BaseException | str | None]:
 
 
 def _to_spool(traces: list[TraceRecord]) -> list[BaseException | str | None]:
+    counted_before = spool.refusals_counted
     kept = spool.append(traces)
     _retry_later()
     if _observers:
-        held, lost = len(spool), len(kept) - sum(kept)
-        _tell(lambda o: o.spooled(sum(kept), held))
+        held, lost, counted = len(spool), len(kept) - sum(kept), spool.refusals_counted - counted_before
+        _tell(lambda o: o.spooled(sum(kept) - counted, held))
         if lost:
             _tell(lambda o: o.spool_full(lost))
+        if counted:
+            _tell(lambda o: o.refusals_counted(counted))
     return [_SPOOLED if ok else NotRecorded("the database did not answer and the ledger's spool is full") for ok in kept]
 
 
