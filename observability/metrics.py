@@ -102,6 +102,15 @@ LEDGER_SPOOL_HELD = Gauge(
 LEDGER_SPOOL_FULL = Counter(
     "marina_ledger_spool_full", "Traces lost: the database did not answer and the spool was full (MARINA_SPOOL_MAX_BYTES or the disk)."
 )
+LEDGER_REFUSALS_COUNTED = Counter(
+    "marina_ledger_refusals_counted",
+    "Refused calls (no provider reached) counted, not traced: the database did not answer and the spool kept its room for calls admitted.",
+)
+USAGE_REJECTED = Counter(
+    "marina_usage_rejected",
+    "Upstream calls whose reported usage had a value no provider should send (negative, not finite, out of range): recorded as unknown.",
+    ["provider", "field"],
+)
 
 TOKEN_KINDS = ("prompt", "completion", "cached", "reasoning")
 OTHER = "other"
@@ -144,6 +153,8 @@ def _count_span(trace: TraceRecord, span: SpanRecord, model: str) -> None:
     UPSTREAM_SECONDS.labels(span.provider, upstream_model).observe(span.duration_ms / 1000)
     if span.ttft_ms is not None:
         UPSTREAM_TTFT_SECONDS.labels(span.provider, upstream_model).observe(span.ttft_ms / 1000)
+    for field in (span.detail or {}).get("usage_rejected", ()):  # passthru/pricing.py's sanitising
+        USAGE_REJECTED.labels(span.provider, str(field)).inc()
     bucket = (_key(trace.key_name), model, span.provider, upstream_model)
     for kind, count in zip(
         TOKEN_KINDS, (span.prompt_tokens, span.completion_tokens, span.cached_tokens, span.reasoning_tokens)
@@ -193,6 +204,9 @@ class Observer(WriterObserver):
 
     def spool_full(self, traces: int) -> None:
         LEDGER_SPOOL_FULL.inc(traces)
+
+    def refusals_counted(self, traces: int) -> None:
+        LEDGER_REFUSALS_COUNTED.inc(traces)
 
 
 OBSERVER = Observer()

@@ -24,7 +24,14 @@ from passthru.formations import lessons, streamed
 from passthru.formations.conversation import with_trailing_note
 from passthru.providers import plan
 from passthru.responses import SSE, Outbound, error_out
-from passthru.schemas import MAX_MODEL_CHARS, SURROGATES, TYPED_FIELDS, UNPRINTABLE
+from passthru.schemas import (
+    MAX_MODEL_CHARS,
+    MAX_OUTPUT_TOKENS,
+    OUTPUT_LIMIT_FIELDS,
+    SURROGATES,
+    TYPED_FIELDS,
+    UNPRINTABLE,
+)
 from passthru.streaming import DONE
 
 log = logging.getLogger(__name__)
@@ -132,6 +139,10 @@ def parse_model_body(raw: bytes) -> dict[str, Any]:
         )
     if len(model) > MAX_MODEL_CHARS:
         raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
+    for name in OUTPUT_LIMIT_FIELDS:
+        limit = body.get(name)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > MAX_OUTPUT_TOKENS:
+            raise ApiError(400, f"'{name}' must be at most {MAX_OUTPUT_TOKENS}.", param=name)
     return body
 
 

@@ -390,6 +390,7 @@ def tick(book: Book, *, renew: bool = True) -> None:
         ]
     if not idle and not writes:
         return
+    written = False
     try:
         with sqlite_write_turn():
             statements = _statements.get()
@@ -397,15 +398,20 @@ def tick(book: Book, *, renew: bool = True) -> None:
                 statements.cursor.execute(statements.delete, [lease.id], **statements.prepare)
             for lease, room in writes:
                 statements.cursor.execute(statements.renew, [room, now, lease.id], **statements.prepare)
+        written = True
     finally:
         with book.lock:
             for lease in idle:
-                lease.busy, lease.row, lease.size, lease.recorded, lease.published = False, False, 0, 0, 0
-            for lease, room in writes:
+                lease.busy = False
+                if written:  # else its row is still there: deleted at a later tick
+                    lease.row, lease.size, lease.recorded, lease.published = False, 0, 0, 0
+            for lease, room in writes if written else ():
                 lease.published = room
                 # Renewed late, others may have taken its room meanwhile: its
                 # row still counts its calls in flight, but none is served from
-                # it until it is sized again (under the lock).
+                # it until it is sized again (under the lock). A write that
+                # failed renews nothing: the lease serves calls for
+                # LEASE_VALID_SECONDS after its last write that succeeded.
                 if started - lease.renewed < LEASE_VALID_SECONDS:
                     lease.renewed = started
             for day in [day for day, lease in book.leases.items() if not lease.row and lease.calls == 0 and day < utc_today()]:
@@ -482,7 +488,8 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     if cap is None:
         return None
     if spool.nearly_full() and settings.MARINA_SPEND_CAP_ON_DB_ERROR != "allow":
-        raise _unavailable("the database does not answer and the ledger's spool is (nearly) full")
+        # The spool's own words: it may be broken with the database well (/v1/health says so too).
+        raise _unavailable(spool.problem() or "the database does not answer and the ledger's spool is nearly full")
     estimate = estimate_nanousd(provider, upstream_model, body, body_bytes)
     today = utc_today()
     cap_nanousd = to_nanousd(cap)

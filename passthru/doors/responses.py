@@ -24,7 +24,7 @@ from passthru.calls import encode
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
 from passthru.endpoints import CHAT, Endpoint, with_model
-from passthru.pricing import Usage, price
+from passthru.pricing import Usage, price, reported_tokens
 from passthru.providers import Plan, Route, plan
 from passthru.responses import Outbound
 from passthru.streaming import Meter
@@ -41,15 +41,11 @@ def usage_of(reported: Any) -> Usage | None:
     inputs = reported.get("input_tokens_details") or {}
     outputs = reported.get("output_tokens_details") or {}
     return Usage(
-        prompt_tokens=_int(reported.get("input_tokens")),
-        completion_tokens=_int(reported.get("output_tokens")),
-        cached_tokens=_int(inputs.get("cached_tokens")) if isinstance(inputs, dict) else 0,
-        reasoning_tokens=_int(outputs.get("reasoning_tokens")) if isinstance(outputs, dict) else 0,
+        prompt_tokens=reported_tokens(reported.get("input_tokens")),
+        completion_tokens=reported_tokens(reported.get("output_tokens")),
+        cached_tokens=reported_tokens(inputs.get("cached_tokens")) if isinstance(inputs, dict) else 0,
+        reasoning_tokens=reported_tokens(outputs.get("reasoning_tokens")) if isinstance(outputs, dict) else 0,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _priced(route: Route, reported: Any) -> Usage:
