@@ -40,6 +40,7 @@ from ledger.benchmarks.decisions import ARGCHECK, OBLIGATIONS, VERIFY, ItemDecis
 from ledger.benchmarks.items import LedgerItem
 from ledger.benchmarks.tau2.results import parse_time
 from ledger.models import Span, Trace
+from ledger.spend.selectors import owned_by
 
 # Marina stamps a trace when the request arrives, τ² stamps a simulation just
 # before its first call and just after its last: the same clock, so a little
@@ -142,7 +143,7 @@ def of_keys(keys: Sequence[str]) -> Q:
     (`NAME/agent`, passthru/auth.py: no key name holds a `/`)."""
     found = Q(pk__in=[])
     for key in keys:
-        found |= Q(key_name=key) | Q(key_name__startswith=key + "/")
+        found |= owned_by(key)
     return found
 
 

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
-from django.db.models import F, Q, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Substr
+from django.db.models.lookups import Exact
 
 from ledger.models import SpendDaily
 
@@ -51,7 +53,14 @@ def spent_by_key(key_name: str) -> int:
 def owned_by(owner: str) -> Q:
     """The rows of one key: its own name, and its callers' `<name>/…` when it is
     an operator key (passthru/auth.py; no key name holds a `/`)."""
-    return Q(key_name=owner) | Q(key_name__startswith=owner + "/")
+    return Q(key_name=owner) | key_name_under(owner + "/")
+
+
+def key_name_under(prefix: str) -> Q:
+    """Key names that begin with `prefix`, letter case and all. SQLite's LIKE
+    (Django's startswith) ignores case: `ops`'s spend included `OPS/…`'s. The
+    LIKE stays for PostgreSQL's index; the SUBSTR comparison is exact on both."""
+    return Q(key_name__startswith=prefix) & Q(Exact(Substr("key_name", 1, len(prefix)), Value(prefix)))
 
 
 def owns(owner: str, key_name: str) -> bool:

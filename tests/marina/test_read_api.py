@@ -323,3 +323,16 @@ def test_report_pages_ask_the_admins_permissions(tenants):
     assert [full.get(page).status_code for page in pages] == [200] * len(pages)
     tracer = staff_client(permissions=("view_trace",))
     assert [tracer.get(p).status_code for p in pages[1:4]] == [200, 200, 403]
+
+
+def test_operator_names_are_matched_with_their_letter_case(tenants, settings):
+    """Issue 42 C6: SQLite's LIKE ignores case, and `ops`'s /api/spend counted `OPS/…`'s calls."""
+    shouty_key = "mk-" + "S" * 40
+    settings.MODEL_API_KEYS += f",{shouty_key}:OPS/*"
+    record_trace(request_id="dave-1", model="openrouter/d", key="OPS/dave", calls=[("d", 4_000_000)])
+    shouty = {"HTTP_AUTHORIZATION": f"Bearer {shouty_key}"}
+    assert get(tenants, "/api/spend", **OPS)[1]["total"]["cost_usd"] == "0.00030000"
+    assert get(tenants, "/api/spend", **shouty)[1]["total"]["cost_usd"] == "0.00400000"
+    assert get(tenants, "/api/traces/dave-1", **OPS)[0] == 404
+    assert get(tenants, "/api/traces/carol-1", **shouty)[0] == 404
+    assert get(tenants, "/api/traces/dave-1", **shouty)[0] == 200
