@@ -155,6 +155,11 @@ class BenchmarkRun(models.Model):
     target = models.CharField(max_length=200, db_index=True)
     group = models.CharField(max_length=120, blank=True, db_index=True)
     label = models.CharField(max_length=200, blank=True)
+    # The Marina key that filed it (POST /v1/benchmarks/runs): only that key (an
+    # operator key: with its callers) and read-all keys read it, and no other
+    # key files into its group. Blank: imported by the operator's command line,
+    # read by every key.
+    key_name = models.CharField(max_length=64, blank=True, default="", db_index=True)
     seed = models.BigIntegerField(null=True, blank=True)
     task_split = models.CharField(max_length=64, blank=True)
     num_trials = models.PositiveIntegerField()

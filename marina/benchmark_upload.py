@@ -5,7 +5,8 @@ Body: `{result, targetKind, target, label?, judge?, costUsd?, replicateGroup?}`
 where `result` is a ledger file (Marina's or the original's) or a τ² results
 file, as JSON. The import is the command line's (ledger.benchmarks.importers):
 the same checks, all or nothing, idempotent. 201 with the run when recorded,
-200 when the content was recorded before; 400 with the reason, 413 past
+200 when the content was recorded before (by this key; another key's: 409);
+403 for a replicate group holding another key's runs (ledger/benchmarks/owners.py); 400 with the reason, 413 past
 MARINA_MAX_UPLOAD_BYTES; under MARINA_OPEN_API (no keys) 403
 `open_api_read_only` unless MARINA_OPEN_API_UPLOADS=true.
 
@@ -26,9 +27,11 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router
 from pydantic import BaseModel, Field
 
+from ledger.benchmarks import owners as run_owners
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult, import_ledger, import_tau2
 from ledger.benchmarks.options import ImportOptions, max_length
+from ledger.models import BenchmarkRun
 from passthru import auth
 from passthru.errors import UPLOAD_LIMIT, ApiError, check_request_size, declared_size
 from passthru.intake import admitted
@@ -176,11 +179,21 @@ def _copy_value(events: Iterator[tuple[str, str, Any]], out: IO[str], keys: set[
     data["result"] = True
 
 
+def _refuse_anothers_group(group: str, owner: str) -> None:
+    """403 when the group holds a run this key did not file (another key's, or the operator's)."""
+    if BenchmarkRun.objects.filter(group=group).exclude(run_owners.writable_by(owner)).exists():
+        raise ApiError(
+            403, f"The replicate group {group!r} holds runs another key filed: file into a group of your own.",
+            code="permission_denied", param="replicateGroup",
+        )
+
+
 def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: tuple[str, ...] | None) -> ImportResult:
     options = ImportOptions(
         target_kind=data["targetKind"], target=data["target"], group=data.get("replicateGroup"),
         label=data.get("label"), judge=data.get("judge"), cost_usd=data.get("costUsd"),
         keys=owners,  # the uploader's key: its items link to that key's traces only (docs/security.md)
+        owner=owners[0] if owners else "",  # the run is the uploader's (ledger/benchmarks/owners.py)
     )  # fmt: skip
     if "simulations" in top_keys and "info" in top_keys:
         # τ²'s reader streams from the file the upload's `result` was written to.
@@ -195,7 +208,9 @@ def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: 
 
 @router.post(
     "/runs",
-    response={200: dict, 201: dict, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 413: ErrorEnvelope},
+    response={
+        200: dict, 201: dict, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 409: ErrorEnvelope, 413: ErrorEnvelope
+    },
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(UploadRequest)}}}
     },
@@ -215,6 +230,8 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
         "w+", encoding="utf-8", prefix="marina-upload-", suffix=".json"
     ) as result_file:
         data, keys = await sync_to_async(_parse, thread_sensitive=False)(body, result_file)
+        if caller.keyed and data.get("replicateGroup"):
+            await sync_to_async(_refuse_anothers_group, thread_sensitive=True)(data["replicateGroup"], caller.owner)
         try:
             owners = (caller.owner,) if caller.keyed else None  # its items link to the uploader's traces only
             result = await sync_to_async(_import, thread_sensitive=True)(data, result_file.name, keys, owners)
@@ -224,6 +241,9 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
             text = str(exc).replace("<ledger data>: ", "result: ").replace("--cost-usd", "costUsd")
             text = text.replace("--group", "replicateGroup").replace("--target", "target").replace("--label", "label")
             raise _bad(text.replace("--judge", "judge")) from None
+    if caller.keyed and not result.created and not run_owners.may_read(caller.owner, result.run.key_name):
+        # The same content filed before by another key: its run is not this key's to see.
+        raise ApiError(409, "This result was filed before by another key; nothing was written.", code="already_filed")
     body_out = {**result.as_dict(), "source": "upload"}
     return HttpResponse(
         json.dumps(body_out, default=str), status=201 if result.created else 200, content_type="application/json"

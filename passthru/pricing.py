@@ -17,10 +17,10 @@ refuses (a cost of -5 once took today's total to -$23; NaN answered 500
 after the provider had billed; 10^30 tokens left no trace)."""
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 from collections import OrderedDict
-import math
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any

@@ -241,6 +241,7 @@ def _import(
         target=options.target,
         group=group or "",
         label=options.label or "",
+        key_name=options.owner,
         seed=run_.seed,
         task_split=_fit(source, "the task split", verdict.task_split, "task_split"),
         num_trials=run_.num_trials,

@@ -24,7 +24,16 @@ import pytest
 
 from passthru.spendcap import LEASE_VALID_SECONDS, TICK_SECONDS
 from tests.conftest import MARINA_KEY
-from tests.e2e.load import Outcome, client_for, cost_nanousd, one_request, priced_handler, request_index, run_load, summary
+from tests.e2e.load import (
+    Outcome,
+    client_for,
+    cost_nanousd,
+    one_request,
+    priced_handler,
+    request_index,
+    run_load,
+    summary,
+)
 from tests.e2e.pgcluster import Cluster
 from tests.e2e.servers import Gunicorn, Ledger
 from tests.upstream import Sse, Step
