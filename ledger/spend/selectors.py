@@ -63,6 +63,13 @@ def key_name_under(prefix: str) -> Q:
     return Q(key_name__startswith=prefix) & Q(Exact(Substr("key_name", 1, len(prefix)), Value(prefix)))
 
 
+def response_key(response_id: str) -> str | None:
+    """The key whose call a Responses answer with this id was, if recorded."""
+    from ledger.models import Trace
+
+    return Trace.objects.filter(response_id=response_id).values_list("key_name", flat=True).first()
+
+
 def owns(owner: str, key_name: str) -> bool:
     """owned_by(owner), for one row's key name."""
     return key_name == owner or key_name.startswith(owner + "/")

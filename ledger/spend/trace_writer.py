@@ -137,6 +137,7 @@ def _trace_values(trace: TraceRecord, upstream: Sequence[SpanRecord]) -> dict[st
         "method": trace.method,
         "path": trace.path[:100],
         "key_name": trace.key_name,
+        "response_id": trace.response_id[:100],
         "requested_model": trace.requested_model[:200],
         "route": trace.route,
         "formation_label": trace.formation_label[:64],

@@ -20,6 +20,7 @@ from typing import Any
 
 from kernel.conversation import identify
 from ledger.spend.records import SpanRecord
+from passthru import response_owners
 from passthru.calls import encode
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
@@ -65,6 +66,10 @@ class ResponsesMeter(Meter):
     def keep(self, event: bytes) -> bool:
         if self.span.ttft_ms is None:
             super().keep(b"")  # the first-byte time
+        if b'"response.created"' in event and "response_id" not in self.span.detail:
+            created = _json(event)
+            if isinstance(created, dict) and isinstance(created.get("response"), dict):
+                _keep_id(self.span, created["response"].get("id"))
         if b'"usage"' in event and any(kind in event for kind in _USAGE_EVENTS):
             data = common.event_data(event)
             try:
@@ -75,6 +80,20 @@ class ResponsesMeter(Meter):
             if isinstance(response, dict) and isinstance(response.get("usage"), dict):
                 self.usage = _priced(self.route, response["usage"])
         return True
+
+
+def _keep_id(span: SpanRecord, response_id: Any) -> None:
+    """The answer's id on its span, and so on its trace: whose it is (passthru/response_owners.py)."""
+    if isinstance(response_id, str) and response_id:
+        span.detail["response_id"] = response_id[:100]
+
+
+def _json(event: bytes) -> Any:
+    data = common.event_data(event)
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
 
 
 def _meter(route: Route, span: SpanRecord, hide: bool) -> Meter:
@@ -98,6 +117,7 @@ async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     common.check_fields(body, input="str|objects", instructions="str?", tools="objects?", max_output_tokens="int?")
     model = body["model"]
     common.refuse_formations(model, ctx.inbound.headers, "/v1/responses")
+    await response_owners.check_previous(ctx, body)  # another key's response id: 404
     ctx.route = "passthru"
     routes = plan(model)
     # A fallback plan keeps the routes of its first route's kind: one answer
@@ -115,6 +135,8 @@ async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
 async def _native(ctx: RequestContext, routes: Plan, body: dict[str, Any]) -> Outbound:
     if not ctx.stream:
         route, done = await common.first_json(ctx, routes, body, RESPONSES)
+        if done.ok and isinstance(done.payload, dict):
+            _keep_id(done.span, done.payload.get("id"))
         return common.plain_out(route, done)
     route, reply = await common.first_stream(ctx, routes, body, RESPONSES)
     if reply.events is None:
