@@ -134,14 +134,15 @@ def recent_models(limit: int = 50) -> list[str]:
     return [r["requested_model"] for r in rows]
 
 
-def recent_providers(limit: int = 50) -> dict[str, set[str]]:
+def recent_providers(limit: int = 50, owner: str | None = None) -> dict[str, set[str]]:
     """Requested model ids served in the last week (most used first) with the
     providers that served them, so /v1/models can drop ids whose provider is gone.
     Served means answered: an id whose every call failed (a typo the provider
-    answered 404) is not offered to clients."""
+    answered 404) is not offered to clients. With `owner`, only that key's
+    calls (owned_by): one key does not learn the ids another called."""
     since = date.fromordinal(utc_today().toordinal() - 7)
     rows = (
-        SpendDaily.objects.filter(day__gte=since)
+        SpendDaily.objects.filter(owned_by(owner) if owner is not None else Q(), day__gte=since)
         .values("requested_model", "provider")
         .annotate(n=Sum("calls"), answered=Sum(F("calls") - F("errors")))
         .filter(answered__gt=0)
