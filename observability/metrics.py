@@ -73,7 +73,7 @@ COST = Counter(
     ["key", "model", "provider", "upstream_model"],
 )
 UNPRICED = Counter(
-    "marina_unpriced_calls", "Upstream calls with no known cost.", ["key", "model", "provider", "upstream_model"]
+    "marina_unpriced_calls", "Answered upstream calls with no known cost (failed calls are not counted here).", ["key", "model", "provider", "upstream_model"]
 )
 FORMATION_DECISIONS = Counter(
     "marina_formation_decisions", "Formation outcomes (x-marina-verify's value for verify).", ["formation", "decision"]
@@ -161,7 +161,7 @@ def _count_span(trace: TraceRecord, span: SpanRecord, model: str) -> None:
     ):
         if count:
             TOKENS.labels(*bucket, kind).inc(count)
-    if span.cost_nanousd is None:
+    if span.cost_nanousd is None and span.status != "error":  # answered, unpriced (a failure is no price missing)
         UNPRICED.labels(*bucket).inc()
     else:
         COST.labels(*bucket).inc(span.cost_nanousd / 1e9)

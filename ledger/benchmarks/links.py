@@ -243,7 +243,7 @@ def _add(links: ItemLinks, row: dict[str, Any], role: str, spans: list[tuple[str
     links.prompt_tokens += row["prompt_tokens"]
     links.completion_tokens += row["completion_tokens"]
     if row["cost_nanousd"] is None:
-        links.unpriced += 1
+        links.unpriced += row["status"] != "error"  # a failed call is an error, not an unpriced one
     else:
         links.cost_nanousd = (links.cost_nanousd or 0) + row["cost_nanousd"]
     links.decided.add(of_trace(row["route"], row["formation_label"], spans))
