@@ -9,7 +9,7 @@ Each backend runs in a process of its own on a fresh database (a temporary
 SQLite file; a PostgreSQL database created, migrated and dropped). The store
 is first filled with --conversations live conversations (their state as a
 real first turn left it, under each one's derived key), then every request
-is the next turn of one of them, sent to `passthru.chat.chat_completions`
+is the next turn of one of them, sent to `passthru.doors.chat.chat_completions`
 exactly as the ASGI edge hands it over: key check, body parsing, the
 conversation key chain, the state read, the extraction and the trailing
 note, the argument check's value extraction and grading, the state write,
@@ -173,8 +173,8 @@ def _answer_in_memory() -> None:
 
 
 async def _requests(conversations: Conversations, model: str, requests: int, concurrency: int) -> tuple[float, float, set[str]]:
-    from passthru.chat import chat_completions
     from passthru.context import Inbound
+    from passthru.doors.chat import chat_completions
 
     queue = iter([conversations.next_request(model) for _ in range(requests)])
     labels: set[str] = set()
@@ -217,7 +217,7 @@ def _fill(conversations: Conversations) -> int:
 
 def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, float]]:
     """Microseconds per call of the formation's own pieces, each timed alone."""
-    from ledger.dbthread import relax_commit
+    from kernel.dbthread import relax_commit
     from passthru.formations import state
     from passthru.formations.argcheck.values import channels_of, extract_values, grade
     from passthru.formations.conversation import read_history, with_trailing_note
@@ -279,8 +279,8 @@ def child(requests: int, count: int) -> dict[str, Any]:
     first = json.dumps(conversations.body(IDS["obligations+argcheck"], 0, 1)).encode()
 
     async def first_turn() -> None:
-        from passthru.chat import chat_completions
         from passthru.context import Inbound
+        from passthru.doors.chat import chat_completions
 
         out = await chat_completions(Inbound("POST", "/v1/chat/completions", request_headers(0), first, "127.0.0.1"))
         assert out.status == 200, out.body

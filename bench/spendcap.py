@@ -1,6 +1,6 @@
 """The daily cap's cost per upstream call (passthru/spendcap.py): a hold taken
 before the call, awaited as passthru/calls.py awaits it, and released after
-(as chat.py does once the trace is written), on SQLite and on PostgreSQL;
+(as passthru/lifecycle.py does once the trace is written), on SQLite and on PostgreSQL;
 against, in the same run, the cap off and the trace write every call already
 pays (`ledger.spend.services.arecord_request` of a one-span trace). "cap on"
 is a cap far off (calls served from the process's lease); "cap near" one

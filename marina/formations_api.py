@@ -9,20 +9,15 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router
 
+from kernel import formations as registry
 from marina.read_api import ERRORS, Reader
 from passthru import formations
 
 router = Router(tags=["read"], auth=Reader())
 
-# What each template's <model> means, and what the formation does (docs/formations.md).
-_ABOUT = {
-    "marina/verify:<model>": "draft, independent review, one guarded revision; <model> is the proposer "
-    "(`<proposer>+<checker>` names the checker too)",
-    "marina/obligations:<model>": "the user's requests kept as obligations across turns; a final reply that "
-    "leaves one owed is judged and retried once",
-    "marina/argcheck:<model>": "a write call holding a value neither the user nor a tool stated is judged and retried once",
-    "marina/lessons:<model>": "lessons learned from past failed runs recalled into the conversation",
-}
+# What each template's <model> means, and what the formation does (kernel/formations.py, docs/formations.md).
+_STACK_EXAMPLE = registry.stacked(registry.VERIFY.template, registry.OBLIGATIONS.name, registry.ARGCHECK.name)
+_ABOUT = {entry.template: f"{entry.description}; <model> is {entry.model}" for entry in registry.ALL}
 
 
 @router.get("/formations", response={200: dict, **ERRORS}, summary="The formations' model-id templates")
@@ -41,5 +36,5 @@ def list_formations(request: HttpRequest) -> dict[str, Any]:
     return {
         "templates": templates,
         "note": "replace <model> with a callable id (a <provider>/<model>, an alias, `default`); prefixes stack "
-        "(marina/obligations:marina/argcheck:marina/verify:<model>). Crews are `marina:<name>` and listed by /v1/models.",
+        f"({_STACK_EXAMPLE}). Crews are `{registry.CREW_PREFIX}<name>` and listed by /v1/models.",
     }

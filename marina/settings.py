@@ -105,7 +105,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django turns prepared statements off for the sake of connection poolers;
-    # Marina prepares the statements it runs on every call (ledger/prepared.py:
+    # Marina prepares the statements it runs on every call (kernel/prepared.py:
     # the trace write, the spend cap, the rate limiter). Django's own queries
     # bind on the client and are never prepared either way. `false` for a
     # pooler in transaction mode without prepared-statement support (PgBouncer
@@ -389,6 +389,3 @@ TAU2_VENV = env_str("MARINA_TAU2_VENV") or str(Path.home() / ".cache" / "marina"
 MARINA_LESSONS = env_str("MARINA_LESSONS", "on").lower()
 if MARINA_LESSONS not in ("on", "observe", "off"):
     raise ConfigError(f"MARINA_LESSONS must be on, observe or off, not {MARINA_LESSONS!r}")
-# The judge learn_lessons and import_tau2 --learn ask, named here rather than imported by the
-# ledger: it goes through passthru's upstream path, and the ledger sits below passthru.
-MARINA_LESSONS_JUDGE = "passthru.lessons_judge.UpstreamJudge"

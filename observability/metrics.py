@@ -161,10 +161,10 @@ def _count_span(trace: TraceRecord, span: SpanRecord, model: str) -> None:
     ):
         if count:
             TOKENS.labels(*bucket, kind).inc(count)
-    if span.cost_nanousd is None and span.status != "error":  # answered, unpriced (a failure is no price missing)
-        UNPRICED.labels(*bucket).inc()
-    else:
+    if span.cost_nanousd is not None:
         COST.labels(*bucket).inc(span.cost_nanousd / 1e9)
+    elif span.status != "error":  # answered and unpriced (a failed call is no price missing)
+        UNPRICED.labels(*bucket).inc()
 
 
 def count_trace(trace: TraceRecord) -> None:

@@ -20,7 +20,7 @@ def model_id_problem(model_id: str) -> str:
     """Why Marina cannot serve `model_id` now, or '' (the same checks a request meets before any upstream call)."""
     if crews.is_crew_id(model_id):
         return "a crew cannot serve another crew: give the model id that crew serves."
-    inner = stack.plan(model_id, {}).inner  # what marina/obligations: and marina/argcheck: wrap
+    inner = stack.plan(model_id, {}).inner  # what the stacked checks' prefixes wrap
     try:
         if inner == model_id and not inner.startswith(verify.PREFIX):
             providers.plan(model_id)  # a plain id: the passthru's routing
@@ -28,8 +28,8 @@ def model_id_problem(model_id: str) -> str:
         parts = [p for p in verify.split_id(inner) if p is not None] if inner.startswith(verify.PREFIX) else [inner]
         for part in parts:
             if not part:
-                return "a model is missing: give one after each prefix and after '+' (marina/verify:<proposer>[+<checker>])."
-            if crews.is_crew_id(part) or part.startswith(("marina/obligations:", "marina/argcheck:")):
+                return f"a model is missing: give one after each prefix and after '+' ({verify.PREFIX}<proposer>[+<checker>])."
+            if crews.is_crew_id(part) or part.startswith((stack.OBLIGATIONS_PREFIX, stack.ARGCHECK_PREFIX)):
                 return f"'{part}' cannot be wrapped there (see docs/formations.md for what stacks)."
             providers.resolve(part)  # formation steps: one named provider
     except ApiError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ledger.spend import services
+from kernel import dbwriter
 from passthru import spendcap
 from passthru.calls import drains_finished
 
@@ -19,5 +19,5 @@ from passthru.calls import drains_finished
 async def finish() -> None:
     await drains_finished()
     # Each thread runs its jobs in order: a job queued now ends after those before it.
-    await asyncio.wrap_future(services.submit(lambda: None))
+    await asyncio.wrap_future(dbwriter.submit(lambda: None))
     await asyncio.wrap_future(spendcap.submit(spendcap.give_back))  # this worker's lease: room for the others

@@ -10,18 +10,19 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
-from ledger.spend.spool import spool
+from ledger.spend import services
 from passthru import cors
-from passthru.chat import chat_completions, refuse
 from passthru.context import Inbound
 from passthru.doors import common as doors
+from passthru.doors.chat import chat_completions
 from passthru.doors.embeddings import embeddings
 from passthru.doors.messages import anthropic_error, messages
 from passthru.doors.responses import responses
 from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
 from passthru.intake import admitted, headers_of
+from passthru.lifecycle import refuse
 from passthru.models_list import list_models
-from passthru.responses import Outbound
+from passthru.outbound import Outbound
 from passthru.schemas import (
     AnthropicErrorEnvelope,
     ChatCompletionRequest,
@@ -166,7 +167,7 @@ async def models(request: HttpRequest, response: HttpResponse) -> dict:
 async def health(request: HttpRequest) -> dict:
     # This worker's spool: one that cannot be written refuses every call with a
     # daily cap (503 spend_cap_unavailable naming it), though the database is well.
-    problem = spool.problem()
+    problem = services.spool_problem()
     return {"status": "degraded" if problem else "ok", "engine": "marina", "spool": problem or "ok"}
 
 

@@ -27,7 +27,7 @@ from functools import lru_cache
 
 from django.conf import settings
 
-from ledger.spend import keys as stored_keys
+from kernel import dbwriter
 from ledger.spend import services
 from passthru.errors import ApiError
 
@@ -95,15 +95,15 @@ def _parse_keys(raw: str) -> tuple[_Key, ...]:
 
 @dataclass(frozen=True)
 class _Stored:
-    keys: dict[bytes, stored_keys.Active]
+    keys: dict[bytes, services.Active]
     read_at: float
 
 
 _stored: _Stored | None = None
-_reading: concurrent.futures.Future[dict[bytes, stored_keys.Active]] | None = None
+_reading: concurrent.futures.Future[dict[bytes, services.Active]] | None = None
 
 
-async def _stored_keys(offered: bytes | None) -> dict[bytes, stored_keys.Active]:
+async def _stored_keys(offered: bytes | None) -> dict[bytes, services.Active]:
     """The stored keys as this process last read them, read again when stale."""
     global _stored, _reading
     now = time.monotonic()
@@ -116,7 +116,7 @@ async def _stored_keys(offered: bytes | None) -> dict[bytes, stored_keys.Active]
     if not (stale or unknown):
         return cache.keys  # type: ignore[union-attr]
     if _reading is None:  # one read at a time per process; others wait for it
-        _reading = services.submit(stored_keys.active_keys)
+        _reading = dbwriter.submit(services.active_keys)
     reading = _reading
     try:
         keys = await asyncio.wrap_future(reading)
@@ -205,8 +205,8 @@ def create_key(name: str, *, reads_all: bool = False) -> str:
         raise KeyRefused(f"MODEL_API_KEYS already has a key named {name!r}")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     try:
-        stored_keys.store_key(name, hashlib.sha256(secret.encode()).digest(), secret[: len(SECRET_PREFIX) + 4], reads_all)
-    except stored_keys.KeyNameTaken as exc:
+        services.store_key(name, hashlib.sha256(secret.encode()).digest(), secret[: len(SECRET_PREFIX) + 4], reads_all)
+    except services.KeyNameTaken as exc:
         raise KeyRefused(str(exc)) from None
     forget()
     return secret
@@ -214,6 +214,6 @@ def create_key(name: str, *, reads_all: bool = False) -> str:
 
 def revoke_key(name: str) -> None:
     """Revoke a key made with create_key: refused within KEY_REFRESH_SECONDS on every server."""
-    if not stored_keys.revoke(name):
+    if not services.revoke(name):
         raise KeyRefused(f"no active key named {name!r} (keys in MODEL_API_KEYS are removed from the environment)")
     forget()

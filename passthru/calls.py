@@ -23,9 +23,9 @@ from passthru import spendcap, upstream
 from passthru.context import RequestContext
 from passthru.endpoints import CHAT, Endpoint
 from passthru.errors import ApiError, UpstreamError, bad_upstream_response, relayed_error
+from passthru.outbound import SSE
 from passthru.pricing import Usage
 from passthru.providers import Route
-from passthru.responses import SSE
 from passthru.streaming import Meter, Pump, relay_or_error, wants_usage, with_usage_requested
 
 
@@ -65,7 +65,7 @@ def encode(body: dict[str, Any]) -> bytes:
 
 async def _hold(ctx: RequestContext, route: Route, body: dict[str, Any], data: bytes) -> None:
     """The daily cap, with this call's estimated cost held against it until the
-    request's trace (and so its spend) is recorded (chat.py releases it)."""
+    request's trace (and so its spend) is recorded (passthru/lifecycle.py releases it)."""
     hold = await spendcap.hold(route.provider.name, route.upstream_model, body, len(data))
     if hold is not None:
         ctx.holds.append(hold)

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kernel import formations as registry
 from passthru.context import RequestContext
 from passthru.errors import ApiError
 from passthru.formations.conversation import SYSTEM_ROLES
 from passthru.formations.state import run_on_state_thread
 from passthru.providers import DEFAULT_IDS
 
-PREFIX = "marina:"
+PREFIX = registry.CREW_PREFIX
 RESERVED_NAMES = frozenset(i[len(PREFIX) :] for i in DEFAULT_IDS if i.startswith(PREFIX))  # marina:default
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 # Fields by which a caller sets its own reasoning effort (the crew's default then stays out).

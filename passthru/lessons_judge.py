@@ -4,9 +4,9 @@ each judgement is priced, checked against the daily cap, counted in
 spend_daily and traced (route `learn`, key `learn_lessons`) like any /v1 call.
 
 Lives in passthru/ because it needs passthru's upstream path (and the ledger's
-trace writer, below it). The ledger never imports passthru: its commands find
-this class through settings.MARINA_LESSONS_JUDGE and hand it to
-ledger.lessons.learning.learn."""
+trace writer, below it). The ledger never imports passthru: the commands that
+learn (learn_lessons, import_tau2 --learn: repro/management/commands/, above
+both apps) hand this class to ledger.lessons.cli.run_learning."""
 from __future__ import annotations
 
 import asyncio

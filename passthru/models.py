@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
+from kernel import formations
+
 CREW_NAME = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,62}$",
     "Lower-case letters, digits, '.', '_' and '-', starting with a letter or digit (at most 63).",
@@ -51,8 +53,8 @@ class Crew(models.Model):
     model_id = models.CharField(
         "model id",
         max_length=200,
-        help_text="Any id Marina serves: openrouter/openai/gpt-5.2, marina/verify:…, "
-        "marina/obligations:marina/argcheck:… (not another crew).",
+        help_text=f"Any id Marina serves: openrouter/openai/gpt-5.2, {formations.VERIFY.prefix}…, "
+        f"{formations.stacked('…', formations.OBLIGATIONS.name, formations.ARGCHECK.name)} (not another crew).",
     )
     system_text = models.TextField(
         "extra system text", blank=True, help_text="Sent as a system message after the caller's system messages."

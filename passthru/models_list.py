@@ -19,7 +19,8 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger.spend import selectors, services
+from kernel import dbwriter
+from ledger.spend import services
 from passthru import auth, crews, formations, providers
 from passthru.doors.catalog import endpoints
 from passthru.errors import ApiError
@@ -47,7 +48,7 @@ async def list_models(authorization: str | None) -> dict[str, Any]:
     caller = await auth.authenticate(authorization)
     # The ids served lately are the caller's own (a read-all key's: everyone's; open mode has one tenant).
     owner = caller.owner if caller.keyed and not caller.reads_all else None
-    recent = await asyncio.wrap_future(services.submit(selectors.recent_providers, 50, owner))
+    recent = await asyncio.wrap_future(dbwriter.submit(services.recent_providers, 50, owner))
     now = int(time.time())
     ids: dict[str, str] = {}
     aliases = [alias for alias in settings.MARINA_MODEL_ALIASES if _routes(alias)]

@@ -24,10 +24,10 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from kernel import proxies
-from ledger.dbthread import DbThread
-from ledger.spend.services import write_turn as sqlite_write_turn
+from kernel.dbthread import DbThread
+from kernel.dbwriter import write_turn as sqlite_write_turn
+from kernel.rawcursor import PerConnection, RawCursor
 from passthru.errors import ApiError
-from passthru.rawcursor import PerConnection, RawCursor
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _take_sql(vendor: str) -> str:
 
 
 class _Statements(RawCursor):
-    """The limiter's statements for its vendor (passthru/rawcursor.py says why
+    """The limiter's statements for its vendor (kernel/rawcursor.py says why
     raw and prepared): a bucket lost in a database crash is a full bucket, no
     harm done."""
 
@@ -97,7 +97,7 @@ def sweep(rps: float, burst: int) -> int:
         return int(cursor.rowcount)
 
 
-# One thread per process holds the limiter's connection (ledger/dbthread.py):
+# One thread per process holds the limiter's connection (kernel/dbthread.py):
 # a thread and a connection per call would cost more than the check itself.
 _limiter = DbThread("ratelimit")
 SWEEP_EVERY = 10_000  # checks

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from kernel import dbwriter
 from ledger.spend import services
-from ledger.spend.selectors import owns, response_key
 from passthru.auth import AGENT_SEPARATOR
 from passthru.context import RequestContext
 from passthru.errors import ApiError
@@ -29,14 +29,14 @@ async def check_previous(ctx: RequestContext, body: dict[str, Any]) -> None:
         return
     try:
         # On the ledger writer's thread and connection, as the stored keys are read.
-        recorded = await asyncio.wrap_future(services.submit(response_key, previous))
+        recorded = await asyncio.wrap_future(dbwriter.submit(services.response_key, previous))
     except DatabaseError:
         raise ApiError(
             503, "previous_response_id cannot be checked: the database does not answer. Retry in 2 s.",
             code="service_unavailable", error_type="server_error", headers={"Retry-After": "2"},
         ) from None
     tenant = ctx.key_name.split(AGENT_SEPARATOR, 1)[0]  # an operator key's callers share its responses
-    if recorded is not None and not owns(tenant, recorded):
+    if recorded is not None and not services.owns(tenant, recorded):
         raise ApiError(
             404, f"No response with id {previous!r}.", code="response_not_found", param="previous_response_id"
         )

@@ -8,13 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger.models import SpendDaily, Trace
+from ledger.spend.services import MAX_MODEL_CHARS
 
 # The body rules, stated once: ChatCompletionRequest documents them and
-# passthru.chat.parse_body checks them by hand (faster than validating the
+# passthru.doors.chat.parse_body checks them by hand (faster than validating the
 # model; tests/passthru/test_body_rules.py holds the two to the same verdicts).
-# The ledger keys spend and traces by model id: a longer one could not be stored whole.
-MAX_MODEL_CHARS = min(model._meta.get_field("requested_model").max_length or 0 for model in (SpendDaily, Trace))
+# The ledger keys spend and traces by model id: a longer one (MAX_MODEL_CHARS) could not be stored whole.
 # Control characters (C0, DEL, C1) and line/paragraph separators, as a regular
 # expression's class. The id is echoed in response headers, and Python's header
 # encoding splits lines on U+2028/U+2029 and U+0085 as well as CR/LF: such an

@@ -6,7 +6,7 @@ finish: 50 concurrent $0.01 calls at $0.32 of a $0.40 cap all went through.
 So each upstream call first counts its estimated cost (`estimate_nanousd`:
 the prompt's size, the model's price, and `max_tokens` or
 MARINA_SPEND_CAP_COMPLETION_TOKENS) against room reserved in the database,
-until its spend is recorded (chat.py `release`s it once the trace is
+until its spend is recorded (passthru/lifecycle.py `release`s it once the trace is
 committed): a call counts as reserved, or as spent, or for a moment as both;
 never as neither.
 
@@ -17,7 +17,7 @@ spend recorded by its calls since the lease was last sized. A call starts
 without the database when U + e <= L - B (and something is left). Else it
 asks the cap thread, which in one transaction serialised across hosts
 (PostgreSQL: an advisory transaction lock; SQLite: the ledger's write turn,
-an flock taken by every writer of the file, ledger/spend/services.py) reads
+an flock taken by every writer of the file, kernel/dbwriter.py) reads
 today's spend S (spend_daily) and the other live rows O, takes the asking
 calls that fit (S + O + U + e <= cap, and S + O + U < cap; else the 429 with
 those figures), and sizes the lease to U + the calls taken + a chunk (B
@@ -83,13 +83,12 @@ from django.db import DatabaseError, connection
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 
+from kernel.dbthread import DbThread
+from kernel.dbwriter import write_turn as sqlite_write_turn
 from kernel.money import dollars, to_nanousd
-from ledger.dbthread import DbThread
-from ledger.spend.selectors import utc_today
-from ledger.spend.services import write_turn as sqlite_write_turn
-from ledger.spend.spool import spool
+from kernel.rawcursor import PerConnection, RawCursor
+from ledger.spend.services import spool_nearly_full, spool_problem, spooled_spend, utc_today
 from passthru.errors import ApiError
-from passthru.rawcursor import PerConnection, RawCursor
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +237,7 @@ class _Ask:
 
 
 _asks: deque[_Ask] = deque()
-_thread = DbThread("spendcap")  # ledger/dbthread.py
+_thread = DbThread("spendcap")  # kernel/dbthread.py
 _book = Book()
 SWEEP_EVERY = 1000  # batches
 _state = {"batches": 0}
@@ -246,7 +245,7 @@ _ticker: list[threading.Thread] = []  # started with the first lease (after guni
 
 
 class _Statements(RawCursor):
-    """The cap thread's statements (passthru/rawcursor.py says why raw and
+    """The cap thread's statements (kernel/rawcursor.py says why raw and
     prepared): leases lost in a database crash are processes that crashed with it."""
 
     def __init__(self) -> None:
@@ -284,7 +283,7 @@ class _Statements(RawCursor):
         the estimates taken."""
         day = self.day(lease.day)
         # Read before spend_daily: a record replayed in between is counted twice, never zero times.
-        spooled = spool.pending_spend(lease.day)
+        spooled = spooled_spend(lease.day)
         self.cursor.execute(self.figures, [day, day, now - LEASE_STALE_SECONDS, lease.id], **self.prepare)
         spent, others, other_rows = (int(v) for v in self.cursor.fetchone())
         spent += spooled
@@ -487,9 +486,9 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     cap = settings.MARINA_DAILY_SPEND_CAP_USD
     if cap is None:
         return None
-    if spool.nearly_full() and settings.MARINA_SPEND_CAP_ON_DB_ERROR != "allow":
+    if spool_nearly_full() and settings.MARINA_SPEND_CAP_ON_DB_ERROR != "allow":
         # The spool's own words: it may be broken with the database well (/v1/health says so too).
-        raise _unavailable(spool.problem() or "the database does not answer and the ledger's spool is nearly full")
+        raise _unavailable(spool_problem() or "the database does not answer and the ledger's spool is nearly full")
     estimate = estimate_nanousd(provider, upstream_model, body, body_bytes)
     today = utc_today()
     cap_nanousd = to_nanousd(cap)

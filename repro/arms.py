@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kernel import formations
+
 DEFAULT_ARMS = ("single", "verify")
 NAMED_ARMS = ("single", "verify", "obligations", "argcheck", "obligations+argcheck", "lessons")
-CREW_PREFIX = "marina:"
+CREW_PREFIX = formations.CREW_PREFIX
 _CREW = re.compile(r"^marina:[a-z0-9][a-z0-9._-]{0,62}$")
 _NOT_IN_GROUPS = re.compile(r"[^A-Za-z0-9:._@/-]")  # the ledger's group alphabet
 
@@ -42,18 +44,14 @@ class ArmError(ValueError):
 
 
 def agent_model(name: str, model: str, checker: str | None) -> str:
+    """The id an arm's agent asks for: a formation's arm is the model wrapped in
+    its prefixes (kernel/formations.py), `a+b` stacking both, outermost first."""
     if name == "single":
         return model
-    if name == "verify":
-        return f"marina/verify:{model}" + (f"+{checker}" if checker and checker != model else "")
-    if name == "obligations":
-        return f"marina/obligations:{model}"
-    if name == "argcheck":
-        return f"marina/argcheck:{model}"
-    if name == "obligations+argcheck":
-        return f"marina/obligations:marina/argcheck:{model}"
-    if name == "lessons":
-        return f"marina/lessons:{model}"
+    if name == formations.VERIFY.name:
+        return formations.VERIFY.wrap(model) + (f"+{checker}" if checker and checker != model else "")
+    if name in NAMED_ARMS:
+        return formations.stacked(model, *name.split("+"))
     if _CREW.match(name):
         return name
     raise ArmError(

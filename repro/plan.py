@@ -7,12 +7,15 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel import money
 from repro import tau2cli
 from repro.arms import Arm, parse_arms
 from repro.budget import ArmEstimate, estimate_arm, has_price
+
+if TYPE_CHECKING:
+    from repro.power import PowerPlan
 
 # Tasks per domain in τ²'s `base` split (the board's), when τ²'s own split file cannot be read.
 BASE_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
@@ -41,6 +44,12 @@ class Options:
     server_url: str = "http://127.0.0.1:3300"
     run_dir: str = "repro-runs"
     arms: str | None = None
+    # Power and stopping (docs/comparisons.md): the pass^1 difference to detect, at this level and power;
+    # with stop_when_decided the replicates end once the anytime interval decides.
+    detect: float | None = None
+    alpha: float = 0.05
+    power: float = 0.80
+    stop_when_decided: bool = False
 
 
 def replicate_seed(seed: int, replicate: int) -> int:
@@ -72,6 +81,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     fallback_per_mtok: int | None = None  # nano-dollars per million tokens, for unpriced calls
     unpriced_models: list[str] = field(default_factory=list)  # models with no price anywhere
+    power: PowerPlan | None = None  # with --detect (repro.power.plan_power)
 
     def refusal(self) -> str:
         """Why the real run would be refused before anything runs ('' if it would not)."""
@@ -126,6 +136,8 @@ class Plan:
             "unpriced_usd_per_mtok": o.unpriced_usd_per_mtok, "unpriced_models": self.unpriced_models,
             "tau2": f"{self.install.distribution} {self.install.version}",
             "arms": {a.name: a.agent_model for a in self.arms},
+            "detect": o.detect, "alpha": o.alpha, "power": o.power, "stop_when_decided": o.stop_when_decided,
+            "power_plan": None if self.power is None else self.power.as_settings(),
         }  # fmt: skip
 
 
@@ -157,6 +169,7 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
         raise ValueError("--num-tasks must be at least 1")
     if options.num_tasks is not None and options.task_ids:
         raise ValueError("give --num-tasks or --task-ids, not both")
+    _check_power(options)
     try:
         budget = money.to_nanousd(options.budget_usd)
     except money.MoneyError:
@@ -201,6 +214,18 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
     plan.fallback_per_mtok = fallback
     plan.unpriced_models = _unpriced_models(options, arms)
     return plan
+
+
+def _check_power(options: Options) -> None:
+    if options.detect is not None and not 0 < options.detect < 1:
+        raise ValueError(f"--detect is a pass^1 difference between 0 and 1 (0.03 is 3 points), not {options.detect}")
+    if not 0 < options.alpha < 1 or not 0 < options.power < 1:
+        raise ValueError("--alpha and --power must be between 0 and 1")
+    if options.stop_when_decided:
+        if options.replicates < 2:
+            raise ValueError("--stop-when-decided needs --replicates 2 or more: it stops between replicates")
+        if options.arms is not None and "," not in options.arms:
+            raise ValueError("--stop-when-decided needs two arms or more: it decides each arm against the baseline")
 
 
 def _unpriced_models(options: Options, arms: list[Arm]) -> list[str]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel import money
-from ledger.benchmarks import experiments
+from ledger.benchmarks import experiments, stopping
 from ledger.benchmarks.compare_text import render_text
 from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
 from ledger.benchmarks.importers import import_tau2
@@ -81,6 +81,7 @@ class RunResult:
     outcome: str
     detail: str = ""
     run_id: int | None = None
+    needed: bool = True  # False: not run because the comparison was already decided (--stop-when-decided)
 
 
 @dataclass
@@ -88,11 +89,12 @@ class Report:
     experiment: Experiment
     results: list[RunResult] = field(default_factory=list)
     comparisons: list[str] = field(default_factory=list)
+    decided: str = ""  # why --stop-when-decided ended the replicates early, and what that saved
 
     @property
     def exit_code(self) -> int:
-        """0 every run imported; 3 some run refused for infrastructure errors; 1 otherwise."""
-        outcomes = {r.outcome for r in self.results}
+        """0 every run imported (that was needed); 3 some run refused for infrastructure errors; 1 otherwise."""
+        outcomes = {r.outcome for r in self.results if r.needed}
         if outcomes == {Outcome.IMPORTED}:
             return 0
         if outcomes <= {Outcome.IMPORTED, Outcome.REFUSED}:
@@ -162,6 +164,7 @@ class Runner:
         self.key_name = key_name_for(plan)
         self.spent = 0
         self.stopped = ""  # why the experiment stopped early, if it did
+        self.decided = ""  # why --stop-when-decided left the remaining replicates out, if it did
         self._secret = ""  # the experiment key, while it exists
 
     # -- the whole experiment --------------------------------------------------------
@@ -194,6 +197,8 @@ class Runner:
                             self.stopped = self._budget_spent()
                     if self.stopped:
                         result = RunResult(run, Outcome.STOPPED, f"not run: {self.stopped}")
+                    elif self.decided:
+                        result = RunResult(run, Outcome.STOPPED, f"not run: {self.decided}", needed=False)
                     else:
                         result = self._run_one(experiment, run, f"{index}/{len(plan.runs)}")
                     experiments.record_run(
@@ -201,6 +206,8 @@ class Runner:
                     )
                     report.results.append(result)
                     self.say(f"[{run.arm.name} r{run.replicate}] {result.outcome}: {result.detail}")
+                    if run.arm == plan.arms[-1] and not (self.stopped or self.decided):  # a replicate ends
+                        self._check_decided(experiment, run.replicate, plan.runs[index:], report)
             except BaseException as exc:
                 self.stopped = self.stopped or ("terminated" if isinstance(exc, Terminated) else "interrupted")
                 raise
@@ -208,7 +215,7 @@ class Runner:
                 self.spent = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
                 final = key_spend(self.key_name)  # recorded as spent: what was priced, never an estimate
                 report.experiment = experiments.close_experiment(experiment, spent_nanousd=final.cost_nanousd,
-                                                                 stopped=self.stopped)  # fmt: skip
+                                                                 stopped=self.stopped, decided=report.decided)  # fmt: skip
         finally:
             self._secret = ""
             try:
@@ -230,6 +237,32 @@ class Runner:
                 text = f"{title}\n{render_text(compared.comparison)}"
             report.comparisons.append(text)
         return report
+
+    def _check_decided(self, experiment: Experiment, replicate: int, remaining: list[PlannedRun], report: Report) -> None:
+        """After a replicate, with --stop-when-decided: the anytime interval of every arm against
+        the baseline; once all are decided the remaining replicates are not run."""
+        o = self.plan.options
+        if not o.stop_when_decided or replicate >= o.replicates:
+            return
+        rule = stopping.state(experiment, detect=o.detect, alpha=o.alpha)
+        for arm in rule.arms:
+            shown = arm.decision.reason if arm.decision is not None else "no replicate of both imported yet"
+            self.say(f"[after r{replicate}] stopping rule, {arm.arm} vs {arm.baseline}: {shown}")
+        if not rule.decided:
+            return
+        self.decided = f"decided after {replicate} of {o.replicates} replicate(s)"
+        per_run = self.plan.simulations_per_run or 0
+        estimates = {e.arm: e.per_simulation_nanousd for e in self.plan.estimates}
+        costs = [estimates.get(r.arm.name) for r in remaining]
+        cost = (
+            "an unknown amount" if any(c is None for c in costs)
+            else f"about {money.dollars(sum(c or 0 for c in costs) * per_run)} at the plan's estimate"
+        )  # fmt: skip
+        report.decided = (
+            f"{self.decided} ({rule.reason}); saved {len(remaining)} τ² run(s), "
+            f"{len(remaining) * per_run} simulation(s), {cost}"
+        )
+        self.say(f"stopped early: {report.decided}")
 
     def _budget_spent(self) -> str:
         return f"budget spent ({money.dollars(self.spent)} of {money.dollars(self.plan.budget_nanousd)})"

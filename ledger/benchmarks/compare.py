@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from kernel import money
-from ledger.benchmarks import stats
+from ledger.benchmarks import power, stats
 from ledger.benchmarks.decisions import patterns as decision_patterns
 from ledger.benchmarks.metrics import is_successful, summarize
 from ledger.models import BenchmarkItem, BenchmarkRun
@@ -126,6 +126,10 @@ class Comparison:
     tasks: list[TaskDiff]
     replicates: Replicates | None = None  # groups only
     decisions: list[DecisionRow] = field(default_factory=list)  # empty when no formation decided anything
+    # The smallest B − A these runs detect at 80 % power and α 0.05 (2.80 × the bootstrap draws'
+    # SD; None when fewer than two tasks or no spread), and what the interval says in words.
+    smallest_detectable: float | None = None
+    verdict: str = ""
 
 
 @dataclass(frozen=True)
@@ -348,6 +352,8 @@ def _compare(
         method = f"task-clustered paired, {resamples} resamples, seed {seed}"
         replicates = None
 
+    diff_ci = stats.percentile_interval(draws, level=0.95)
+    said = power.verdict(diff_ci, stats.sample_sd(draws), len(task_ids))
     return Comparison(
         a=a,
         b=b,
@@ -358,11 +364,13 @@ def _compare(
         b_only=b_only,
         mcnemar_p=stats.mcnemar_exact_p(a_only, b_only),
         diff_pass1=b.pass_hat_k[0] - a.pass_hat_k[0],
-        diff_ci=stats.percentile_interval(draws, level=0.95),
+        diff_ci=diff_ci,
         bootstrap=method,
         tasks=tasks,
         replicates=replicates,
         decisions=_decision_rows(side_a, side_b, shared, grouped),
+        smallest_detectable=said.smallest_detectable,
+        verdict=said.text,
     )
 
 

@@ -51,6 +51,8 @@ def render_text(c: Comparison, *, tasks: bool = False) -> str:
     lo, hi = c.diff_ci
     lines.append(f"pass^1 B - A {_signed_pct(c.diff_pass1)}  95% [{_signed_pct(lo)}, {_signed_pct(hi)}]")
     lines.append(f"   bootstrap: {c.bootstrap}")
+    mde = "n/a" if c.smallest_detectable is None else f"{100 * c.smallest_detectable:.1f} points"
+    lines.append(f"   smallest detectable difference (80% power, alpha 0.05): {mde}; {c.verdict}")
     if c.a.cost_per_item_usd is not None and c.b.cost_per_item_usd is not None and not (c.a.unpriced_calls or c.b.unpriced_calls):
         lines.append(f"$/item B - A {c.b.cost_per_item_usd - c.a.cost_per_item_usd:+.8f}")
     if c.replicates is not None:

@@ -26,7 +26,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-VERIFY, OBLIGATIONS, ARGCHECK = "verify", "obligations", "argcheck"
+from kernel import formations
+
+# The formations' names (kernel/formations.py). Which spans hold a decision that
+# `of_trace` reads is kernel.formations.holds_decision (the ledger's trace writer
+# keeps those spans with MARINA_TRACE_STORE=otel).
+VERIFY, OBLIGATIONS, ARGCHECK = formations.VERIFY.name, formations.OBLIGATIONS.name, formations.ARGCHECK.name
 STACKED = (OBLIGATIONS, ARGCHECK)
 
 # Labels meaning a retry ran (passthru/formations/obligations/formation.py and argcheck.py `_retry`).
@@ -43,14 +48,6 @@ _LABEL_LIMIT = 64  # Trace.formation_label's length: a label this long may have 
 # after the call (the last call's stand for the item), argcheck's are this call's.
 OBLIGATIONS_STATE = ("open", "satisfied", "declined")
 ARGCHECK_COUNTS = ("writes", "checked", "flagged", "judged")
-
-
-def holds_decision(name: str, detail: Mapping[str, Any]) -> bool:
-    """Whether a span records a formation decision that `of_trace` reads: a
-    verify run, or the stack's span with its obligations / argcheck header.
-    (The same test as links._decision_spans' query; MARINA_TRACE_STORE=otel
-    keeps these spans, and only these, in the database.)"""
-    return name == VERIFY or OBLIGATIONS in detail or ARGCHECK in detail
 
 
 def read_header(value: str) -> dict[str, str]:

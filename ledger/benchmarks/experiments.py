@@ -67,20 +67,24 @@ def note_spend(experiment: Experiment, spent_nanousd: int) -> None:
     Experiment.objects.filter(pk=experiment.pk).update(spent_nanousd=spent_nanousd)
 
 
-def close_experiment(experiment: Experiment, *, spent_nanousd: int, stopped: str = "") -> Experiment:
+def close_experiment(experiment: Experiment, *, spent_nanousd: int, stopped: str = "", decided: str = "") -> Experiment:
     """Set the final status from the runs' outcomes: stopped (budget or
     interruption, with its reason), complete, partial or failed. Runs still
-    pending are marked stopped."""
+    pending are marked stopped. `decided`: the stopping rule left the runs
+    marked stopped out as not needed (the note says why), so the status is
+    judged on the runs that ran."""
     # A run still pending did not finish: the experiment stopped before or during it.
     ExperimentRun.objects.filter(experiment=experiment, outcome=Outcome.PENDING).update(
         outcome=Outcome.STOPPED, detail=f"not finished: {stopped or 'the experiment ended'}"[:500]
     )
     outcomes = list(ExperimentRun.objects.filter(experiment=experiment).values_list("outcome", flat=True))
+    if decided and not stopped:
+        outcomes = [o for o in outcomes if o != Outcome.STOPPED]
     imported = outcomes.count(Outcome.IMPORTED)
     if stopped:
         status, note = Experiment.Status.STOPPED, stopped
     elif imported == len(outcomes):
-        status, note = Experiment.Status.COMPLETE, ""
+        status, note = Experiment.Status.COMPLETE, decided
     elif imported:
         status, note = Experiment.Status.PARTIAL, f"{len(outcomes) - imported} of {len(outcomes)} runs not imported"
     else:

@@ -27,7 +27,7 @@ from typing import Any
 import ijson
 from django.db.models import Count, Q, Sum
 
-from kernel import money
+from kernel import formations, money
 from kernel.redact import REDACTED, SECRET_VALUES, is_secret_key
 from ledger.benchmarks.board import BASE_SPLIT_TASKS, MIN_TRIALS, reasoning_effort
 from ledger.models import BenchmarkItemTrace, BenchmarkRun, Span, Trace
@@ -38,33 +38,11 @@ STANDARD, CUSTOM = "standard", "custom"
 # What a person fills in before the pull request: marked so it cannot pass for data.
 FILL_IN = "FILL IN"
 
-# Marina's formations as a model id prefix: what each adds to the agent's turn
-# (docs/formations.md, docs/lessons.md). A stack is peeled prefix by prefix.
-FORMATIONS: dict[str, tuple[str, str]] = {
-    "marina/verify:": (
-        "verify",
-        "each agent turn is drafted by the proposer, reviewed by an independent checker model against the "
-        "conversation, the policy and the tool catalogue, and revised at most once; write calls (bookings, "
-        "payments, cancellations) are held unless the checker cites a verbatim conflict",
-    ),
-    "marina/obligations:": (
-        "obligations",
-        "the user's requests are kept as obligations across turns; a final reply that leaves one owed is "
-        "judged by a model and retried once",
-    ),
-    "marina/argcheck:": (
-        "argcheck",
-        "a write call holding a value neither the user nor a tool stated is judged by a model and retried once",
-    ),
-    "marina/lessons:": (
-        "lessons",
-        "lessons learned from earlier failed runs that match the conversation's opening request are added "
-        "to the agent's prompt",
-    ),
-}
-CREW_PREFIX = "marina:"
+# Marina's formations (kernel/formations.py: prefix, name, what each adds to the
+# agent's turn, whether it makes the submission custom). A stack is peeled prefix by prefix.
+CREW_PREFIX = formations.CREW_PREFIX
 # Opt-in headers that turn a formation on for a plain model id.
-_OPT_IN_HEADERS = {"x-marina-obligations": "obligations", "x-marina-argcheck": "argcheck", "x-marina-lessons": "lessons"}
+_OPT_IN_HEADERS = {entry.header: entry for entry in formations.ALL if entry.header}
 _OFF = {"", "off", "0", "false", "no"}
 
 
@@ -122,13 +100,13 @@ def arm_of(run: BenchmarkRun) -> Arm:
     peeled = True
     while peeled:
         peeled = False
-        for prefix, (name, does) in FORMATIONS.items():
-            if model.startswith(prefix):
-                model = model[len(prefix) :]
-                layers.append(name)
-                steps.append(f"marina/{name}: {does}")
+        for entry in formations.ALL:
+            if model.startswith(entry.prefix):
+                model = model[len(entry.prefix) :]
+                layers.append(entry.name)
+                steps.append(f"{entry.prefix} {entry.description}")
                 peeled = True
-    if "verify" in layers and "+" in model:
+    if formations.VERIFY.name in layers and "+" in model:
         model = model.rsplit("+", 1)[0]  # verify's checker after the last +
     if run.target_kind == "crew" or model.startswith(CREW_PREFIX):
         layers.append(f"crew {model[len(CREW_PREFIX):] if model.startswith(CREW_PREFIX) else run.target}")
@@ -138,17 +116,19 @@ def arm_of(run: BenchmarkRun) -> Arm:
         )
         modified = None
     headers = run.agent_args.get("extra_headers") if isinstance(run.agent_args, dict) else None
-    for header, name in _OPT_IN_HEADERS.items():
+    for header, entry in _OPT_IN_HEADERS.items():
         value = headers.get(header) if isinstance(headers, dict) else None
         if isinstance(value, str) and value.strip().lower() not in _OFF and not value.startswith("observe"):
-            if name not in layers:
-                layers.append(name)
-                steps.append(f"{header}: {value} ({FORMATIONS[f'marina/{name}:'][1]})")
-    if "lessons" in layers:
+            if entry.name not in layers:
+                layers.append(entry.name)
+                steps.append(f"{header}: {value} ({entry.description})")
+    used = [formations.BY_NAME[name] for name in layers if name in formations.BY_NAME]
+    if any(entry.changes_prompt for entry in used):
         modified = True  # lessons add text to the agent's prompt
-    if "verify" in layers and modified is False:
-        modified = None  # the proposer's prompt is the benchmark's; the checker's is Marina's
-    return Arm(CUSTOM if layers else STANDARD, model, tuple(layers), tuple(steps), modified if layers else False)
+    if modified is False and any(entry.changes_prompt is None for entry in used):
+        modified = None  # verify: the proposer's prompt is the benchmark's; the checker's is Marina's
+    custom = len(layers) > len(used) or any(entry.custom for entry in used)  # a crew is always custom
+    return Arm(CUSTOM if custom else STANDARD, model, tuple(layers), tuple(steps), modified if layers else False)
 
 
 # -- the checks ------------------------------------------------------------------------------

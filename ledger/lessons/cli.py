@@ -1,19 +1,20 @@
 """What learn_lessons and import_tau2 --learn share: the options, and one
-call that wires the upstream judge (settings.MARINA_LESSONS_JUDGE, which is
-passthru/lessons_judge.py) to the learning loop and prints its report."""
+call that runs the learning loop with the judge the command hands in and
+prints its report. The commands (repro/management/commands/) sit above both
+apps: they hand in passthru's upstream judge (passthru/lessons_judge.py), which
+the ledger never imports."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils.module_loading import import_string
 
 from kernel import money
 from ledger.benchmarks.errors import LedgerInputError
-from ledger.lessons.learning import Report, learn
+from ledger.lessons.learning import Judged, Report, learn
 from ledger.models import BenchmarkRun
 
 
@@ -32,15 +33,27 @@ def budget(options: dict[str, Any]) -> int | None:
     return money.to_nanousd(value)
 
 
-def run_learning(
-    command: BaseCommand, results: str, options: dict[str, Any], run: BenchmarkRun | None, *, show: bool = True
-) -> Report:
-    # Named by a setting, not imported: the judge is passthru's, a layer above the ledger.
-    UpstreamJudge = import_string(settings.MARINA_LESSONS_JUDGE)
+class ClosableJudge(Protocol):
+    """A judge (ledger.lessons.learning.Judge) that holds something to let go of when learning ends."""
 
+    def __call__(self, messages: list[dict[str, str]]) -> Judged: ...
+
+    def close(self) -> None: ...
+
+
+def run_learning(
+    command: BaseCommand,
+    results: str,
+    options: dict[str, Any],
+    run: BenchmarkRun | None,
+    *,
+    make_judge: Callable[[str], ClosableJudge],
+    show: bool = True,
+) -> Report:
+    """Learn from `results` with the judge `make_judge(--judge-model)` (a ValueError: the model cannot judge)."""
     limit = budget(options)
     try:
-        judge = UpstreamJudge(options["judge_model"])
+        judge = make_judge(options["judge_model"])
     except ValueError as exc:
         raise CommandError(str(exc), returncode=2) from None
     try:

@@ -49,6 +49,8 @@ def as_json(c: Comparison) -> dict[str, Any]:
         "diff_pass1": c.diff_pass1,
         "diff_ci": list(c.diff_ci),
         "bootstrap": c.bootstrap,
+        "smallest_detectable": c.smallest_detectable,
+        "verdict": c.verdict,
         "tasks": [
             {
                 "task_id": t.task_id,

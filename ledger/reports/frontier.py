@@ -40,6 +40,7 @@ from django.db.models import Max, Q
 
 from kernel import money
 from ledger.benchmarks.metrics import pass_hat_k
+from ledger.benchmarks.power import distinguish
 from ledger.benchmarks.stats import Z95
 from ledger.models import BenchmarkItem, BenchmarkRun, ExperimentRun
 
@@ -326,4 +327,34 @@ def as_json(f: Frontier) -> dict[str, Any]:
             for p in f.points
         ],
         "frontier": [p.key for p in f.frontier],
+        "neighbours": neighbours_json(f),  # is each frontier point told apart from the next dearer one?
     }
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """Two points next to each other on the frontier (by cost) and whether their pass^k differ
+    by more than noise (ledger.benchmarks.power.distinguish; docs/comparisons.md)."""
+
+    cheaper: str  # point keys
+    dearer: str
+    diff: float  # dearer's pass^k − cheaper's
+    distinguishable: bool
+    smallest_detectable: float
+
+
+def neighbours(f: Frontier) -> list[Neighbours]:
+    out = []
+    on = [p for p in f.frontier if p.value is not None and p.lo is not None and p.hi is not None]
+    for cheaper, dearer in zip(on, on[1:]):
+        told = distinguish((cheaper.value, cheaper.lo, cheaper.hi), (dearer.value, dearer.lo, dearer.hi))  # type: ignore[arg-type]
+        out.append(Neighbours(cheaper.key, dearer.key, told.diff, told.distinguishable, told.smallest_detectable))
+    return out
+
+
+def neighbours_json(f: Frontier) -> list[dict[str, Any]]:
+    return [
+        {"cheaper": n.cheaper, "dearer": n.dearer, "diff": n.diff, "distinguishable": n.distinguishable,
+         "smallest_detectable": n.smallest_detectable}
+        for n in neighbours(f)
+    ]  # fmt: skip

@@ -86,8 +86,15 @@ def frontier(request: HttpRequest) -> HttpResponse:
         "result": result,
         "points": sorted(result.points, key=lambda p: (p.cost_per_simulation_nanousd is None, p.cost_per_simulation_nanousd or 0)),
         "chart_svg": mark_safe(chart) if dots else "",  # built from escaped text only (ledger.reports.scatter)
+        "neighbours": _neighbour_rows(result),
     }
     return render(request, "ledger/frontier.html", context)
+
+
+def _neighbour_rows(result: frontier_data.Frontier) -> list[dict[str, Any]]:
+    """Each pair of neighbouring frontier points with their labels, for the page's table."""
+    labels = {p.key: p.label for p in result.points}
+    return [{"pair": n, "cheaper": labels[n.cheaper], "dearer": labels[n.dearer]} for n in frontier_data.neighbours(result)]
 
 
 class TrajectoryQuery(forms.Form):

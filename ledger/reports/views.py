@@ -18,7 +18,7 @@ from django_tables2.paginators import LazyPaginator
 
 from kernel import money
 from kernel.redact import redact
-from ledger.benchmarks import experiments
+from ledger.benchmarks import experiments, stopping
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
 from ledger.demo import demo_present
 from ledger.models import BenchmarkRun, Experiment, Trace
@@ -313,6 +313,8 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "replicates": sorted({r.replicate for row in table for r in row.runs}),
         "comparisons": experiments.arm_comparisons(experiment),
         "live": live.experiment_progress(experiment),  # per arm: progress, spend, pass^1 so far, errors, ETA
+        "power": stopping.plan_progress(experiment),  # the --detect plan and how far it has come (issue 46)
+        "stopping": stopping.state(experiment),  # each arm's anytime interval and whether it decides
     }
     return render(request, "ledger/experiment_detail.html", context)
 

@@ -45,7 +45,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from ledger.spend import writer
+from kernel import dbwriter
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ def maybe_extend_in_background() -> None:
     if _last_check is not None and now - _last_check < SERVER_CHECK_SECONDS:
         return
     _last_check = now
-    writer.submit(_extend_step)
+    dbwriter.submit(_extend_step)
 
 
 def _extend_step() -> None:

@@ -22,8 +22,9 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 
+from kernel import dbwriter
 from ledger.models import Span, Trace
-from ledger.spend import partitions, writer
+from ledger.spend import partitions
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def retention_cutoff(now: datetime | None = None) -> datetime | None:
 def prune_batch(before: datetime, size: int = BATCH) -> tuple[int, int]:
     """Delete up to `size` of the oldest traces started before `before`, with
     their spans and links, in one transaction. Returns (traces, spans)."""
-    with writer.write_turn(), transaction.atomic():
+    with dbwriter.write_turn(), transaction.atomic():
         ids = list(
             Trace.objects.filter(started_at__lt=before).order_by("started_at").values_list("pk", flat=True)[:size]
         )
@@ -108,7 +109,7 @@ def maybe_prune_in_background() -> None:
     _last_prune = now
     cutoff = retention_cutoff()
     if cutoff is not None:
-        writer.submit(_prune_step, cutoff)
+        dbwriter.submit(_prune_step, cutoff)
 
 
 def _prune_step(cutoff: datetime, first: bool = True) -> None:
@@ -120,4 +121,4 @@ def _prune_step(cutoff: datetime, first: bool = True) -> None:
         log.exception("pruning traces before %s failed", cutoff)
         return
     if traces:
-        writer.submit(_prune_step, cutoff, False)
+        dbwriter.submit(_prune_step, cutoff, False)

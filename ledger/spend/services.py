@@ -1,4 +1,8 @@
-"""Writes to the ledger. `record_request` is the one function passthru calls."""
+"""Writes to the ledger, and passthru's one entry into it: what the /v1
+surface records (`submit_record`, `record_request`), the keys it checks and
+makes, the providers it lists, and what the daily cap reads of the spool.
+pyproject.toml's import-linter contract keeps passthru from the rest
+(`ledger.models`, the spool, the trace writer)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,6 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from datetime import date
 
 from django.db import (
     DatabaseError,
@@ -19,16 +24,22 @@ from django.db import (
     transaction,
 )
 
-from ledger.models import Trace
+from kernel.dbwriter import close_writer_connection, submit, write_turn
+from ledger.models import SpendDaily, Trace
 from ledger.spend import partitions, retention
+from ledger.spend.keys import Active, KeyNameTaken, active_keys, listed, revoke, store_key
 from ledger.spend.records import TraceRecord
+from ledger.spend.selectors import owns, recent_providers, response_key, utc_today
 from ledger.spend.spool import RETRY_SECONDS, spool
 from ledger.spend.trace_writer import insert_traces, one_statement_each
-from ledger.spend.writer import close_writer_connection, submit, write_turn
 
 __all__ = [  # the writer's own names, re-exported: callers know this module only
     "close_writer_connection", "submit", "write_turn", "record_request", "record_requests", "submit_record",
     "arecord_request", "add_observer", "remove_observer", "WriterObserver", "NotRecorded", "recover",
+    # what passthru reads and keeps (below, and re-exported from keys and selectors)
+    "Active", "KeyNameTaken", "active_keys", "listed", "revoke", "store_key", "recent_providers", "utc_today",
+    "owns", "response_key",
+    "MAX_MODEL_CHARS", "spooled_spend", "spool_nearly_full", "spool_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -298,3 +309,25 @@ def submit_record(trace: TraceRecord) -> concurrent.futures.Future[None]:
 async def arecord_request(trace: TraceRecord) -> None:
     """record_request from async code, awaited so the ledger is exact on return."""
     await asyncio.wrap_future(submit_record(trace))
+
+
+# --- What passthru reads ---------------------------------------------------------
+
+# The longest model id the ledger keeps (its requested_model columns): a longer
+# one is refused at the door (passthru/schemas.py), never cut.
+MAX_MODEL_CHARS = min(model._meta.get_field("requested_model").max_length or 0 for model in (SpendDaily, Trace))
+
+
+def spooled_spend(day: date) -> int:
+    """Spend on `day` this process's spool holds, not yet in spend_daily (the daily cap counts it)."""
+    return spool.pending_spend(day)
+
+
+def spool_nearly_full() -> bool:
+    """Whether the spool may not keep the records of the calls in flight (the daily cap then refuses calls)."""
+    return spool.nearly_full()
+
+
+def spool_problem() -> str:
+    """Why this process's spool cannot keep records ("" if it can): /v1/health and the cap's 503 say it."""
+    return spool.problem()

@@ -40,9 +40,9 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Field, Model
 
-from ledger.benchmarks.decisions import holds_decision
+from kernel.formations import holds_decision
+from kernel.prepared import server_binding_cursor
 from ledger.models import Span, Trace
-from ledger.prepared import server_binding_cursor
 from ledger.spend.records import SpanRecord, TraceRecord
 
 # One SPEND_UPSERT's parameters: day, key, requested model, provider, upstream model, then the

@@ -3,8 +3,9 @@ the rate limit, the body, the trace, the answer in the door's own error
 envelope) and the loop over a plan's routes, each attempt one metered,
 traced upstream call through passthru/calls.py, as chat's are.
 
-The trace, its commit and the release of the daily cap's holds are chat's
-own functions (passthru/chat.py): one way to record a request, whichever door."""
+The trace, its commit and the release of the daily cap's holds are the
+request lifecycle's (passthru/lifecycle.py), as chat's are: one way to record
+a request, whichever door."""
 from __future__ import annotations
 
 import asyncio
@@ -18,15 +19,15 @@ from django.conf import settings
 
 from kernel import money
 from kernel.redact import redact
-from passthru import auth, chat, crews, fallback, formations, ratelimit
+from passthru import auth, crews, fallback, formations, lifecycle, ratelimit
 from passthru.calls import Completion, StreamReply, call_json, call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.endpoints import Endpoint
 from passthru.errors import ApiError, UpstreamError, internal_error
 from passthru.intake import key_header
+from passthru.outbound import Outbound, error_out
 from passthru.pricing import Usage
 from passthru.providers import Plan, Route
-from passthru.responses import Outbound, error_out
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[Outbound]]
 async def serve(inbound: Inbound, handle: Handler, *, envelope: Envelope = error_out) -> Outbound:
     """Answer one request of a door: `handle` gets the context and the parsed
     body; errors become `envelope`'s answer; the trace is committed before
-    return (for streams: when the stream ends, see `chat.relay_and_record`)."""
+    return (for streams: when the stream ends, see `lifecycle.relay_and_record`)."""
     ctx = RequestContext.for_request(inbound)
     try:
         caller = inbound.caller or await auth.authenticate(
@@ -52,10 +53,10 @@ async def serve(inbound: Inbound, handle: Handler, *, envelope: Envelope = error
             ctx.body = redact(body)
         out = await handle(ctx, body)
         if out.stream is not None:
-            return out  # traced when it ends (chat.relay_and_record)
+            return out  # traced when it ends (lifecycle.relay_and_record)
     except asyncio.CancelledError:
         if not ctx.traced:
-            chat._trace_after_drain(ctx, chat.CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
+            lifecycle.trace_after_drain(ctx, lifecycle.CLIENT_CLOSED_REQUEST, "The client disconnected before the answer.")
         raise
     except ApiError as exc:
         return await answer_error(ctx, exc, envelope)
@@ -66,13 +67,13 @@ async def serve(inbound: Inbound, handle: Handler, *, envelope: Envelope = error
     except Exception:
         log.exception("unexpected error answering %s", ctx.request_id)
         return await answer_error(ctx, internal_error(ctx.request_id), envelope)
-    await chat._finish(ctx, out)
+    await lifecycle.finish(ctx, out)
     return out
 
 
 async def answer_error(ctx: RequestContext, exc: ApiError, envelope: Envelope = error_out) -> Outbound:
     out = envelope(exc)
-    await chat._finish(ctx, out, error_kind=exc.trace_kind, error_message=exc.message)
+    await lifecycle.finish(ctx, out, error_kind=exc.trace_kind, error_message=exc.message)
     return out
 
 
@@ -81,7 +82,7 @@ async def refuse(inbound: Inbound, error: ApiError, envelope: Envelope, headers:
     ctx = RequestContext.for_request(inbound)
     out = envelope(error)
     out.headers.update(headers or {})
-    await chat._finish(ctx, out, error_kind=error.code, error_message=error.message)
+    await lifecycle.finish(ctx, out, error_kind=error.code, error_message=error.message)
     return out
 
 
@@ -101,8 +102,8 @@ def refuse_formations(model: str, headers: Mapping[str, str], door: str) -> None
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The body as a dict with a usable `model` (chat's rules), or a 400/413 naming the param."""
-    body = chat.parse_model_body(raw)
+    """The body as a dict with a usable `model` (the rules every door shares), or a 400/413 naming the param."""
+    body = lifecycle.parse_model_body(raw)
     check_fields(body, stream="bool?")
     return body
 
@@ -177,7 +178,7 @@ def plain_out(route: Route, done: Completion, body: bytes | None = None) -> Outb
 async def first_stream(
     ctx: RequestContext, plan: Plan, body: dict[str, Any], endpoint: Endpoint
 ) -> tuple[Route, StreamReply]:
-    """The stream of the first route that serves it, as chat's (passthru/chat.py `_stream`).
+    """The stream of the first route that serves it, as chat's (passthru/doors/chat.py `_stream`).
     A reply with no events (an error, or JSON for a stream) is the last route's, or a final answer."""
     misses = fallback.Misses(plan, [])
     for route in plan.routes:
@@ -203,14 +204,14 @@ async def first_stream(
 async def relayed_error(ctx: RequestContext, reply: StreamReply) -> Outbound:
     """A stream answered with JSON (an error): relayed whole, traced now."""
     out = Outbound(reply.status, {}, reply.body, content_type="application/json")
-    await chat._finish(ctx, out, error_kind=reply.span.error_kind)
+    await lifecycle.finish(ctx, out, error_kind=reply.span.error_kind)
     return out
 
 
 def stream_out(ctx: RequestContext, route: Route, events: AsyncGenerator[bytes, None], trailer: bytes = b"") -> Outbound:
     out = Outbound(200, {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}, content_type="text/event-stream")
-    out.stream = chat.relay_and_record(ctx, events, out, trailer)
-    chat._common_headers(ctx, out)
+    out.stream = lifecycle.relay_and_record(ctx, events, out, trailer)
+    lifecycle.common_headers(ctx, out)
     return out
 
 

@@ -10,8 +10,8 @@ from passthru.context import Inbound, RequestContext
 from passthru.doors import common
 from passthru.endpoints import Endpoint, chat_usage, with_model
 from passthru.errors import ApiError
+from passthru.outbound import Outbound
 from passthru.providers import plan
-from passthru.responses import Outbound
 from passthru.streaming import Meter
 
 # Embeddings have no stream: the meter is never used.

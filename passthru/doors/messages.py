@@ -26,9 +26,9 @@ from passthru.context import Inbound, RequestContext
 from passthru.doors import common
 from passthru.endpoints import Endpoint, with_model
 from passthru.errors import ApiError
+from passthru.outbound import Outbound
 from passthru.pricing import Usage, price, reported_tokens
 from passthru.providers import Plan, Route, plan
-from passthru.responses import Outbound
 from passthru.streaming import Meter
 
 # Providers whose API has Anthropic's /messages.

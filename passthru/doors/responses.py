@@ -25,9 +25,9 @@ from passthru.calls import encode
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
 from passthru.endpoints import CHAT, Endpoint, with_model
+from passthru.outbound import Outbound
 from passthru.pricing import Usage, price, reported_tokens
 from passthru.providers import Plan, Route, plan
-from passthru.responses import Outbound
 from passthru.streaming import Meter
 
 # Providers whose own API has /responses.

@@ -7,7 +7,9 @@ its prompts, its pure logic); what they share sits beside them: `stack.py`
 formation's answer as SSE), `conversation.py`, `tooleffect.py`, `optin.py`,
 `lessons.py` (recall).
 
-A formation exposes a `name`, the model-id `prefix` it answers to, optional
+Which formations there are, their names, prefixes and whether they stack, is
+kernel/formations.py's registry; the dispatch here is built from it. A
+formation exposes a `name`, the model-id `prefix` it answers to, optional
 `listed_ids` (its id templates, for the docs and listings) and
 `async run(ctx, body) -> Outbound`. `choose` decides from the id and the opt-in
 headers which one answers: the stack when a stacking prefix or header is
@@ -18,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from kernel import formations as registry
 from passthru.context import RequestContext
 from passthru.errors import ApiError
-from passthru.formations.lessons import PREFIX as LESSONS_PREFIX
-from passthru.formations.stack import ARGCHECK_PREFIX, OBLIGATIONS_PREFIX, StackFormation, plan
+from passthru.formations.stack import StackFormation, plan
 from passthru.formations.verify.formation import VERIFY
+from passthru.outbound import Outbound
 from passthru.providers import DEFAULT_IDS
-from passthru.responses import Outbound
 
 
 class Formation(Protocol):
@@ -34,15 +36,20 @@ class Formation(Protocol):
     async def run(self, ctx: RequestContext, body: dict[str, Any]) -> Outbound: ...
 
 
+# What runs each registered formation: one that does not stack answers its
+# prefix alone (here); the stacking ones are run by the stack (stack.CHECKS) or
+# recalled for it and for the passthru (lessons: passthru/formations/lessons.py).
+# tests/passthru/test_formation_registry.py holds each registry entry to a runner.
+_ALONE: dict[str, Formation] = {VERIFY.name: VERIFY}
+
+# The formations found by their id's prefix alone.
+BY_PREFIX: tuple[Formation, ...] = tuple(_ALONE[entry.name] for entry in registry.ALL if not entry.stacks)
 # Every formation (the stack as its class: it is built per request), for what
 # describes them by their listed_ids.
-FORMATIONS: tuple[Any, ...] = (VERIFY, StackFormation)
-# The formations found by their id's prefix alone.
-BY_PREFIX: tuple[Formation, ...] = (VERIFY,)
-
+FORMATIONS: tuple[Any, ...] = (*BY_PREFIX, StackFormation)
 
 # Every marina/…: prefix an id may carry; any other is a mistyped formation.
-PREFIXES = (VERIFY.prefix, OBLIGATIONS_PREFIX, ARGCHECK_PREFIX, LESSONS_PREFIX)
+PREFIXES = registry.PREFIXES
 
 
 def _known(model_id: str) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 
 from django.conf import settings
 
+from kernel import formations as registry
 from ledger.lessons import services
 from passthru.context import RequestContext
 from passthru.formations import state
@@ -47,8 +48,8 @@ from passthru.formations.optin import header_mode
 
 log = logging.getLogger(__name__)
 
-PREFIX = "marina/lessons:"
-HEADER = "x-marina-lessons"
+PREFIX = registry.LESSONS.prefix
+HEADER = registry.LESSONS.header
 HEADING = "LESSONS (from past outcomes; trusted first):"
 _RANK = {"off": 0, "observe": 1, "on": 2}
 

@@ -21,6 +21,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from kernel import formations as registry
 from kernel import money
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
@@ -33,13 +34,16 @@ from passthru.formations.optin import header_mode
 from passthru.formations.turn import Answer, Turn
 from passthru.formations.verify.formation import PREFIX as VERIFY_PREFIX
 from passthru.formations.verify.formation import split_id
+from passthru.outbound import Outbound, json_out
 from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
-from passthru.responses import Outbound, json_out
 
-OBLIGATIONS_PREFIX = "marina/obligations:"
-ARGCHECK_PREFIX = "marina/argcheck:"
-CREW_PREFIX = "marina:"
+OBLIGATIONS_PREFIX = registry.OBLIGATIONS.prefix
+ARGCHECK_PREFIX = registry.ARGCHECK.prefix
+CREW_PREFIX = registry.CREW_PREFIX
+# The stacking formations the stack runs itself; lessons (also stacking) is recalled for it.
+CHECKS = (registry.OBLIGATIONS, registry.ARGCHECK)
+OBLIGATIONS, ARGCHECK = registry.OBLIGATIONS.name, registry.ARGCHECK.name
 
 
 @dataclass(frozen=True)
@@ -56,33 +60,31 @@ class Plan:
 
 def plan(model_id: str, headers: Any) -> Plan:
     """Which checks run, and what they wrap."""
-    modes = {"obligations": "", "argcheck": ""}
+    modes = {check.name: "" for check in CHECKS}
     inner = model_id
     with_lessons = False
     while True:
         if inner.startswith(lessons.PREFIX):
             with_lessons, inner = True, inner[len(lessons.PREFIX) :]
-        elif inner.startswith(OBLIGATIONS_PREFIX):
-            modes["obligations"], inner = "on", inner[len(OBLIGATIONS_PREFIX) :]
-        elif inner.startswith(ARGCHECK_PREFIX):
-            modes["argcheck"], inner = "on", inner[len(ARGCHECK_PREFIX) :]
-        else:
+            continue
+        check = next((c for c in CHECKS if inner.startswith(c.prefix)), None)
+        if check is None:
             break
-    for feature in modes:
-        told = header_mode(headers, f"x-marina-{feature}")
+        modes[check.name], inner = "on", inner[len(check.prefix) :]
+    for check in CHECKS:
+        told = header_mode(headers, check.header)
         if told is not None:
-            modes[feature] = "" if told == "off" else told
-    return Plan(modes["obligations"], modes["argcheck"], inner, with_lessons)
+            modes[check.name] = "" if told == "off" else told
+    return Plan(modes[OBLIGATIONS], modes[ARGCHECK], inner, with_lessons)
 
 
 def _route(model_id: str, what: str) -> Route:
     if not model_id:
         raise ApiError(400, f"The {what} of this model id is empty.", code="model_not_found", param="model")
-    if model_id.startswith((OBLIGATIONS_PREFIX, ARGCHECK_PREFIX, lessons.PREFIX)):
+    if model_id.startswith(registry.STACKING_PREFIXES):
         raise ApiError(
             400,
-            f"'{model_id}' cannot be the {what}: put marina/obligations:, marina/argcheck: and marina/lessons: "
-            "before marina/verify:.",
+            f"'{model_id}' cannot be the {what}: put {_and(registry.STACKING_PREFIXES)} before {VERIFY_PREFIX}.",
             code="model_not_found",
             param="model",
         )
@@ -90,6 +92,11 @@ def _route(model_id: str, what: str) -> Route:
         return resolve(model_id)
     except ApiError as exc:
         raise ApiError(400, f"The {what} '{model_id}' cannot be served: {exc.message}", code="model_not_found", param="model") from None
+
+
+def _and(words: tuple[str, ...]) -> str:
+    """`a, b and c`."""
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
 def _unsupported(param: str, detail: str) -> ApiError:
@@ -101,16 +108,16 @@ class StackFormation:
 
     name = "stack"
     prefix = OBLIGATIONS_PREFIX  # find() uses plan(); listed_ids are the templates
-    listed_ids: tuple[str, ...] = ("marina/obligations:<model>", "marina/argcheck:<model>", "marina/lessons:<model>")
+    listed_ids: tuple[str, ...] = tuple(entry.template for entry in registry.ALL if entry.stacks)
 
     def __init__(self, planned: Plan) -> None:
         self.plan = planned
 
     @property
     def route_name(self) -> str:
-        parts = [p for p, on in (("obligations", self.plan.obligations), ("argcheck", self.plan.argcheck)) if on]
+        parts = [p for p, on in ((OBLIGATIONS, self.plan.obligations), (ARGCHECK, self.plan.argcheck)) if on]
         if self.plan.inner.startswith(VERIFY_PREFIX):
-            parts.append("verify")
+            parts.append(registry.VERIFY.name)
         return "+".join(parts)
 
     async def run(self, ctx: RequestContext, body: dict[str, Any]) -> Outbound:
@@ -123,7 +130,7 @@ class StackFormation:
                 param="model",
             )
         if isinstance(body.get("n"), int) and body["n"] > 1:
-            raise _unsupported("n", "marina/obligations: and marina/argcheck: check exactly one choice.")
+            raise _unsupported("n", f"{OBLIGATIONS_PREFIX} and {ARGCHECK_PREFIX} check exactly one choice.")
         verify = planned.inner.startswith(VERIFY_PREFIX)
         agent_id = split_id(planned.inner)[0] if verify else planned.inner
         agent = _route(agent_id, "proposer" if verify else "model")

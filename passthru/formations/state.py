@@ -55,8 +55,8 @@ import orjson
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
-from ledger.dbthread import DbThread, relax_commit
-from ledger.spend.services import write_turn as sqlite_write_turn
+from kernel.dbthread import DbThread, relax_commit
+from kernel.dbwriter import write_turn as sqlite_write_turn
 from passthru.formations.conversation import SYSTEM_ROLES, text_of
 from passthru.formations.seal import Sealer, Unreadable
 
@@ -177,7 +177,7 @@ class Loaded:
         return self.keys[-1]
 
 
-_executor = DbThread("formation-state")  # ledger/dbthread.py
+_executor = DbThread("formation-state")  # kernel/dbthread.py
 _swept_at = 0.0
 
 
@@ -186,7 +186,7 @@ def _on_thread(fn: Callable[..., Any], *args: Any) -> Any:
     # WAL flush (as the rate limiter's): a turn's state lost in a database
     # crash is a ledger that forgets its last turn, which the formations
     # survive (they fail open), while waiting for the flush held every turn ~5-8 ms.
-    relax_commit()  # ledger/dbthread.py
+    relax_commit()  # kernel/dbthread.py
     return fn(*args)
 
 

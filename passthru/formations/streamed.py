@@ -17,7 +17,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from passthru.responses import SSE, Outbound
+from passthru.outbound import SSE, Outbound
 from passthru.streaming import DONE, wants_usage
 
 # Message fields other than content and tool_calls that a provider streams as deltas.

@@ -50,6 +50,12 @@ def test_an_experiment_is_one_unit_with_its_arms_side_by_side(marina_url: str, p
     expect(page.locator("#arms thead th")).to_have_text(["", "single (baseline)", "verify", "argcheck"])
     expect(page.locator('[data-figure="spent"]')).to_have_text("$21.00000000")
     expect(page.locator("#arms")).to_contain_text("INVALID: 3 infrastructure error(s)")
+    # The stopping rule's state per arm (issue 46): verify has an interval that holds 0; argcheck has none yet.
+    stop_rows = page.locator("#stopping tbody tr")
+    expect(stop_rows).to_have_count(2)
+    expect(page.locator('#stopping tr[data-arm="verify"]')).to_have_attribute("data-decided", "false")
+    expect(page.locator('#stopping tr[data-arm="verify"]')).to_contain_text("holds 0: going on until it excludes 0")
+    expect(page.locator('#stopping tr[data-arm="argcheck"]')).to_contain_text("no replicate of both imported yet")
     rows = page.locator("#comparisons tbody tr")
     expect(rows).to_have_count(2)
     expect(rows.nth(0)).to_contain_text("verify")

@@ -57,6 +57,12 @@ def test_frontier_trajectories_and_a_live_experiment(marina_url: str, page) -> N
         expect(row).to_have_attribute("data-frontier", "true" if point["on_frontier"] else "false")
     local = page.locator("#frontier tr", has_text="demo/gamma-local")
     expect(local.locator('[data-figure="cost"]')).to_have_text("unknown")
+    # Neighbouring frontier points: told apart or not, as /api/frontier says (issue 46).
+    pairs = page.locator("#frontier-neighbours tbody tr")
+    expect(pairs).to_have_count(len(api["neighbours"]))
+    for pair in api["neighbours"]:
+        row = page.locator(f'#frontier-neighbours tr[data-pair="{pair["cheaper"]} {pair["dearer"]}"]')
+        expect(row).to_have_attribute("data-distinguishable", "true" if pair["distinguishable"] else "false")
     # filters: a point per group, pass^2
     page.select_option("#id_by", "group")
     page.fill("#id_k", "2")

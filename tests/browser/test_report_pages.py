@@ -160,6 +160,10 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     assert _figure(page, "diff_pass1") == f"{expected.diff_pass1:+.3f}"
     assert _figure(page, "mcnemar_p") == f"{expected.mcnemar_p:.4f}"
     assert _figure(page, "shared_items") == str(expected.shared_items)
+    # The smallest detectable difference and what the interval says in words (issue 46).
+    mde = expected.smallest_detectable
+    assert _figure(page, "smallest_detectable") == ("n/a" if mde is None else f"{mde:.3f}")
+    expect(page.locator('[data-figure="verdict"]')).to_contain_text(expected.verdict)
     expect(page.locator("svg.chart g.series")).to_have_count(2)
     assert problems.seen == [], problems.seen
 

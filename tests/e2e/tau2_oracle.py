@@ -156,6 +156,9 @@ class Oracle:
     spoil_seed: int = 0
     domain: str = "airline"
     report_cost: bool = True  # False: usage without a cost, like a provider Marina cannot price
+    # Per upstream model name (e.g. "sure-oracle-agent"), a spoil rate that replaces spoil_rate: two
+    # "models" of different skill, for a comparison whose answer is known.
+    spoil_rates: dict[str, float] = field(default_factory=dict)
     requests: list[Json] = field(default_factory=list)  # every request body, in arrival order
     headers: list[dict[str, str]] = field(default_factory=list)  # their HTTP headers, same order
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -170,8 +173,9 @@ class Oracle:
         with self._lock:
             return list(self.requests)
 
-    def spoiled(self, task_id: str, seed: int | None) -> bool:
-        return is_spoiled(self.tasks[task_id], seed, self.spoil_rate, self.spoil_seed)
+    def spoiled(self, task_id: str, seed: int | None, model: str = "") -> bool:
+        rate = self.spoil_rates.get(model, self.spoil_rate)
+        return is_spoiled(self.tasks[task_id], seed, rate, self.spoil_seed)
 
     # --- the two roles ------------------------------------------------------------------------
     def reply(self, body: Json) -> Json:
@@ -181,7 +185,7 @@ class Oracle:
         if model.endswith("oracle-user"):
             return self._user_turn(messages)
         if model.endswith("oracle-agent"):
-            return self._agent_turn(messages, body.get("seed"))
+            return self._agent_turn(messages, body.get("seed"), model)
         raise ValueError(f"unknown model {model!r}: expected …oracle-agent or …oracle-user")
 
     def task_of(self, body: Json) -> str:
@@ -221,9 +225,9 @@ class Oracle:
             raise ValueError(f"agent conversation matches {len(found)} tasks, expected exactly one")
         return found[0]
 
-    def _agent_turn(self, messages: list[Json], seed: int | None) -> Json:
+    def _agent_turn(self, messages: list[Json], seed: int | None, model: str = "") -> Json:
         task = self._identify_for_agent(messages)
-        plan = planned_actions(task, self.spoiled(task.id, seed))
+        plan = planned_actions(task, self.spoiled(task.id, seed, model))
         # Which gold actions are done: walk the tool calls already in the history, in order.
         issued = [
             (tc["function"]["name"], json.loads(tc["function"].get("arguments") or "{}"))
@@ -376,13 +380,15 @@ def start_oracle(
     spoil_seed: int = 0,
     host: str = "127.0.0.1",
     report_cost: bool = True,
+    spoil_rates: dict[str, float] | None = None,
 ) -> tuple[_OracleServer, str]:
     """Serve an Oracle in a daemon thread. Returns (server, base_url ending in /v1).
 
     ``server.oracle`` holds the recorded requests; stop with ``server.shutdown(); server.server_close()``.
     """
     server = _OracleServer((host, port), _Handler)
-    server.oracle = Oracle(load_tasks(tasks_file or find_tasks_file()), spoil_rate, spoil_seed, report_cost=report_cost)
+    server.oracle = Oracle(load_tasks(tasks_file or find_tasks_file()), spoil_rate, spoil_seed, report_cost=report_cost,
+                           spoil_rates=dict(spoil_rates or {}))
     threading.Thread(target=server.serve_forever, name="tau2-oracle", daemon=True).start()
     return server, f"http://{host}:{server.server_address[1]}/v1"
 

@@ -283,3 +283,57 @@ def test_replicates_have_their_own_seeds_pair_by_seed_and_unpriced_is_unknown(se
     settings = json.loads(ledger.one("SELECT settings FROM ledger_experiment"))
     assert settings["replicate_seeds"] == [300, 301]
     assert_no_secret(server, done.stdout, done.stderr)
+
+
+def add_crew(server: Gunicorn, name: str, model_id: str) -> None:
+    """A crew in the server's database, made as the admin makes it (the ORM, on the server's DATABASE_URL)."""
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c",
+         f"from passthru.models import Crew; Crew.objects.create(name={name!r}, model_id={model_id!r})"],
+        cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": server.ledger.url}), check=True, timeout=120,
+        capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def test_stop_when_decided_ends_the_replicates_once_the_difference_is_clear(servers, tmp_path):
+    """Issue 46: the baseline's model skips the last write of every task (reward 0), the crew's
+    model never does (reward 1): every paired item differs by +1. After replicate 1 (16 paired
+    items) the anytime interval still holds 0; after replicate 2 (32) it excludes it, so the
+    third replicate is not run, and the kit says why and what that saved."""
+    server_, url = start_oracle(0, tasks_file=find_tasks_file(), spoil_rate=1.0,
+                                spoil_rates={"sure-oracle-agent": 0.0})  # fmt: skip
+    try:
+        server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
+        add_crew(server, "sure", "openrouter/sure-oracle-agent")
+        done = repro(server, tmp_path, "--arm", "single,marina:sure", "--task-ids", "7", "11", "14", "15",
+                     "--num-trials", "4", "--replicates", "3", "--stop-when-decided", "--detect", "0.05",
+                     "--budget-usd", "20")  # fmt: skip
+    finally:
+        server_.shutdown()
+        server_.server_close()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "  power plan: to detect a pass^1 difference of 5.0 points" in out
+    assert re.search(r"\[after r1\] stopping rule, marina:sure vs single: the anytime interval \[-48\.1, \+100\.0\] points holds 0", out)
+    assert re.search(r"\[after r2\] stopping rule, marina:sure vs single: the anytime 95% interval \[\+25\.9, \+100\.0\] points excludes 0", out)
+    assert "stopped early: decided after 2 of 3 replicate(s) (marina:sure: the anytime 95% interval" in out
+    assert "saved 2 τ² run(s), 32 simulation(s)" in out
+    assert "[single r3] stopped: not run: decided after 2 of 3 replicate(s)" in out
+    assert "[marina:sure r3] stopped: not run: decided after 2 of 3 replicate(s)" in out
+
+    ledger = server.ledger
+    # Two replicates of each arm ran and were imported; the third of each was never started.
+    assert ledger.rows("SELECT arm, replicate, outcome FROM ledger_experimentrun ORDER BY replicate, id") == [
+        ("single", 1, "imported"), ("marina:sure", 1, "imported"),
+        ("single", 2, "imported"), ("marina:sure", 2, "imported"),
+        ("single", 3, "stopped"), ("marina:sure", 3, "stopped"),
+    ]
+    status, note = ledger.rows("SELECT status, note FROM ledger_experiment")[0]
+    assert status == "complete" and note.startswith("decided after 2 of 3 replicate(s)")
+    assert ledger.one("SELECT COUNT(*) FROM ledger_benchmarkrun") == 4
+    # Replicate 3 never reached the upstream: every trial seed it saw is one of the imported runs'.
+    seen = {b.get("seed") for b in server_.oracle.received() if b["model"].endswith("oracle-agent")}
+    assert seen == {int(s) for (s,) in ledger.rows("SELECT DISTINCT seed FROM ledger_benchmarkitem")}
+    (_, revoked), = experiment_keys(server)
+    assert revoked is not None
+    assert_no_secret(server, done.stdout, done.stderr)

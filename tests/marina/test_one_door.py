@@ -280,7 +280,7 @@ def test_an_unexpected_failure_in_the_core_is_the_same_500_on_both_routes(urls, 
     def broken(model_id: str) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("passthru.chat.plan", broken)
+    monkeypatch.setattr("passthru.doors.chat.plan", broken)
     seen = both(urls, upstream, lambda: None, content=_body())
     bodies = {}
     for name, (response, trace) in seen.items():

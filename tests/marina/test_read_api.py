@@ -166,6 +166,10 @@ def test_compare_matches_the_compare_page(keyed, runs):
     assert figure(html, "diff_pass1") == signed(body["diff_pass1"])
     assert f"A [{rate(body['a']['pass1_ci'][0])}, {rate(body['a']['pass1_ci'][1])}]" in html
     assert f"[{signed(body['diff_ci'][0])}, {signed(body['diff_ci'][1])}]" in html
+    # The smallest detectable difference and the verdict in words (issue 46): the same on both.
+    mde = body["smallest_detectable"]
+    assert figure(html, "smallest_detectable") == ("n/a" if mde is None else rate(mde))
+    assert body["verdict"] and body["verdict"] in html
 
 
 def test_one_run_matches_its_page(keyed, runs):

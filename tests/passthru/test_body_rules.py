@@ -1,5 +1,5 @@
 """The /v1 body rules are stated once (passthru/schemas.py) and checked by hand
-(passthru.chat.parse_body, faster than validating the model): every rule of
+(passthru.doors.chat.parse_body, faster than validating the model): every rule of
 the published schema (ChatCompletionRequest, docs/openapi.json) has a
 parse_body twin, so the two give the same verdict on every probe, and
 parse_body's 400 names the field."""
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from passthru.chat import parse_body
+from passthru.doors.chat import parse_body
 from passthru.errors import ApiError
 from passthru.schemas import MAX_MODEL_CHARS, TYPED_FIELDS, ChatCompletionRequest, inline_schema
 

@@ -392,7 +392,7 @@ def test_an_unexpected_failure_is_a_500_envelope_and_traced(http, upstream, monk
     def broken(model_id: str) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("passthru.chat.plan", broken)
+    monkeypatch.setattr("passthru.doors.chat.plan", broken)
     response = post(http)
     error = error_of(response, 500)
     assert (error["type"], error["code"]) == ("server_error", "internal_error")

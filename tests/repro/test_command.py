@@ -165,3 +165,57 @@ def test_an_unmigrated_database_says_run_migrate(tmp_path) -> None:
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().endswith("run manage.py migrate"), done.stderr
+
+
+@pytest.mark.django_db
+def test_dry_run_with_detect_prints_the_power_plan(tmp_path) -> None:
+    """--detect 0.05 without history: the prior (variance 0.5), (2.8016^2 × 0.5) / (50 × 0.05^2) = 31.4 -> 32
+    trials per task = 8 replicates of 4; 2 arms × 50 tasks × 32 = 3200 simulations at 8 × one replicate's estimate."""
+    import re
+
+    out, _ = repro("--dry-run", "--detect", "0.05", "--run-dir", str(tmp_path), "--budget-usd", "100000")
+    assert "  power plan: to detect a pass^1 difference of 5.0 points (each arm against the baseline, paired: " in out
+    assert "with 80% power at alpha 0.05:" in out
+    assert "    32 trial(s) per task on 50 task(s) = 8 replicate(s) of 4 trial(s); 3200 simulation(s) over 2 arm(s); " in out
+    one = re.search(r"estimated cost \$([\d.]+), budget", out)
+    eight = re.search(r"over 2 arm\(s\); estimated \$([\d.]+)\n", out)
+    assert one and eight and float(eight.group(1)) == pytest.approx(8 * float(one.group(1)), rel=1e-6)
+    assert "    noise: no comparable runs in the ledger: a conservative prior" in out
+    # 1 replicate of 4 trials: 2.8016 × sqrt(0.5 / 200) = 14.0 points
+    assert "    this plan (4 trial(s) × 1 replicate(s)) detects 14.0 points" in out
+    assert "with --stop-when-decided: the anytime interval" in out
+    assert not Experiment.objects.exists() and not any(tmp_path.iterdir())
+
+
+@pytest.mark.django_db
+def test_power_plan_names_the_history_and_what_the_budget_detects(tmp_path) -> None:
+    # Two earlier arms on tasks 1 and 2, same seeds: paired variance 0.5 (tests/ledger/benchmarks/test_noise.py),
+    # each simulation priced at $1.
+    seeds = {0: 11, 1: 12}
+    a = make_run({"1#0": 1.0, "1#1": 0.0, "2#0": 1.0, "2#1": 1.0}, seeds, cost_nanousd=4_000_000_000)
+    b = make_run({"1#0": 1.0, "1#1": 1.0, "2#0": 0.0, "2#1": 1.0}, seeds, cost_nanousd=4_000_000_000,
+                 target="marina/lessons:openrouter/oracle-agent", agent_model="marina/lessons:openrouter/oracle-agent")  # fmt: skip
+    out, _ = repro(*ORACLE, "--dry-run", "--arm", "single,lessons", "--task-ids", "1", "2", "--num-trials", "2",
+                   "--detect", "0.5", "--budget-usd", "20", "--run-dir", str(tmp_path))  # fmt: skip
+    # 2.8016^2 × 0.5 / (2 × 0.25) = 7.85 -> 8 trials = 4 replicates of 2; 2 arms × 2 tasks × 8 = 32 simulations, $32.
+    assert "    8 trial(s) per task on 2 task(s) = 4 replicate(s) of 2 trial(s); 32 simulation(s) over 2 arm(s); estimated $32.00000000" in out
+    assert f"from run(s) #{a.pk}, #{b.pk}" in out and "1 earlier pair(s) of arms run with the same seeds" in out
+
+    # $20 pays 2 replicates ($8 each): 4 trials per task detect 2.8016 × sqrt(0.5 / 8) = 70.0 points.
+    assert "    the budget $20.00000000 pays 2 replicate(s), not 4: it can detect 70.0 points, not 50.0 points" in out
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--detect", "3"], "--detect is a pass^1 difference between 0 and 1"),
+        (["--detect", "0.03", "--alpha", "1.2"], "--alpha and --power must be between 0 and 1"),
+        (["--stop-when-decided"], "--stop-when-decided needs --replicates 2 or more"),
+        (["--stop-when-decided", "--replicates", "3", "--arm", "single"], "needs two arms or more"),
+    ],
+)
+def test_bad_power_options_are_usage_errors(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError) as refused:
+        repro("--dry-run", *args)
+    assert refused.value.returncode == 2 and message in str(refused.value)

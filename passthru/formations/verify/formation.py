@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
+from kernel import formations as registry
 from kernel import money
 from ledger.spend.records import SpanRecord
 from passthru.calls import Completion, call_json
@@ -33,13 +34,14 @@ from passthru.formations.tooleffect import effects as tool_effects
 from passthru.formations.verify.guard import GuardDecision, guard_revision, tool_calls
 from passthru.formations.verify.prompts import checker_messages, revision_note
 from passthru.formations.verify.verdict import Verdict, parse_verdict
+from passthru.outbound import Outbound, json_out
 from passthru.pricing import Usage, sum_headers
 from passthru.providers import Route, resolve
-from passthru.responses import Outbound, json_out
 
 log = logging.getLogger(__name__)
 
-PREFIX = "marina/verify:"
+PREFIX = registry.VERIFY.prefix
+_CHECKS = (registry.OBLIGATIONS.prefix, registry.ARGCHECK.prefix)  # the stack runs them around verify, not within
 MAX_ROUNDS = 3
 
 APPROVED = "approved"
@@ -67,14 +69,14 @@ def _route(model_id: str, role: str) -> Route:
     if not model_id:
         raise ApiError(
             400,
-            f"The {role} of a marina/verify: id is empty: use marina/verify:<proposer>[+<checker>].",
+            f"The {role} of a {PREFIX} id is empty: use {PREFIX}<proposer>[+<checker>].",
             code="model_not_found",
             param="model",
         )
-    if model_id.startswith(("marina/obligations:", "marina/argcheck:")):
+    if model_id.startswith(_CHECKS):
         raise ApiError(
             400,
-            f"The {role} '{model_id}' cannot be served: put marina/obligations: and marina/argcheck: before marina/verify:.",
+            f"The {role} '{model_id}' cannot be served: put {_CHECKS[0]} and {_CHECKS[1]} before {PREFIX}.",
             code="model_not_found",
             param="model",
         )
@@ -152,9 +154,9 @@ class VerifyResult:
 
 
 class VerifyFormation:
-    name = "verify"
+    name = registry.VERIFY.name
     prefix = PREFIX
-    listed_ids: tuple[str, ...] = ("marina/verify:<model>",)
+    listed_ids: tuple[str, ...] = (registry.VERIFY.template,)
 
     async def run(self, ctx: RequestContext, body: dict[str, Any]) -> Outbound:
         """Draft, review, revise once (held-write guard), respond."""
@@ -168,7 +170,7 @@ class VerifyFormation:
         """The verified message for `body` (what run() answers, before the response
         is built); the stacked formations call this to check verify's output."""
         if isinstance(body.get("n"), int) and body["n"] > 1:
-            raise _unsupported("n", "marina/verify: drafts and reviews exactly one choice.")
+            raise _unsupported("n", f"{PREFIX} drafts and reviews exactly one choice.")
         proposer_id, checker_id = split_id(body["model"])
         proposer = _route(proposer_id, "proposer")
         if checker_id is None:  # `+` absent; an empty `+` part is refused by _route

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ledger.spend.keys import listed
+from ledger.spend.services import listed
 
 
 class Command(BaseCommand):

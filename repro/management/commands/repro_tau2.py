@@ -11,6 +11,8 @@ from ledger.benchmarks import experiments
 from repro import doctor, submission, tau2cli
 from repro.arms import ArmError
 from repro.plan import Options, build, render
+from repro.power import plan_power
+from repro.power import render as render_power
 from repro.runner import ReproError, Runner
 
 
@@ -55,6 +57,18 @@ class Command(BaseCommand):
             help="count calls nobody can price at this many dollars per million tokens in the budget (without it, "
             "a model with no price refuses the run); their cost is still shown as unpriced",
         )  # fmt: skip
+        parser.add_argument(
+            "--detect", type=float, metavar="DIFF",
+            help="a pass^1 difference to detect (0.03: 3 points): prints the trials, simulations and dollars for it; "
+            "with --stop-when-decided, the interval width at which to stop",
+        )  # fmt: skip
+        parser.add_argument("--alpha", type=float, default=d.alpha, help=f"the test's level (default {d.alpha})")
+        parser.add_argument("--power", type=float, default=d.power, help=f"the power to plan for (default {d.power})")
+        parser.add_argument(
+            "--stop-when-decided", action="store_true",
+            help="stop adding replicates once the anytime-valid interval for each arm's difference excludes 0 "
+            "(or is narrower than --detect)",
+        )  # fmt: skip
         parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
         parser.add_argument("--server-url", default=d.server_url, help=f"the Marina to run through ({d.server_url})")
         parser.add_argument("--run-dir", default=d.run_dir, help=f"where τ²'s results go (default ./{d.run_dir})")
@@ -87,13 +101,18 @@ class Command(BaseCommand):
             task_ids=tuple(o["task_ids"]), seed=o["seed"], replicates=o["replicates"],
             max_concurrency=o["max_concurrency"], budget_usd=o["budget_usd"], server_url=o["server_url"],
             run_dir=o["run_dir"], arms=o["arms"], unpriced_usd_per_mtok=o["unpriced_usd_per_mtok"],
+            detect=o["detect"], alpha=o["alpha"], power=o["power"], stop_when_decided=o["stop_when_decided"],
         )  # fmt: skip
         try:
             install = tau2cli.detect()
             plan = build(options, install)
+            if options.detect is not None:
+                plan.power = plan_power(plan, options.detect, alpha=options.alpha, level=options.power)
         except (tau2cli.Tau2NotFound, ArmError, ValueError) as exc:
             raise CommandError(str(exc), returncode=2 if isinstance(exc, (ArmError, ValueError)) else 1) from None
         self.stdout.write("\n".join(render(plan)))
+        if plan.power is not None:
+            self.stdout.write("\n".join(render_power(plan.power, plan)))
         refused = plan.refusal()
         if o["dry_run"]:
             if refused:

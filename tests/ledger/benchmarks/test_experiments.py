@@ -134,3 +134,32 @@ def test_the_experiment_page_shows_unpriced_as_unknown_never_zero(user_client: C
     assert 'data-figure="spent">unpriced (24 calls)<' in page
     assert "unpriced (24 calls)" in page.split('id="arms"')[1]
     assert "$0.00000000" not in page.split('id="arms"')[1]
+
+
+@pytest.mark.django_db
+def test_experiment_page_shows_the_power_plan_its_progress_and_the_stopping_rule(user_client: Client) -> None:
+    """Issue 46: the plan --detect made, how many of its trials per task are in, and each arm's
+    anytime interval with the rule's state (the same figures as ledger.benchmarks.stopping)."""
+    from ledger.benchmarks import stopping
+
+    experiment = open_two_arms(replicates=3)
+    settings = dict(experiment.settings, detect=0.05, alpha=0.05, stop_when_decided=True, power_plan={
+        "detect": 0.05, "alpha": 0.05, "power": 0.8, "tasks": 10, "trials_needed": 8, "replicates_needed": 4,
+        "simulations": 160, "cost_nanousd": 4_000_000_000, "detects_as_given": 0.12, "noise": "a prior",
+    })  # fmt: skip
+    Experiment.objects.filter(pk=experiment.pk).update(settings=settings)
+    experiment.refresh_from_db()
+    page = user_client.get(f"/reports/experiments/{experiment.pk}/").content.decode()
+    assert 'data-trials-needed="8"' in page and "<b>8 trial(s) per task</b>" in page and "80 % power" in page
+    assert "0 of 8 trial(s) per task so far" in page
+    assert 'data-decided="false"' in page and "no replicate of both imported yet" in page
+
+    experiments.record_run(experiment, "single", 1, outcome=Outcome.IMPORTED, run=make_run(BASE))
+    experiments.record_run(experiment, "verify", 1, outcome=Outcome.IMPORTED, run=make_run(flipped(BASE, "1#0")))
+    page = user_client.get(f"/reports/experiments/{experiment.pk}/").content.decode()
+    assert "2 of 8 trial(s) per task so far" in page  # one replicate of 2 trials
+    decision = stopping.state(experiment).arms[0].decision
+    assert decision is not None and not decision.decided
+    row = page.split('<tr data-arm="verify" data-decided="false">')[1].split("</tr>")[0]
+    assert f"[{decision.interval.low:+.3f}, {decision.interval.high:+.3f}]" in row
+    assert "holds 0: going on until it excludes 0 or is narrower than 5.0 points" in row

@@ -158,3 +158,28 @@ def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
     assert api["shown"] == 27 and all(p["tasks"] == 10 and p["simulations"] == 40 for p in api["points"])
     assert {p["key"] for p in json.loads(client.get("/api/frontier?by=group").content)["points"]} == {
         "group:arm-0", "group:arm-1", "group:arm-2"}
+
+
+def test_neighbouring_frontier_points_say_whether_they_are_told_apart(db) -> None:
+    """Issue 46: each frontier point against the next dearer one, on the API and the page."""
+    from ledger.benchmarks.power import distinguish
+
+    worse = {f"{t}#{n}": 0.0 if t <= 6 else 1.0 for t in range(1, 11) for n in range(4)}  # pass^1 0.4
+    cheap = _spend(make_run(worse, target="m/cheap"), 0.40)
+    close = _spend(make_run(flipped(worse, "1#0"), target="m/close"), 0.80)  # +1 item: within noise
+    strong = _spend(make_run({k: 1.0 for k in worse}, target="m/strong"), 2.00)  # pass^1 1.0
+    result = frontier()
+    assert [p.key for p in result.frontier] == [f"run:{cheap.pk}", f"run:{close.pk}", f"run:{strong.pk}"]
+    points = {p.key: p for p in result.points}
+    data = as_json(result)["neighbours"]
+    assert [(n["cheaper"], n["dearer"], n["distinguishable"]) for n in data] == [
+        (f"run:{cheap.pk}", f"run:{close.pk}", False), (f"run:{close.pk}", f"run:{strong.pk}", True),
+    ]
+    a, b = points[f"run:{cheap.pk}"], points[f"run:{close.pk}"]
+    expected = distinguish((a.value, a.lo, a.hi), (b.value, b.lo, b.hi))  # type: ignore[arg-type]
+    assert data[0]["diff"] == pytest.approx(0.025) and data[0]["smallest_detectable"] == expected.smallest_detectable
+    html = staff_client().get("/reports/frontier/").content.decode()
+    table = html.split('id="frontier-neighbours"')[1].split("</table>")[0]
+    assert f'data-pair="run:{cheap.pk} run:{close.pk}" data-distinguishable="false"' in table
+    assert f'data-pair="run:{close.pk} run:{strong.pk}" data-distinguishable="true"' in table
+    assert "within noise" in table and "the difference is larger than noise" in table

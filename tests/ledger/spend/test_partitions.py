@@ -167,7 +167,8 @@ def test_sqlite_keeps_plain_tables(db) -> None:
 def test_each_server_makes_the_days_ahead_on_its_writer(monkeypatch) -> None:
     """The last day ahead is gone (a server that was down for a week, say): the
     next trace queued makes it again, on the writer thread, once an hour."""
-    from ledger.spend import services, writer
+    from kernel import dbwriter as writer
+    from ledger.spend import services
     from ledger.spend.records import SpanRecord, TraceRecord
 
     last = max(partitions.days())

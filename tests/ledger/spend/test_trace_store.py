@@ -13,7 +13,8 @@ import pytest
 from django.db.models import Sum
 
 from kernel.env import ConfigError, env_choice
-from ledger.benchmarks.decisions import holds_decision, of_trace
+from kernel.formations import holds_decision
+from ledger.benchmarks.decisions import of_trace
 from ledger.benchmarks.links import _decision_spans
 from ledger.models import Span, SpendDaily, Trace
 from ledger.spend import services

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ledger.lessons.cli import add_learn_options, run_learning
 from ledger.models import BenchmarkRun
+from passthru.lessons_judge import UpstreamJudge
 
 
 class Command(BaseCommand):
@@ -27,4 +28,4 @@ class Command(BaseCommand):
             run = BenchmarkRun.objects.filter(pk=options["run"]).first()
             if run is None:
                 raise CommandError(f"--run {options['run']}: no such benchmark run", returncode=2)
-        run_learning(self, options["results"], options, run)
+        run_learning(self, options["results"], options, run, make_judge=UpstreamJudge)

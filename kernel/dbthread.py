@@ -1,7 +1,7 @@
 """The one home of Marina's database threads: a thread with its own
 persistent Django connection, running the jobs given to it in order.
 
-The ledger's writer (ledger/spend/writer.py), the rate limiter
+The ledger's writer (kernel/dbwriter.py), the rate limiter
 (passthru/ratelimit.py), the daily cap's leases (passthru/spendcap.py) and
 formation state (passthru/formations/state.py) each run their statements on
 one of these, and each used to build its own executor, health-check
@@ -15,8 +15,8 @@ third of their throughput. Once a second is enough: a statement that fails on
 a dead connection closes it and is retried on a new one by its caller. The
 connection settings each thread's statements need (PostgreSQL's
 synchronous_commit off for the rate limiter and the cap, prepared statements)
-are made here (relax_commit) and with its statements (passthru/rawcursor.py,
-ledger/prepared.py)."""
+are made here (relax_commit) and with its statements (kernel/rawcursor.py,
+kernel/prepared.py)."""
 from __future__ import annotations
 
 import concurrent.futures

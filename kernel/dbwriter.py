@@ -1,6 +1,9 @@
-"""The ledger's writer thread: one per process, with one persistent connection,
-and the turn SQLite writers take. ledger/spend/services.py queues traces on it;
-retention (ledger/spend/retention.py) prunes on it."""
+"""The writer thread: one per process, with one persistent connection, and the
+turn SQLite writers take. ledger/spend/services.py queues traces on it;
+retention (ledger/spend/retention.py) prunes on it; passthru reads its stored
+keys and recent providers on it, and waits on it for the writes queued before
+a worker exits (passthru/afterwards.py). The rate limiter, the daily cap and
+formation state take the same write turn on SQLite."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -13,7 +16,7 @@ from typing import Any, TypeVar
 
 from django.db import connection
 
-from ledger.dbthread import DbThread
+from kernel.dbthread import DbThread
 
 _turn_files: dict[str, int] = {}
 _turn_lock = threading.Lock()
@@ -45,7 +48,7 @@ def write_turn() -> Iterator[None]:
 
 
 # One writer thread per process, holding one persistent connection
-# (ledger/dbthread.py: the home of the database threads).
+# (kernel/dbthread.py: the home of the database threads).
 _writer = DbThread("ledger")
 
 _T = TypeVar("_T")

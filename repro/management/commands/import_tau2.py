@@ -9,6 +9,7 @@ from ledger.benchmarks.importers import import_tau2
 from ledger.benchmarks.options import TARGET_KINDS, ImportOptions
 from ledger.lessons.cli import add_learn_options, run_learning
 from ledger.management.arguments import add_import_options
+from passthru.lessons_judge import UpstreamJudge
 
 
 class Command(BaseCommand):
@@ -41,6 +42,8 @@ class Command(BaseCommand):
             self.stdout.write("\n".join(import_lines(result)))
         learned = None
         if options["learn"] and not options["dry_run"]:
-            learned = run_learning(self, options["results"], options, result.run, show=not options["json"])
+            learned = run_learning(
+                self, options["results"], options, result.run, make_judge=UpstreamJudge, show=not options["json"]
+            )
         if options["json"]:
             print_json(self, {**result.as_dict(), **({"lessons": learned.as_dict()} if learned else {})})

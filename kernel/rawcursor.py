@@ -15,8 +15,8 @@ from typing import Any, Generic, TypeVar
 
 from django.db import connection
 
-from ledger.dbthread import relax_commit
-from ledger.prepared import server_binding_cursor
+from kernel.dbthread import relax_commit
+from kernel.prepared import server_binding_cursor
 
 
 class RawCursor:
@@ -24,11 +24,11 @@ class RawCursor:
         connection.ensure_connection()
         self.raw: Any = connection.connection
         self.vendor = connection.vendor
-        # Prepared statements need a server-binding cursor (ledger/prepared.py).
+        # Prepared statements need a server-binding cursor (kernel/prepared.py).
         self.cursor = server_binding_cursor(self.raw) if self.vendor == "postgresql" else self.raw.cursor()
         self.p = "?" if self.vendor == "sqlite" else "%s"  # the placeholder
         self.prepare: dict[str, bool] = {"prepare": True} if self.vendor == "postgresql" else {}
-        relax_commit()  # ledger/dbthread.py
+        relax_commit()  # kernel/dbthread.py
 
 
 C = TypeVar("C", bound=RawCursor)
