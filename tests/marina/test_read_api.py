@@ -221,7 +221,9 @@ def test_spend_is_the_commands_and_the_pages(keyed, db):
     call_command("spend", "--since", since, "--json", stdout=out)
     cli = json.loads(out.getvalue())
     assert (body["models"], body["total"]) == (cli["models"], cli["total"])
-    assert body["total"]["cost_usd"] == "0.00125033" and body["total"]["unpriced_calls"] == 1
+    # r3 failed without a cost: an error, not an unpriced call (issue 42)
+    assert body["total"]["cost_usd"] == "0.00125033" and body["total"]["unpriced_calls"] == 0
+    assert body["total"]["errors"] == 1
     assert body["days"] == [since, today.isoformat()]
     assert body["cost_usd_by_day"]["openrouter/b"] == ["0.00000033", "0.00000000"]
     html = staff_client().get(f"/reports/spend/?since={since}&until={today}").content.decode()

@@ -9,15 +9,14 @@ from tests.conftest import MARINA_KEY
 
 
 def test_a_broken_spool_shows_in_health_and_in_the_caps_refusal(marina_url, upstream, settings, tmp_path, monkeypatch):
-    from passthru import api, spendcap
+    from ledger.spend import services
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     settings.MARINA_SPOOL_DIR = str(blocker / "spool")  # the disk under it went away, say
     broken = Spool()
     broken.open()
-    monkeypatch.setattr(api, "spool", broken)
-    monkeypatch.setattr(spendcap, "spool", broken)
+    monkeypatch.setattr(services, "spool", broken)  # the spool /v1/health and the cap ask, through services
     settings.MARINA_DAILY_SPEND_CAP_USD = 10
 
     health = httpx.get(f"{marina_url}/v1/health", timeout=10).json()
@@ -33,5 +32,5 @@ def test_a_broken_spool_shows_in_health_and_in_the_caps_refusal(marina_url, upst
     assert "database" not in error["message"]
     assert not upstream.requests
 
-    monkeypatch.setattr(api, "spool", Spool())  # a spool not yet used is well
+    monkeypatch.setattr(services, "spool", Spool())  # a spool not yet used is well
     assert httpx.get(f"{marina_url}/v1/health", timeout=10).json() == {"status": "ok", "engine": "marina", "spool": "ok"}
