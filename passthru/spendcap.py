@@ -203,6 +203,9 @@ class Book:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.leases: dict[date, _Lease] = {}
+        # When the ticker's last write failed: it tries again RENEW_SECONDS later, not at
+        # every tick (a database that does not answer is asked once a second, logged once a second).
+        self.write_failed = -math.inf
 
     def lease(self, day: date) -> _Lease:  # with the lock held
         lease = self.leases.get(day)
@@ -376,6 +379,8 @@ def tick(book: Book, *, renew: bool = True) -> None:
     releases from a lease sized without a chunk (near the cap, where others
     may need that room at once)."""
     started, now = clock(), time.time()
+    if started - book.write_failed < RENEW_SECONDS:
+        return
     with book.lock:
         live = [lease for lease in book.leases.values() if lease.row and not lease.busy]
         idle = [lease for lease in live if lease.calls == 0 and started - lease.used >= IDLE_SECONDS]
@@ -400,6 +405,8 @@ def tick(book: Book, *, renew: bool = True) -> None:
         written = True
     finally:
         with book.lock:
+            if not written:
+                book.write_failed = started
             for lease in idle:
                 lease.busy = False
                 if written:  # else its row is still there: deleted at a later tick
