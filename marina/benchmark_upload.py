@@ -28,10 +28,9 @@ from ninja import Router
 from pydantic import BaseModel, Field
 
 from ledger.benchmarks import owners as run_owners
-from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks.errors import GroupTakenError, UncleanRunError
 from ledger.benchmarks.importers import ImportResult, import_ledger, import_tau2
 from ledger.benchmarks.options import ImportOptions, max_length
-from ledger.models import BenchmarkRun
 from passthru import auth
 from passthru.errors import UPLOAD_LIMIT, ApiError, check_request_size, declared_size
 from passthru.intake import admitted
@@ -179,15 +178,6 @@ def _copy_value(events: Iterator[tuple[str, str, Any]], out: IO[str], keys: set[
     data["result"] = True
 
 
-def _refuse_anothers_group(group: str, owner: str) -> None:
-    """403 when the group holds a run this key did not file (another key's, or the operator's)."""
-    if BenchmarkRun.objects.filter(group=group).exclude(run_owners.writable_by(owner)).exists():
-        raise ApiError(
-            403, f"The replicate group {group!r} holds runs another key filed: file into a group of your own.",
-            code="permission_denied", param="replicateGroup",
-        )
-
-
 def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: tuple[str, ...] | None) -> ImportResult:
     options = ImportOptions(
         target_kind=data["targetKind"], target=data["target"], group=data.get("replicateGroup"),
@@ -199,6 +189,8 @@ def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: 
         # τ²'s reader streams from the file the upload's `result` was written to.
         try:
             return import_tau2(result_path, options, progress=False)
+        except GroupTakenError:
+            raise  # names the group only
         except ValueError as exc:
             raise ValueError(str(exc).replace(result_path, "result")) from None
     with open(result_path, encoding="utf-8") as f:
@@ -230,11 +222,11 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
         "w+", encoding="utf-8", prefix="marina-upload-", suffix=".json"
     ) as result_file:
         data, keys = await sync_to_async(_parse, thread_sensitive=False)(body, result_file)
-        if caller.keyed and data.get("replicateGroup"):
-            await sync_to_async(_refuse_anothers_group, thread_sensitive=True)(data["replicateGroup"], caller.owner)
         try:
             owners = (caller.owner,) if caller.keyed else None  # its items link to the uploader's traces only
             result = await sync_to_async(_import, thread_sensitive=True)(data, result_file.name, keys, owners)
+        except GroupTakenError as exc:  # a run of its own would go into another key's group: nothing written
+            raise ApiError(403, str(exc), code="permission_denied", param="replicateGroup") from None
         except UncleanRunError as exc:
             raise _bad(str(exc).split(": ", 1)[-1], "result") from None
         except ValueError as exc:  # LedgerInputError names the problem; option errors name the flag

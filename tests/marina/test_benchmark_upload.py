@@ -158,8 +158,11 @@ def test_a_run_is_its_keys_another_key_neither_reads_nor_writes_into_it(marina_u
 def test_a_group_the_command_line_filled_takes_no_keys_run(marina_url):
     from ledger.benchmarks.importers import import_tau2
 
-    import_tau2(results("airline-oracle"), target="m", group="operators")
+    operators = import_tau2(results("airline-oracle"), target="m", group="operators").run
     body = {"result": json.loads(results("retail-oracle").read_text()), "targetKind": "model", "target": "m",
             "replicateGroup": "operators"}  # fmt: skip
     assert _post(marina_url, body).status_code == 403
     assert _post(marina_url, {**body, "replicateGroup": "mine"}).status_code == 201
+    # The operator's own run uploaded again writes nothing: recognised, as before owners (every key reads it).
+    again = _post(marina_url, {**body, "result": json.loads(results("airline-oracle").read_text())})
+    assert (again.status_code, again.json()["run_id"]) == (200, operators.pk)
