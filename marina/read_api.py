@@ -203,7 +203,9 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
             for group in (query.group_a, query.group_b):
                 # A group with a run another key filed reads as none (no key files into another's group).
                 in_group = BenchmarkRun.objects.filter(group=group)
-                if not in_group.exists() or in_group.exclude(run_owners.visible_to(scope_of(request).owner)).exists():
+                owner = scope_of(request).owner
+                hidden = owner is not None and in_group.exclude(run_owners.visible_to(owner)).exists()
+                if hidden or not in_group.exists():
                     raise _not_found(f"No runs in group {group!r}.")
             comparison = compare_groups(query.group_a, query.group_b, seed=query.seed, resamples=query.resamples)
     except SameSides as exc:  # one rule everywhere (ledger/benchmarks/compare.py): a 400 naming B

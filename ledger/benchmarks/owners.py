@@ -15,7 +15,8 @@ OPERATORS = ""  # key_name of the runs the command line imported
 
 
 def visible_to(owner: str | None) -> Q:
-    """The runs a reader sees: None (read-all, staff) sees every one."""
+    """The runs a reader sees: None (read-all, staff) sees every one (an empty
+    Q: filter by it, never exclude by it, which Django reads as no condition)."""
     if owner is None:
         return Q()
     return Q(key_name=OPERATORS) | owned_by(owner)
