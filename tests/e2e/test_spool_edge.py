@@ -5,8 +5,8 @@ A throw-away PostgreSQL cluster is stopped (`pg_ctl -m immediate stop`) with
 a daily cap set, so that the cap refuses calls while the database is gone:
 
 - A5: the spool bounded at 300,000 bytes (the probe's setting), six streams of
-  ~6 s admitted as the database goes, and c=8 plain calls beside them, most
-  refused. The refusals' traces once filled the room kept for the calls in
+  ~6 s admitted just before the database goes, and c=8 plain calls beside
+  them, most refused. The refusals' traces once filled the room kept for the calls in
   flight: 4 of the 6 streams ended with [DONE] and were never recorded. Now
   every answered call reaches the ledger once the database is back.
 - A8: a worker serves calls from its lease for LEASE_VALID_SECONDS after its
@@ -85,15 +85,16 @@ def test_refusals_at_the_spools_edge_never_take_an_answered_calls_room(cluster, 
     warm = asyncio.run(run_load([server.base_url], MARINA_KEY, concurrency=4, requests=16, kinds=("plain", "stream")))
     assert all(o.ok for o in warm), summary(warm)
 
-    cluster.kill()
-
     async def outage() -> tuple[list[Outcome], list[Outcome]]:
-        async def plain_after_the_streams_began() -> list[Outcome]:
-            await asyncio.sleep(0.5)
-            return await run_load([server.base_url], MARINA_KEY, concurrency=8, seconds=8, first_index=1000, kinds=("plain",))
-
-        streams = run_load([server.base_url], MARINA_KEY, concurrency=6, requests=6, first_index=LONG, kinds=("stream",))
-        return await asyncio.gather(streams, plain_after_the_streams_began())
+        # The streams are admitted with the database up; it goes while they run, and the
+        # plain calls come beside them (answered into the spool, then refused).
+        streams = asyncio.ensure_future(
+            run_load([server.base_url], MARINA_KEY, concurrency=6, requests=6, first_index=LONG, kinds=("stream",))
+        )
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(cluster.kill)
+        plain = await run_load([server.base_url], MARINA_KEY, concurrency=8, seconds=8, first_index=1000, kinds=("plain",))
+        return await streams, plain
 
     streams, plain = asyncio.run(outage())
     cluster.start()
