@@ -168,6 +168,10 @@ class BenchmarkRun(models.Model):
     key_name = models.CharField(max_length=64, blank=True, default="", db_index=True)
     seed = models.BigIntegerField(null=True, blank=True)
     task_split = models.CharField(max_length=64, blank=True)
+    # banking_knowledge: how the agent searched its knowledge base (τ²'s --retrieval-config, from
+    # results.json `info`), and the arguments it was built with; blank for the other domains.
+    retrieval_config = models.CharField(max_length=64, blank=True)
+    retrieval_config_kwargs = models.JSONField(default=dict, blank=True)
     num_trials = models.PositiveIntegerField()
     agent_model = models.CharField(max_length=200, blank=True)  # as served: LiteLLM's openai/ dropped
     user_model = models.CharField(max_length=200, blank=True)

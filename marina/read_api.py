@@ -242,7 +242,7 @@ def get_trace(request: HttpRequest, request_id: str) -> dict[str, Any]:
 
 
 class FrontierQuery(Schema):
-    benchmark: str = Field("", description="e.g. tau2-airline (default: the newest run's)")
+    benchmark: str = Field("", description="e.g. tau2-airline (default: the one with the most runs)")
     domain: str = Field("", description="e.g. airline")
     group: str = Field("", description="a replicate group, exactly")
     since: Day | None = Field(None, description="imported on or after this UTC day")

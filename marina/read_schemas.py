@@ -45,6 +45,11 @@ class RunSummary(Answer):
     judge: str
     seed: int | None
     task_split: str
+    retrieval_config: str | None = Field(
+        description="banking_knowledge: τ²'s --retrieval-config (how the agent searched its knowledge base); "
+        "null elsewhere. Runs that differ in it are not comparable"
+    )
+    retrieval_config_kwargs: dict[str, Any] = Field(description="the arguments the retrieval config was built with")
     num_trials: int
     agent_model: str
     user_model: str
@@ -386,6 +391,7 @@ class RewardRow(Answer):
     result: str
     reward: Any = Field(description="τ²'s figure for the component, as its results file has it")
     counts: bool = Field(description="whether τ² counted it in the reward")
+    missed: list[str] = Field(default=[], description="the expected actions' tool names the simulation missed (actions only)")
 
 
 class TrajectorySide(Answer):
@@ -498,6 +504,8 @@ class ImportedRun(Answer):
     started_at: Time
     ended_at: Time
     judge: str
+    retrieval_config: str | None = Field(description="banking_knowledge: τ²'s --retrieval-config; null elsewhere")
+    retrieval_config_kwargs: dict[str, Any]
     status: str
     links: Links | None = Field(description="the items linked to Marina's traces; null for a dry run")
     links_note: str

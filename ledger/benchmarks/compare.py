@@ -502,6 +502,7 @@ _CHECKED: list[tuple[str, Callable[[BenchmarkRun], Any]]] = [
     ("benchmark", lambda r: r.benchmark),
     ("seed", lambda r: r.seed),
     ("task split", lambda r: r.task_split or "unrecorded"),
+    ("retrieval config", lambda r: r.retrieval_config or "unrecorded"),
     ("user simulator", lambda r: r.user_model or "unrecorded"),
     ("user simulator args", _user_args),
     ("τ² version", lambda r: r.tau2_version or "unrecorded"),
@@ -510,11 +511,24 @@ _CHECKED: list[tuple[str, Callable[[BenchmarkRun], Any]]] = [
 ]
 
 
+# Settings that change the task itself, not only the run: runs that differ in one measure
+# different things, so the warning says "not comparable" rather than only "differ".
+_NOT_COMPARABLE = {
+    "retrieval config": "how banking_knowledge's agent searches its knowledge base",
+}
+
+
 def _warnings(
     side_a: list[_RunData], side_b: list[_RunData], shared: set[str], grouped: bool, label_a: str, label_b: str
 ) -> list[str]:
     out: list[str] = []
     for name, get in _CHECKED:
+        if name in _NOT_COMPARABLE and len(set(_distinct(get(d.run) for d in side_a + side_b))) > 1:
+            out.append(
+                f"not comparable: runs differ in {name} ({_NOT_COMPARABLE[name]}): "
+                f"A {_by_run(side_a, get)}; B {_by_run(side_b, get)}"
+            )
+            continue
         va = _distinct(get(d.run) for d in side_a)
         vb = _distinct(get(d.run) for d in side_b)
         # Replicates in a group differ in seed by design: for seeds only the

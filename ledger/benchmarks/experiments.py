@@ -150,9 +150,16 @@ def arm_comparisons(experiment: Experiment, *, seed: int = 0, resamples: int = 2
     table = arm_table(experiment)
     if not table:
         return []
-    base = table[0]
+    # A several-domain experiment names its entries `<domain>/<arm>`: each domain's first is its baseline,
+    # and arms are compared within their domain only.
+    several = len(experiment.settings.get("domains") or []) > 1 if isinstance(experiment.settings, dict) else False
+    bases: dict[str, ArmRow] = {}
     out: list[ArmComparison] = []
-    for row in table[1:]:
+    for row in table:
+        domain = row.arm.split("/", 1)[0] if several else ""
+        base = bases.setdefault(domain, row)
+        if base is row:
+            continue
         if not base.imported or not row.imported:
             missing = base.arm if not base.imported else row.arm
             out.append(ArmComparison(row.arm, base.arm, None, f"no imported run of arm {missing!r}"))

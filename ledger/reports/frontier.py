@@ -36,7 +36,7 @@ from math import sqrt
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max, Q
+from django.db.models import Count, Max, Q
 
 from kernel import money
 from ledger.benchmarks.metrics import pass_hat_k
@@ -112,8 +112,8 @@ def frontier(
     limit: int | None = None,
     visible: Q | None = None,
 ) -> Frontier:
-    """The points of one benchmark (default: the newest run's) matching the
-    filters, of the runs `visible` picks (a key's: ledger/benchmarks/owners.py)."""
+    """The points of one benchmark (default: the one with the most runs) matching
+    the filters, of the runs `visible` picks (a key's: ledger/benchmarks/owners.py)."""
     if not 1 <= k <= MAX_K:
         raise FrontierError(f"k must be between 1 and {MAX_K}, not {k}")
     if by not in ("run", "group"):
@@ -128,9 +128,10 @@ def frontier(
         runs = runs.filter(visible)
     if domain:
         runs = runs.filter(domain=domain)
-    if not benchmark:
-        newest = runs.order_by("-created_at", "-pk").values_list("benchmark", flat=True).first()
-        benchmark = newest or ""
+    if not benchmark:  # the benchmark with the most runs (of a tie, the newest run's)
+        counted = runs.order_by().values("benchmark").annotate(n=Count("pk"), newest=Max("created_at"))
+        busiest = counted.order_by("-n", "-newest").values_list("benchmark", flat=True).first()
+        benchmark = busiest or ""
     elif benchmark not in known:
         raise FrontierError(f"No runs of benchmark {benchmark!r}.")
     runs = runs.filter(benchmark=benchmark)

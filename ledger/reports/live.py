@@ -94,7 +94,6 @@ def _seconds(start: str | None, end: str | None) -> float | None:
 
 def experiment_progress(experiment: Experiment) -> ExperimentProgress:
     planned_runs = list(experiment.runs.select_related("run").order_by("pk"))
-    per_run = _planned_per_run(experiment)
     started = _started(experiment)
     imported = [p.run_id for p in planned_runs if p.run_id is not None and p.outcome == ExperimentRun.Outcome.IMPORTED]
     outcomes: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
@@ -131,6 +130,7 @@ def experiment_progress(experiment: Experiment) -> ExperimentProgress:
             for task, (ok, n) in tasks.items():
                 per_task[task][0] += ok
                 per_task[task][1] += n
+        per_run = _planned_per_run(experiment, arm)
         planned = per_run * len(runs) if per_run else None
         value, lo, hi = pass_k_interval([v for v in per_task.values() if v[1]], 1)
         remaining = max(0, planned - finished) if planned is not None else None
@@ -154,9 +154,12 @@ def _done(arm: ArmProgress) -> bool:
     return all(o != ExperimentRun.Outcome.PENDING for o in arm.outcomes)
 
 
-def _planned_per_run(experiment: Experiment) -> int | None:
+def _planned_per_run(experiment: Experiment, entry: str = "") -> int | None:
     s = experiment.settings or {}
     tasks, trials = s.get("tasks"), s.get("num_trials")
+    by_domain = s.get("domain_tasks") or {}
+    if len(by_domain) > 1 and "/" in entry:  # a board experiment's `<domain>/<arm>`: that domain's tasks
+        tasks = by_domain.get(entry.split("/", 1)[0], tasks)
     return tasks * trials if isinstance(tasks, int) and isinstance(trials, int) else None
 
 

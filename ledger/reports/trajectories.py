@@ -132,7 +132,9 @@ def reward_rows(breakdown: dict[str, Any]) -> list[dict[str, Any]]:
     for key, name in (("communicate", "communicated info"), ("actions", "actions")):
         part = breakdown.get(key)
         if isinstance(part, dict) and "total" in part:
+            missed = part.get("missed")
             rows.append({"check": name, "result": f"{part.get('met', 0)} of {part['total']} met",
+                         "missed": [m for m in missed if isinstance(m, str)] if isinstance(missed, list) else [],
                          "reward": components.get(key.upper()), "counts": key.upper() in basis})  # fmt: skip
     shown = {"DB", "COMMUNICATE", "ACTION", "ACTIONS"}
     for key, value in components.items():

@@ -356,7 +356,8 @@ class Spool:
             journal.pending = journal.scan()
             self._claimed.append(journal)
             self._count([trace for _, trace in journal.pending], +1)
-            log.warning("ledger spool: replaying %d records left by a process that ended (%s)", len(journal.pending), path.name)
+            if journal.pending:  # an empty journal (a clean stop) is claimed and removed without a word
+                log.warning("ledger spool: replaying %d records left by a process that ended (%s)", len(journal.pending), path.name)
 
     def replay(self, write: Callable[[list[TraceRecord]], None], batch: int) -> int:
         """Write what the spool holds, oldest journals first, `batch` records a

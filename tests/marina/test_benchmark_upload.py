@@ -10,7 +10,7 @@ import pytest
 from ledger.benchmarks.importers import convert_tau2
 from ledger.models import BenchmarkItem, BenchmarkRun
 from tests.conftest import MARINA_KEY
-from tests.ledger.tau2files import FAKE_KEY, expected, intended_pass_hat_k, results
+from tests.ledger.tau2files import FAKE_KEY, banking_copy, expected, intended_pass_hat_k, results
 
 AUTH = {"Authorization": f"Bearer {MARINA_KEY}"}
 
@@ -166,3 +166,12 @@ def test_a_group_the_command_line_filled_takes_no_keys_run(marina_url):
     # The operator's own run uploaded again writes nothing: recognised, as before owners (every key reads it).
     again = _post(marina_url, {**body, "result": json.loads(results("airline-oracle").read_text())})
     assert (again.status_code, again.json()["run_id"]) == (200, operators.pk)
+
+
+def test_a_banking_upload_answers_with_its_retrieval_config(marina_url, tmp_path):
+    data = json.loads(banking_copy(tmp_path / "b.json", "bm25", {"top_k": 5, "api_key": FAKE_KEY}).read_text())
+    reply = _post(marina_url, {"result": data, "targetKind": "model", "target": "openrouter/oracle-agent"})
+    assert reply.status_code == 201, reply.text
+    assert (reply.json()["retrieval_config"], reply.json()["retrieval_config_kwargs"]) == ("bm25", {"top_k": 5})
+    assert BenchmarkRun.objects.get(pk=reply.json()["run_id"]).retrieval_config == "bm25"
+    assert FAKE_KEY not in reply.text

@@ -101,7 +101,7 @@ def test_progress_per_arm_page_api_and_bars_agree(db) -> None:
         assert re.search(rf'data-figure="finished">{arm["finished"]} / {arm["planned"]}<', row)
         assert f'data-figure="pass1">{arm["pass_hat_1"]:.3f}<' in row
         assert f'data-figure="infra">{arm["infra_errors"]}<' in row
-        assert f'data-figure="arm-spent">${arm["spent_usd"]}<' in row
+        assert f'data-figure="arm-spent"><span class="money" title="${arm["spent_usd"]} exactly">' in row  # cents shown
     assert get(client, "/api/experiments/999/progress")[0] == 404
     # once it ends: no refresh, no ETA
     experiments.close_experiment(experiment, spent_nanousd=3 * NANO)

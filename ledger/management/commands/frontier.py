@@ -25,7 +25,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--benchmark", default="", help="e.g. tau2-airline (default: the newest run's)")
+        parser.add_argument("--benchmark", default="", help="e.g. tau2-airline (default: the one with the most runs)")
         parser.add_argument("--domain", default="")
         parser.add_argument("--group", default="")
         parser.add_argument("--since", type=_day, help="imported on or after (UTC day)")

@@ -73,7 +73,7 @@ def test_run_metadata_and_item_numbers():
         "basis": ["DB", "COMMUNICATE"],
         "components": {"DB": 1.0, "COMMUNICATE": 1.0},
         "db": {"match": True, "reward": 1.0},
-        "actions": {"met": 1, "total": 1},
+        "actions": {"met": 1, "total": 1, "missed": []},
         "communicate": {"met": 1, "total": 1},
     }
     assert first.duration_s == pytest.approx(4.3495, abs=1e-4)
@@ -283,3 +283,12 @@ def test_progress_bar_and_hash():
     metered.close_bar()
     assert metered.sha256 == hashlib.sha256(data).hexdigest()
     assert "reading t [" in bar.getvalue() and "100%" in bar.getvalue()
+
+
+def test_a_missed_action_is_kept_by_its_tool_name_only():
+    """What a reader of a failed trajectory asks first: which action was missed (its
+    arguments, a customer's data, stay behind)."""
+    res = read_results(fixture("airline-oracle"))
+    missed = next(s for s in res.simulations if s.item_id == "17#0")
+    assert missed.breakdown["actions"] == {"met": 2, "total": 3, "missed": ["update_reservation_flights"]}
+    assert "arguments" not in json.dumps(missed.breakdown)

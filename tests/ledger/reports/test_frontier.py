@@ -82,7 +82,8 @@ def test_groups_pool_their_runs_and_filters_and_k_apply(db) -> None:
 
 
 def _page_rows(html: str) -> dict[str, tuple[str, str]]:
-    rows = re.findall(r'<tr data-key="([^"]+)" data-frontier="(true|false)">.*?data-figure="cost">([^<]*)<.*?data-figure="pass">([^<]*)<', html, re.S)
+    # A cost's exact figure is its title ("$0.00450000 exactly"; "unknown" for an unknown one).
+    rows = re.findall(r'<tr data-key="([^"]+)" data-frontier="(true|false)">.*?data-figure="cost"><span class="money[^"]*" title="([^"]*)".*?data-figure="pass">([^<]*)<', html, re.S)
     return {key: (cost, value) for key, _, cost, value in rows}
 
 
@@ -101,7 +102,7 @@ def test_the_page_the_api_and_the_command_give_the_same_figures_on_the_demo(db) 
     assert set(rows) == {p["key"] for p in api["points"]}
     for p in api["points"]:
         cost, value = rows[p["key"]]
-        assert cost == ("unknown" if p["cost_per_simulation_usd"] is None else f"${p['cost_per_simulation_usd']}")
+        assert cost == ("unknown" if p["cost_per_simulation_usd"] is None else f"${p['cost_per_simulation_usd']} exactly")
         assert value == f"{p['pass_hat_k']:.3f}"
     # the unpriced local arm is shown as unknown and drawn apart; the frontier is drawn
     local = next(p for p in api["points"] if p["target"] == "demo/gamma-local")
@@ -158,6 +159,15 @@ def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
     assert api["shown"] == 27 and all(p["tasks"] == 10 and p["simulations"] == 40 for p in api["points"])
     assert {p["key"] for p in json.loads(client.get("/api/frontier?by=group").content)["points"]} == {
         "group:arm-0", "group:arm-1", "group:arm-2"}
+
+
+def test_the_default_benchmark_is_the_one_with_the_most_runs(db) -> None:
+    for n in range(2):
+        make_run({"1#0": 1.0}, group=f"retail-{n}", benchmark="tau2-retail", domain="retail")
+    make_run({"1#0": 1.0}, group="airline-newest")  # the newest run, of a benchmark with one run
+    assert frontier().benchmark == "tau2-retail"
+    make_run({"1#0": 1.0}, group="airline-second")  # a tie: the newest run's benchmark
+    assert frontier().benchmark == "tau2-airline"
 
 
 def test_neighbouring_frontier_points_say_whether_they_are_told_apart(db) -> None:

@@ -4,6 +4,7 @@ recorded is skipped with its spend), and the bound is kept. The database
 killed under load, and workers killed mid-replay: tests/e2e/test_spool.py."""
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 import pytest
@@ -120,3 +121,19 @@ def test_a_spool_that_cannot_be_written_says_so_naming_the_directory(transaction
     assert fresh_spool.nearly_full()
     assert fresh_spool.problem().startswith(f"MARINA_SPOOL_DIR={blocker / 'spool'} cannot be written")
     assert "database" not in fresh_spool.problem()
+
+
+def test_a_clean_restart_claims_an_empty_journal_without_a_warning(fresh_spool, caplog):
+    """A worker that stopped cleanly leaves its journal empty: nothing to replay, nothing to say.
+    One that died holding records is named with their number."""
+    clean, crashed = Spool(), Spool()
+    clean.open()
+    assert crashed.append([record(7)]) == [True]
+    for ended in (clean, crashed):
+        assert ended._own is not None
+        os.close(ended._own.fd)  # the process ended: its lock is free
+    with caplog.at_level("WARNING", logger="ledger.spend.spool"):
+        fresh_spool.claim_orphans()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith("ledger spool: replaying 1 records left by a process that ended")
+    assert len(fresh_spool) == 1

@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0015_trace_partitions'),
+        ('ledger', '0016_run_retrieval_config'),
     ]
 
     operations = [
