@@ -46,7 +46,7 @@ from math import sqrt
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 
 from kernel import money
 from ledger.benchmarks.metrics import pass_hat_k
@@ -143,8 +143,10 @@ def frontier(
     k: int = 1,
     by: str = "run",
     limit: int | None = None,
+    visible: Q | None = None,
 ) -> Frontier:
-    """The points of one benchmark (default: the one with the most runs) matching the filters."""
+    """The points of one benchmark (default: the one with the most runs) matching
+    the filters, of the runs `visible` picks (a key's: ledger/benchmarks/owners.py)."""
     if not 1 <= k <= MAX_K:
         raise FrontierError(f"k must be between 1 and {MAX_K}, not {k}")
     if by not in ("run", "group"):
@@ -155,6 +157,8 @@ def frontier(
         raise FrontierError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
     known = benchmarks()
     runs = BenchmarkRun.objects.exclude(status="invalid")  # an invalid run's figures mean nothing
+    if visible is not None:
+        runs = runs.filter(visible)
     if domain:
         runs = runs.filter(domain=domain)
     if not benchmark:  # the benchmark with the most runs (of a tie, the newest run's)

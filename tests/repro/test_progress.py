@@ -207,3 +207,30 @@ def test_the_eta_counts_from_taus_start_not_from_the_first_saved_simulation(db) 
     tracker = Tracker(planned=10)
     assert tracker.started_at <= datetime.now(UTC).isoformat() and tracker.first_at is None, "started before any is saved"
     assert "on 4 simulation(s)" in live.bar(arm, 5 * NANO)
+
+
+def test_progress_is_its_keys_and_staff_need_the_experiment_permission(transactional_db, settings) -> None:
+    """Issue 42 C4: any key read another key's spend per arm, and staff with
+    only view_benchmarkrun read what the page keeps behind view_experiment."""
+    from django.test import Client
+
+    from passthru import auth
+
+    experiment = _experiment(datetime.now(UTC))  # run under the key `repro-live`
+    alice, runner, ops = "sk-marina-alice-key-000000000000000", "sk-marina-runner-key-00000000000000", "sk-marina-opsx-key-0000000000000000"
+    settings.MODEL_API_KEYS = f"{alice}:alice,{runner}:repro-live,{ops}:repro/*"
+    settings.MARINA_OPEN_API = False
+    auth.forget()
+    url = f"/api/experiments/{experiment.pk}/progress"
+    client = Client(HTTP_HOST="127.0.0.1")
+
+    def as_key(secret: str) -> int:
+        return client.get(url, HTTP_AUTHORIZATION=f"Bearer {secret}").status_code
+
+    assert as_key(runner) == 200
+    assert as_key(alice) == 404 and as_key(ops) == 404  # `repro/…` callers only, not `repro-live`
+    reader = auth.create_key("auditor", reads_all=True)
+    assert as_key(reader) == 200
+    status, body = get(staff_client(permissions=("view_benchmarkrun",)), url)
+    assert status == 403 and body["error"]["type"] == "permission_error"
+    assert get(staff_client(permissions=("view_benchmarkrun", "view_experiment")), url)[0] == 200
