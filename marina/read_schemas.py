@@ -394,7 +394,7 @@ class RewardRow(Answer):
     result: str
     reward: Any = Field(description="τ²'s figure for the component, as its results file has it")
     counts: bool = Field(description="whether τ² counted it in the reward")
-    missed: list[str] = Field(default=[], description="the expected actions' tool names the simulation missed (actions only)")
+    missed: list[str] = Field(description="the expected actions' tool names the simulation missed (empty but for actions)")
 
 
 class TrajectorySide(Answer):
