@@ -213,6 +213,14 @@ def llm_args(options: Options, domain: str | None = None) -> tuple[dict[str, Any
     return agent, user
 
 
+def with_session(agent_args: dict[str, Any], session: str) -> dict[str, Any]:
+    """The agent's llm args with the run's own `x-marina-session`: the formations keep their state
+    per conversation within it (passthru/formations/state.py), so two runs or two arms of one
+    replicate never meet, whatever key, seed and opening they share."""
+    headers = {**agent_args.get("extra_headers", {}), "x-marina-session": session}
+    return {**agent_args, "extra_headers": headers}
+
+
 def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = None) -> Plan:
     """The plan for these options (ValueError for an option that cannot be used)."""
     if options.replicates < 1 or options.num_trials < 1 or options.max_concurrency < 1:
@@ -251,12 +259,13 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
         for domain in domains:
             agent_args, user_args = llm_args(options, domain)
             for arm in arms:
+                run_name = f"{name}-{domain}-{arm.slug}-r{replicate}" if options.board else f"{name}-{arm.slug}-r{replicate}"
                 runs.append(PlannedRun(
-                    arm, replicate,
-                    f"{name}-{domain}-{arm.slug}-r{replicate}" if options.board else f"{name}-{arm.slug}-r{replicate}",
+                    arm, replicate, run_name,
                     tau2cli.RunSpec(
                         domain=domain, split=options.split, agent_llm=f"openai/{arm.agent_model}",
-                        user_llm=f"openai/{options.user_model}", agent_args=agent_args, user_args=user_args,
+                        user_llm=f"openai/{options.user_model}", agent_args=with_session(agent_args, run_name),
+                        user_args=user_args,
                         num_trials=options.num_trials, seed=replicate_seed(options.seed, replicate),
                         max_concurrency=options.max_concurrency,
                         num_tasks=options.num_tasks, task_ids=options.task_ids,

@@ -214,8 +214,10 @@ class Runner:
                 raise
             finally:
                 self.spent = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
-                final = key_spend(self.key_name)  # recorded as spent: what was priced, never an estimate
-                report.experiment = experiments.close_experiment(experiment, spent_nanousd=final.cost_nanousd,
+                final = key_spend(self.key_name)
+                # Recorded as spent: what the budget counted, the figure the arms' add up to while it
+                # runs; pages and the list say when unpriced calls are in it at the fallback price.
+                report.experiment = experiments.close_experiment(experiment, spent_nanousd=self.spent,
                                                                  stopped=self.stopped, decided=report.decided)  # fmt: skip
         finally:
             self._secret = ""
@@ -225,7 +227,7 @@ class Runner:
                 pass  # already revoked when the budget was spent
         shown = money.with_unpriced(final.cost_nanousd if final.calls else None, final.unpriced_calls)
         if final.unpriced_calls and plan.fallback_per_mtok is not None:
-            shown += f", counted by the budget as {money.dollars(self.spent)}"
+            shown += f", counted by the budget as {money.dollars(self.spent)} at the fallback price (--unpriced-usd-per-mtok)"
         self.say(
             f"experiment {plan.name}: {report.experiment.status}, spent {shown} of "
             f"{money.dollars(plan.budget_nanousd)}; key {self.key_name} revoked"
@@ -266,7 +268,14 @@ class Runner:
         self.say(f"stopped early: {report.decided}")
 
     def _budget_spent(self) -> str:
-        return f"budget spent ({money.dollars(self.spent)} of {money.dollars(self.plan.budget_nanousd)})"
+        return f"budget spent ({self._spent_text()} of {money.dollars(self.plan.budget_nanousd)})"
+
+    def _spent_text(self) -> str:
+        """What the budget counted so far, on its basis: "$x", "$x at the fallback price" (unpriced
+        calls at --unpriced-usd-per-mtok), "≥ $x" or "unpriced": never a bare figure with unpriced calls in it."""
+        fallback = self.plan.options.unpriced_usd_per_mtok
+        unpriced = key_spend(self.key_name).unpriced_calls
+        return experiments.Spent(self.spent, unpriced, None if fallback is None else str(fallback)).part(self.spent)
 
     # -- one τ² run ------------------------------------------------------------------
     def _run_one(self, experiment: Experiment, run: PlannedRun, position: str) -> RunResult:
@@ -303,7 +312,7 @@ class Runner:
                     shown, shown_at = (done, self.spent), now
                     self.progress(
                         f"{label} {done}/{total if total is not None else '?'} simulations · spent "
-                        f"{money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)}"
+                        f"{self._spent_text()} of {money.dollars(plan.budget_nanousd)}"
                     )
                     for line in bars(experiment, plan.budget_nanousd):  # every arm, as the experiment page shows it
                         self.progress(f"  {line}")

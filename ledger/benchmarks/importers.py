@@ -21,12 +21,12 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import Sum
 
 from kernel.money import to_nanousd
-from ledger.benchmarks import checks, contentkey, metrics
+from ledger.benchmarks import checks, contentkey, metrics, owners
 from ledger.benchmarks.board import Verdict, assess
 from ledger.benchmarks.callers import CallerCost, helper_traces
 from ledger.benchmarks.callers import totals as callers_totals
 from ledger.benchmarks.credentials import strip_secrets
-from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
+from ledger.benchmarks.errors import GroupTakenError, LedgerInputError, UncleanRunError
 from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
 from ledger.benchmarks.links import LINKED, LinkPlan, of_keys, plan_links
 from ledger.benchmarks.options import ImportOptions, max_length
@@ -228,6 +228,8 @@ def _import(
     if existing is not None:
         warnings.append(f"{source}: already imported as run #{existing.pk} ({existing.target}); nothing written")
         return ImportResult(existing, False, dry_run, source, len(ledger.items), summary, verdict, "", warnings)
+    if options.owner and group and BenchmarkRun.objects.filter(group=group).exclude(owners.writable_by(options.owner)).exists():
+        raise GroupTakenError(group)  # a key writes into its own groups only (the command line anywhere)
 
     run_ = ledger.run
     started, ended = parse_time(run_.started_at), parse_time(run_.ended_at)
@@ -245,6 +247,7 @@ def _import(
         target=options.target,
         group=group or "",
         label=options.label or "",
+        key_name=options.owner,
         seed=run_.seed,
         task_split=_fit(source, "the task split", verdict.task_split, "task_split"),
         retrieval_config=_fit(source, "the retrieval config", run_.retrieval_config or "", "retrieval_config"),

@@ -75,7 +75,7 @@ def frontier(request: HttpRequest) -> HttpResponse:
     dots = [
         Dot(p.key, p.label, None if p.cost_per_simulation_usd is None else float(p.cost_per_simulation_usd),
             p.value, p.lo, p.hi, p.on_frontier, short=_short(p))  # fmt: skip
-        for p in result.points if p.value is not None
+        for p in result.points if p.value is not None and not p.apart  # the others are listed apart, not drawn
     ]
     chart = scatter_chart(
         dots, title=f"pass^{result.k} against cost per simulation, {result.benchmark}",

@@ -315,18 +315,13 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     and each arm against the baseline on this experiment's runs."""
     experiment = get_object_or_404(Experiment, pk=pk)
     table = experiments.arm_table(experiment)
-    spent = spend_selectors.key_spend(experiment.key_name)
     context = {
         "experiment": experiment,
-        # The key's spend; its unpriced calls make it a lower bound, or unknown when all were.
-        "spent_shown": money.with_unpriced(
-            None if spent.calls and spent.calls == spent.unpriced_calls else experiment.spent_nanousd, spent.unpriced_calls,
-            fmt=money.short,
-        ),
         "arms": table,
         "replicates": sorted({r.replicate for row in table for r in row.runs}),
         "comparisons": experiments.arm_comparisons(experiment),
-        "live": live.experiment_progress(experiment),  # per arm: progress, spend, pass^1 so far, errors, ETA
+        # per arm: progress, spend, pass^1 so far, errors, ETA; and the one spend figure with its basis
+        "live": live.experiment_progress(experiment),
         "power": stopping.plan_progress(experiment),  # the --detect plan and how far it has come (issue 46)
         "stopping": stopping.state(experiment),  # each arm's anytime interval and whether it decides
     }

@@ -20,6 +20,10 @@ loads only tasks whose scenarios differ (``task_ids``). Where τ² offers a ``KB
 (banking_knowledge), the agent searches once before acting, so a dense retrieval config embeds a
 query; ``/v1/embeddings`` answers with deterministic vectors (a hash of each text).
 
+Formation side calls (body ``model`` ends with ``oracle-ledger``, for a server whose
+``MARINA_OBLIGATIONS_MODEL`` / ``MARINA_ARGCHECK_MODEL`` name it): the obligations extraction reads
+nothing owed (``{"add": [], "cancel": []}``), the argument judge finds every value supported.
+
 The trial is identified by the ``seed`` in the body (τ² sends one seed per trial in every request).
 Stdlib only. Run: ``python tests/e2e/tau2_oracle.py --port 8765 [--spoil-rate 0.25] [--spoil-seed S]``.
 """
@@ -60,6 +64,10 @@ STOP = "###STOP###"
 DONE_MARKER = "[oracle:done]"
 REF_RE = re.compile(r"\(ref (\w+)/(\S+?)\)(?:\s|$)")  # telecom's ids hold [ ] | and :
 EMBEDDING_DIMENSIONS = 16
+# The openings of Marina's formation prompts (passthru/formations/*/prompts.py; this module stays
+# stdlib-only, tests/e2e/test_repro_tau2.py checks they still match).
+LEDGER_EXTRACT = "You keep the obligations ledger"
+ARGCHECK_JUDGE = "You check the arguments of a tool call"
 TASKS_RELPATH = "tau2/data/tau2/domains/airline/tasks.json"
 
 
@@ -212,7 +220,17 @@ class Oracle:
             return self._user_turn(messages, _tool_names(body), body.get("seed"))
         if model.endswith("oracle-agent"):
             return self._agent_turn(messages, body.get("seed"), model, _tool_names(body))
-        raise ValueError(f"unknown model {model!r}: expected …oracle-agent or …oracle-user")
+        if model.endswith("oracle-ledger"):
+            return self._ledger_turn(messages)
+        raise ValueError(f"unknown model {model!r}: expected …oracle-agent, …oracle-user or …oracle-ledger")
+
+    def _ledger_turn(self, messages: list[Json]) -> Json:
+        system = " ".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
+        if system.startswith(ARGCHECK_JUDGE):
+            return {"content": json.dumps({"supported": True})}
+        if system.startswith(LEDGER_EXTRACT):
+            return {"content": json.dumps({"add": [], "cancel": []})}
+        raise ValueError("a ledger call the oracle does not play")
 
     def task_of(self, body: Json) -> str:
         """The id of the task a request belongs to, as the oracle itself tells (for tests)."""

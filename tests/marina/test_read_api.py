@@ -226,7 +226,9 @@ def test_spend_is_the_commands_and_the_pages(keyed, db):
     call_command("spend", "--since", since, "--json", stdout=out)
     cli = json.loads(out.getvalue())
     assert (body["models"], body["total"]) == (cli["models"], cli["total"])
-    assert body["total"]["cost_usd"] == "0.00125033" and body["total"]["unpriced_calls"] == 1
+    # r3 failed without a cost: an error, not an unpriced call (issue 42)
+    assert body["total"]["cost_usd"] == "0.00125033" and body["total"]["unpriced_calls"] == 0
+    assert body["total"]["errors"] == 1
     assert body["days"] == [since, today.isoformat()]
     assert body["cost_usd_by_day"]["openrouter/b"] == ["0.00000033", "0.00000000"]
     html = staff_client().get(f"/reports/spend/?since={since}&until={today}").content.decode()
@@ -333,3 +335,16 @@ def test_report_pages_ask_the_admins_permissions(tenants):
     assert [full.get(page).status_code for page in pages] == [200] * len(pages)
     tracer = staff_client(permissions=("view_trace",))
     assert [tracer.get(p).status_code for p in pages[1:4]] == [200, 200, 403]
+
+
+def test_operator_names_are_matched_with_their_letter_case(tenants, settings):
+    """Issue 42 C6: SQLite's LIKE ignores case, and `ops`'s /api/spend counted `OPS/…`'s calls."""
+    shouty_key = "mk-" + "S" * 40
+    settings.MODEL_API_KEYS += f",{shouty_key}:OPS/*"
+    record_trace(request_id="dave-1", model="openrouter/d", key="OPS/dave", calls=[("d", 4_000_000)])
+    shouty = {"HTTP_AUTHORIZATION": f"Bearer {shouty_key}"}
+    assert get(tenants, "/api/spend", **OPS)[1]["total"]["cost_usd"] == "0.00030000"
+    assert get(tenants, "/api/spend", **shouty)[1]["total"]["cost_usd"] == "0.00400000"
+    assert get(tenants, "/api/traces/dave-1", **OPS)[0] == 404
+    assert get(tenants, "/api/traces/carol-1", **shouty)[0] == 404
+    assert get(tenants, "/api/traces/dave-1", **shouty)[0] == 200

@@ -118,7 +118,7 @@ def test_list_shows_past_experiments() -> None:
     experiments.record_run(experiment, "single", 1, outcome=experiments.Outcome.IMPORTED, run=make_run({"1#0": 1.0}))
     experiments.close_experiment(experiment, spent_nanousd=5_000_000)
     out = repro("list")[0]
-    assert "tau2-airline-x  partial  arms single,verify  1/2 run(s) imported  spent $0.00500000 of $1.00000000" in out
+    assert "tau2-airline-x  partial  arms single,verify  1/2 run(s) imported  spent $0.00500000  budget $1.00000000" in out
 
 
 @pytest.mark.django_db

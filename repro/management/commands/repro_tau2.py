@@ -193,6 +193,7 @@ class Command(BaseCommand):
             e = row.experiment
             self.stdout.write(
                 f"{e.started_at:%Y-%m-%d %H:%M} {e.name}  {e.status}  arms {','.join(e.arms)}  "
-                f"{row.imported}/{row.planned} run(s) imported  spent {money.dollars(e.spent_nanousd)} of "
-                f"{money.dollars(e.budget_nanousd)}" + (f"  ({e.note})" if e.note else "")
+                f"{row.imported}/{row.planned} run(s) imported  spent {row.spent.shown()}"
+                + (f" ({row.spent.basis_note})" if row.spent.basis_note else "") + f"  budget {money.dollars(e.budget_nanousd)}"
+                + (f"  ({e.note})" if e.note else "")
             )

@@ -278,7 +278,8 @@ def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> 
     from tests.ledger.builders import fixture_rewards, make_run
 
     html = user_client.get("/reports/compare/", {"mode": "groups", "group_a": "arm-a", "group_b": "retail"}).content.decode()
-    assert "runs differ in benchmark" in html  # they share task 11's items, with a warning
+    # They share task 11's items only by id: refused, naming both.
+    assert "group &#x27;arm-a&#x27; is tau2-airline and group &#x27;retail&#x27; is tau2-retail" in html
     broken = make_run(dict.fromkeys(fixture_rewards("airline-oracle")), group="broken")
     html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": runs["oracle"].pk, "run_b": broken.pk}).content.decode()
     assert f"run #{runs['oracle'].pk} and run #{broken.pk} share no evaluated items" in html

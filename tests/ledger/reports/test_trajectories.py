@@ -118,7 +118,7 @@ def test_page_and_api_agree_on_the_demo_and_compare_links_to_it(db) -> None:
     assert len(revised) == 1
     assert '"cabin": "business"' in revised[0]["messages"][-1]["tool_calls"][0]["arguments"]
     assert any("keep the business cabin" in i["text"] for i in revised[0]["interventions"] if i["kind"] == "review")
-    assert api["a"]["reward_breakdown"][0] == {"check": "DB check", "result": "no match", "reward": 0.0, "counts": True}
+    assert api["a"]["reward_breakdown"][0] == {"check": "DB check", "result": "no match", "missed": [], "reward": 0.0, "counts": True}
 
     response = client.get(f"/reports/trajectories/?a={plain.pk}&b={verify.pk}&task=23")
     assert response.status_code == 200
