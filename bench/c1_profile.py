@@ -41,14 +41,25 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tau2_body
-from common import ROOT, children, cpu_seconds, ensure_wrk, free_port, marina_env, migrate, scratch_postgres, start, \
-    start_fake_upstream
+from common import (
+    ROOT,
+    children,
+    cpu_seconds,
+    ensure_wrk,
+    free_port,
+    marina_env,
+    migrate,
+    scratch_postgres,
+    start,
+    start_fake_upstream,
+)
 
 KEY = "sk-marina-bench-key-0000"
 MODEL = "openai/gpt-4.1-mini"
@@ -207,7 +218,7 @@ def child(n: int, mode: str, under_callgrind: bool) -> None:
             await done.wait()
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: Mapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 statuses[message["status"]] += 1
 
