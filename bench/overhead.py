@@ -575,6 +575,23 @@ def marina_settings(args: argparse.Namespace, up_port: int) -> dict[str, str]:
     return settings
 
 
+def servers_by_name(targets: list[tuple[str, Server | None, str, str]], marina: Server) -> dict[str, Server]:
+    """Each Marina server once, by its first target's name (for its workers' memory)."""
+    processes: dict[str, Server] = {"marina": marina}
+    for name, server, _, _ in targets:
+        if server is not None and server not in processes.values():
+            processes[name] = server
+    return processes
+
+
+def warm(wrk_bin: str, targets: list[tuple[str, Server | None, str, str]], bodies: dict[Any, Any], modes: list[str]) -> None:
+    """Warm every path (imports, connection pools, price tables) before measuring."""
+    for name, _, url, key in targets:
+        for mode in modes:
+            if serves(name, mode):
+                wrk(wrk_bin, f"{url}{path_of(name)}", bodies[(name, mode)], key, 8, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per wrk run (default 6)")
@@ -664,16 +681,9 @@ def main() -> None:
                 servers.append(other)
                 targets.append((name, other, other.base_url, MARINA_KEY))
                 bodies.update({(name, m): bodies[("marina", m)] for m in ("plain", "stream")})
-            processes: dict[str, Server] = {"marina": marina}
-            for name, server, _, _ in targets:  # each server once, by its first target's name
-                if server is not None and server not in processes.values():
-                    processes[name] = server
+            processes = servers_by_name(targets, marina)
             rss_idle = {name: s.worker_rss() for name, s in processes.items()}
-            # Warm every path (imports, connection pools, price tables) before measuring.
-            for name, _, url, key in targets:
-                for mode in modes:
-                    if serves(name, mode):
-                        wrk(wrk_bin, f"{url}{path_of(name)}", bodies[(name, mode)], key, 8, 1)
+            warm(wrk_bin, targets, bodies, modes)
 
             results, ttfb_rows = measure_runs(args, wrk_bin, targets, upstream, bodies, modes, levels, ttfb_levels)
             rss = {name: s.worker_rss() for name, s in processes.items()}

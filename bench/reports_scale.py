@@ -152,6 +152,32 @@ def _json(value: Any) -> str:
     return json.dumps(value)
 
 
+def _spend_rows(rng: random.Random, start: datetime, keys: list[str]) -> Iterator[tuple[Any, ...]]:
+    """spend_daily: a row per day, model and key."""
+    pk = 0
+    for day in range(DAYS):
+        d = (start + timedelta(days=day + 1)).date()
+        for model in MODELS:
+            for key in keys:
+                pk += 1
+                calls = rng.randint(1, 400)
+                yield (pk, d, key, model, "openrouter", model.split("/", 1)[1], calls, calls // 50,
+                       0, calls * 5000, calls * 200, calls * 1000, 0, calls * rng.randint(100_000, 9_000_000))
+
+
+def _span_rows(start: datetime, n_traces: int, span_seconds: float) -> Iterator[tuple[Any, ...]]:
+    """SPANS_PER_TRACE spans per trace, the first a verify draft holding its label."""
+    pk = 0
+    for trace in range(1, n_traces + 1):
+        at = start + timedelta(seconds=trace * span_seconds)
+        model = MODELS[trace % len(MODELS)]
+        for seq in range(1, SPANS_PER_TRACE + 1):
+            pk += 1
+            yield (pk, trace, seq, None if seq == 1 else 1, "draft" if seq == 1 else "upstream", "openrouter",
+                   model.split("/", 1)[1], "ok", 200, "", at, 300.0, 120.0, 1600, 70, 0, 0, 330_000, "provider",
+                   _json({"label": "approved"} if seq == 1 else {}), at)
+
+
 def fill(scale: float, *, now: datetime) -> dict[str, int]:
     from django.db import connection
 
@@ -168,21 +194,10 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
 
     keys = KEYS[: max(1, round(len(KEYS) * scale))]
 
-    def spend_rows() -> Iterator[tuple[Any, ...]]:
-        pk = 0
-        for day in range(DAYS):
-            d = (start + timedelta(days=day + 1)).date()
-            for model in MODELS:
-                for key in keys:
-                    pk += 1
-                    calls = rng.randint(1, 400)
-                    yield (pk, d, key, model, "openrouter", model.split("/", 1)[1], calls, calls // 50,
-                           0, calls * 5000, calls * 200, calls * 1000, 0, calls * rng.randint(100_000, 9_000_000))
-
     counts["spend_daily"] = Writer(SpendDaily, [
         "id", "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",
         "unpriced_calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
-        "cost_nanousd"]).write(spend_rows())
+        "cost_nanousd"]).write(_spend_rows(rng, start, keys))
 
     span_seconds = DAYS * 86400 / max(1, n_traces)
     # PostgreSQL: each day's partition made before its rows come (they would land in DEFAULT).
@@ -207,21 +222,12 @@ def fill(scale: float, *, now: datetime) -> dict[str, int]:
         "error_message", "prompt_tokens", "completion_tokens", "cost_nanousd", "conv_seed", "conv_opening",
         "conv_system"]).write(trace_rows())
 
-    def span_rows() -> Iterator[tuple[Any, ...]]:
-        pk = 0
-        for trace in range(1, n_traces + 1):
-            at = start + timedelta(seconds=trace * span_seconds)
-            model = MODELS[trace % len(MODELS)]
-            for seq in range(1, SPANS_PER_TRACE + 1):
-                pk += 1
-                yield (pk, trace, seq, None if seq == 1 else 1, "draft" if seq == 1 else "upstream", "openrouter",
-                       model.split("/", 1)[1], "ok", 200, "", at, 300.0, 120.0, 1600, 70, 0, 0, 330_000, "provider",
-                       _json({"label": "approved"} if seq == 1 else {}), at)
-
     counts["spans"] = Writer(Span, [
         "id", "trace_id", "seq", "parent_seq", "name", "provider", "upstream_model", "status", "http_status",
         "error_kind", "started_at", "duration_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "cached_tokens",
-        "reasoning_tokens", "cost_nanousd", "cost_source", "detail", "trace_started_at"]).write(span_rows())
+        "reasoning_tokens", "cost_nanousd", "cost_source", "detail", "trace_started_at"]).write(
+        _span_rows(start, n_traces, span_seconds)
+    )
 
     rewards: dict[int, list[float]] = {}
 

@@ -122,6 +122,40 @@ def _turns(passed: bool) -> list[_Script]:
     ]  # fmt: skip
 
 
+def _verify_spans(
+    rng: random.Random, trace: TraceRecord, item: BenchmarkItem, turn: int, at: datetime, model: str, prompt: int,
+    script: _Script | None, history: list[dict[str, Any]],
+) -> list[SpanRecord]:  # fmt: skip
+    """A verify request's spans: draft → review (→ revision on the write turn, or held); labels `trace`."""
+    bodies = script is not None
+    write_turn = turn == 2
+    trace.route = "verify"
+    revise = write_turn and (item.correct if bodies else rng.random() < 0.2)
+    held = write_turn and not revise and rng.random() < 0.08
+    label = "revised" if revise else "held-write" if held else "approved"
+    root = SpanRecord(seq=0, name="verify", started_at=at, detail={"proposer": "demo/alpha-large", "checker": "demo/alpha-mini",
+                                                                   "max_rounds": 1, "label": label, "step": "main"})  # fmt: skip
+    draft = _call(rng, 1, 0, "draft", model, at, prompt, 180)
+    review = _call(rng, 2, 0, "review", "alpha-mini", at + timedelta(seconds=1), prompt + 300, 90)
+    review.detail = {"verdict": "approve"} if label == "approved" else {
+        "verdict": "revise", "fix": "The user asked to keep the business cabin; the update books economy."}
+    spans = [root, draft, review]
+    if bodies:
+        draft.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": _turns(False)[turn].reply}]}}
+    if label != "approved":
+        revision = _call(rng, 3, 0, "revision", model, at + timedelta(seconds=2), prompt + 500, 170)
+        revision.detail = {"guard": "accepted" if revise else "held", "writes_changed": True,
+                           "guard_reason": "" if revise else "the revision changes a write the checker cited no conflict for"}  # fmt: skip
+        if bodies:
+            revision.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": script.reply}]}}  # type: ignore[union-attr]
+        spans.append(revision)
+    elif bodies:
+        draft.body["response"] = {"choices": [{"message": script.reply}]}  # type: ignore[union-attr]
+    root.detail["verdict"] = review.detail["verdict"]
+    trace.formation_label = label
+    return spans
+
+
 def _agent_trace(
     rng: random.Random, run: BenchmarkRun, item: BenchmarkItem, turn: int, last: bool, at: datetime,
     script: _Script | None, history: list[dict[str, Any]],
@@ -137,30 +171,7 @@ def _agent_trace(
         trace.body = {"model": run.target, "messages": list(history)}
     write_turn = turn == 2
     if run.target.startswith(formations.VERIFY.prefix):
-        trace.route = "verify"
-        revise = write_turn and (item.correct if bodies else rng.random() < 0.2)
-        held = write_turn and not revise and rng.random() < 0.08
-        label = "revised" if revise else "held-write" if held else "approved"
-        root = SpanRecord(seq=0, name="verify", started_at=at, detail={"proposer": "demo/alpha-large", "checker": "demo/alpha-mini",
-                                                                       "max_rounds": 1, "label": label, "step": "main"})  # fmt: skip
-        draft = _call(rng, 1, 0, "draft", model, at, prompt, 180)
-        review = _call(rng, 2, 0, "review", "alpha-mini", at + timedelta(seconds=1), prompt + 300, 90)
-        review.detail = {"verdict": "approve"} if label == "approved" else {
-            "verdict": "revise", "fix": "The user asked to keep the business cabin; the update books economy."}
-        spans = [root, draft, review]
-        if bodies:
-            draft.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": _turns(False)[turn].reply}]}}
-        if label != "approved":
-            revision = _call(rng, 3, 0, "revision", model, at + timedelta(seconds=2), prompt + 500, 170)
-            revision.detail = {"guard": "accepted" if revise else "held", "writes_changed": True,
-                               "guard_reason": "" if revise else "the revision changes a write the checker cited no conflict for"}  # fmt: skip
-            if bodies:
-                revision.body = {"request": {"messages": list(history)}, "response": {"choices": [{"message": script.reply}]}}  # type: ignore[union-attr]
-            spans.append(revision)
-        elif bodies:
-            draft.body["response"] = {"choices": [{"message": script.reply}]}  # type: ignore[union-attr]
-        root.detail["verdict"] = review.detail["verdict"]
-        trace.formation_label = label
+        spans = _verify_spans(rng, trace, item, turn, at, model, prompt, script, history)
     elif run.target == MINI:
         trace.route = "obligations+argcheck"
         root = SpanRecord(seq=0, name="obligations+argcheck", started_at=at, detail={"key": "demo", "state": "found"})

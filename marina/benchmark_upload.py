@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult, import_ledger, import_tau2
 from ledger.benchmarks.options import ImportOptions, max_length
+from marina.read_schemas import ImportedRun
 from passthru import auth
 from passthru.errors import UPLOAD_LIMIT, ApiError, check_request_size, declared_size
 from passthru.intake import admitted
@@ -129,15 +130,7 @@ def _parse(body: IO[bytes], result_file: IO[str]) -> tuple[dict[str, Any], set[s
             if value == "result":
                 _copy_value(events, result_file, keys, data)
             else:
-                builder = ijson.ObjectBuilder()
-                depth = 0
-                for _, kind2, value2 in events:
-                    builder.event(kind2, value2)
-                    depth += kind2 in ("start_map", "start_array")
-                    depth -= kind2 in ("end_map", "end_array")
-                    if depth == 0:
-                        break
-                data[value] = builder.value
+                data[value] = _built_value(events)
     except (ijson.JSONError, UnicodeDecodeError):
         raise _bad("The body is not JSON.") from None
     if "result" not in data:
@@ -148,15 +141,33 @@ def _parse(body: IO[bytes], result_file: IO[str]) -> tuple[dict[str, Any], set[s
     for name in ("label", "judge", "replicateGroup"):
         if data.get(name) is not None and not isinstance(data[name], str):
             raise _bad(f"`{name}` must be a string.", name)
-    cost = data.get("costUsd")
-    if cost is not None:
-        if isinstance(cost, bool) or not isinstance(cost, (int, float, str, Decimal)):
-            raise _bad("`costUsd` must be a number of dollars.", "costUsd")
-        try:
-            data["costUsd"] = Decimal(str(cost))
-        except InvalidOperation:
-            raise _bad("`costUsd` must be a number of dollars.", "costUsd") from None
+    data["costUsd"] = _dollars(data.get("costUsd"))
     return data, keys
+
+
+def _built_value(events: Iterator[tuple[str, str, Any]]) -> Any:
+    """The next value of `events` (a field beside `result`: small), built whole."""
+    builder = ijson.ObjectBuilder()
+    depth = 0
+    for _, kind, value in events:
+        builder.event(kind, value)
+        depth += kind in ("start_map", "start_array")
+        depth -= kind in ("end_map", "end_array")
+        if depth == 0:
+            break
+    return builder.value
+
+
+def _dollars(cost: Any) -> Decimal | None:
+    """`costUsd` as dollars, or a 400 naming it."""
+    if cost is None:
+        return None
+    if isinstance(cost, bool) or not isinstance(cost, (int, float, str, Decimal)):
+        raise _bad("`costUsd` must be a number of dollars.", "costUsd")
+    try:
+        return Decimal(str(cost))
+    except InvalidOperation:
+        raise _bad("`costUsd` must be a number of dollars.", "costUsd") from None
 
 
 def _copy_value(events: Iterator[tuple[str, str, Any]], out: IO[str], keys: set[str], data: dict[str, Any]) -> None:
@@ -195,7 +206,7 @@ def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: 
 
 @router.post(
     "/runs",
-    response={200: dict, 201: dict, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 413: ErrorEnvelope},
+    response={200: ImportedRun, 201: ImportedRun, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 413: ErrorEnvelope},
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(UploadRequest)}}}
     },

@@ -11,6 +11,7 @@ from ninja import Router
 
 from kernel import formations as registry
 from marina.read_api import ERRORS, Reader
+from marina.read_schemas import Formations
 from passthru import formations
 
 router = Router(tags=["read"], auth=Reader())
@@ -20,7 +21,7 @@ _STACK_EXAMPLE = registry.stacked(registry.VERIFY.template, registry.OBLIGATIONS
 _ABOUT = {entry.template: f"{entry.description}; <model> is {entry.model}" for entry in registry.ALL}
 
 
-@router.get("/formations", response={200: dict, **ERRORS}, summary="The formations' model-id templates")
+@router.get("/formations", response={200: Formations, **ERRORS}, summary="The formations' model-id templates")
 def list_formations(request: HttpRequest) -> dict[str, Any]:
     templates = [
         {

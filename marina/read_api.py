@@ -36,6 +36,16 @@ from ledger.reports import jsondata, selectors
 from ledger.reports.compare_json import as_json
 from ledger.reports.forms import SpendRangeForm
 from ledger.spend import selectors as spend_selectors
+from marina.read_schemas import (
+    Comparison,
+    ExperimentProgress,
+    Frontier,
+    RunDetail,
+    RunPage,
+    Spend,
+    TraceDetail,
+    Trajectories,
+)
 from passthru import auth
 from passthru.errors import ApiError
 from passthru.schemas import ErrorEnvelope
@@ -133,7 +143,7 @@ class RunFilters(Schema):
     per_page: int = Field(25, ge=1, le=MAX_PER_PAGE)
 
 
-@router.get("/runs", response={200: dict, **ERRORS}, summary="Benchmark runs, newest first (the runs page's filters)")
+@router.get("/runs", response={200: RunPage, **ERRORS}, summary="Benchmark runs, newest first (the runs page's filters)")
 def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any]:
     if not scope_of(request).runs:
         raise _denied("runs")
@@ -145,7 +155,7 @@ def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any
     return jsondata.run_page(runs, page=filters.page, per_page=filters.per_page)
 
 
-@router.get("/runs/{run_id}", response={200: dict, **ERRORS}, summary="One run: figures, pass^k with intervals, items")
+@router.get("/runs/{run_id}", response={200: RunDetail, **ERRORS}, summary="One run: figures, pass^k with intervals, items")
 def get_run(request: HttpRequest, run_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
     if not scope_of(request).runs:
         raise _denied("runs")
@@ -164,7 +174,7 @@ class CompareQuery(Schema):
     resamples: int = Field(2000, ge=1, le=stats.MAX_RESAMPLES)
 
 
-@router.get("/compare", response={200: dict, **ERRORS}, summary="Run (or group) B against A: `manage.py compare --json`")
+@router.get("/compare", response={200: Comparison, **ERRORS}, summary="Run (or group) B against A: `manage.py compare --json`")
 def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
     if not scope_of(request).runs:
         raise _denied("runs")
@@ -196,7 +206,7 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
     return as_json(comparison)
 
 
-@router.get("/spend", response={200: dict, **ERRORS}, summary="Spend per model and day (default: the last 14 UTC days)")
+@router.get("/spend", response={200: Spend, **ERRORS}, summary="Spend per model and day (default: the last 14 UTC days)")
 def spend(request: HttpRequest, since: Day | None = None, until: Day | None = None) -> dict[str, Any]:
     scope = scope_of(request)
     if not scope.spend:
@@ -211,7 +221,7 @@ def spend(request: HttpRequest, since: Day | None = None, until: Day | None = No
     return jsondata.spend(totals, spend_selectors.spend_by_model(since=first, until=last, owner=scope.owner))
 
 
-@router.get("/traces/{request_id}", response={200: dict, **ERRORS}, summary="One request's trace and its span tree")
+@router.get("/traces/{request_id}", response={200: TraceDetail, **ERRORS}, summary="One request's trace and its span tree")
 def get_trace(request: HttpRequest, request_id: str) -> dict[str, Any]:
     scope = scope_of(request)
     if not scope.traces:
@@ -233,7 +243,7 @@ class FrontierQuery(Schema):
     limit: int | None = Field(None, ge=1, le=500, description="the newest this many runs (default 100) or groups (default 20)")
 
 
-@router.get("/frontier", response={200: dict, **ERRORS}, summary="Cost per simulation against pass^k, with the Pareto frontier")
+@router.get("/frontier", response={200: Frontier, **ERRORS}, summary="Cost per simulation against pass^k, with the Pareto frontier")
 def frontier(request: HttpRequest, query: Query[FrontierQuery]) -> dict[str, Any]:
     from ledger.reports import frontier as frontier_data  # the page's and `manage.py frontier`'s figures
 
@@ -261,7 +271,7 @@ class TrajectoryQuery(Schema):
     trial: int | None = Field(None, ge=0, le=10_000, description="a trial (default: a pair where the sides disagree)")
 
 
-@router.get("/trajectories", response={200: dict, **ERRORS}, summary="One task's simulation on each side, turn by turn")
+@router.get("/trajectories", response={200: Trajectories, **ERRORS}, summary="One task's simulation on each side, turn by turn")
 def trajectories(request: HttpRequest, query: Query[TrajectoryQuery]) -> dict[str, Any]:
     from ledger.reports import trajectories as trajectory_data
 
@@ -284,7 +294,7 @@ def trajectories(request: HttpRequest, query: Query[TrajectoryQuery]) -> dict[st
     return trajectory_data.as_json(view)
 
 
-@router.get("/experiments/{experiment_id}/progress", response={200: dict, **ERRORS},
+@router.get("/experiments/{experiment_id}/progress", response={200: ExperimentProgress, **ERRORS},
             summary="A repro_tau2 experiment per arm: finished of planned, spend, pass^1 so far, infrastructure errors, ETA")  # fmt: skip
 def experiment_progress(request: HttpRequest, experiment_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
     from ledger.models import Experiment

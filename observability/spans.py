@@ -227,6 +227,13 @@ def _root_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str,
         attrs["marina.cost_usd"] = sum(costs) / 1e9
     attrs["marina.usage.input_tokens"] = sum(s.prompt_tokens for s in calls)
     attrs["marina.usage.output_tokens"] = sum(s.completion_tokens for s in calls)
+    attrs.update(_conversation_attributes(trace, links))
+    return attrs
+
+
+def _conversation_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> dict[str, AttributeValue]:
+    """The conversation's identity (never its content) and the benchmark items the call served."""
+    attrs: dict[str, AttributeValue] = {}
     if trace.conv_seed is not None:
         attrs["marina.conversation.seed"] = trace.conv_seed
     if trace.conv_opening:

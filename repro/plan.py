@@ -15,7 +15,7 @@ from repro.arms import Arm, parse_arms
 from repro.budget import ArmEstimate, estimate_arm, has_price
 
 if TYPE_CHECKING:
-    from repro.power import PowerPlan
+    from ledger.benchmarks import noise
 
 # Tasks per domain in τ²'s `base` split (the board's), when τ²'s own split file cannot be read.
 BASE_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
@@ -327,3 +327,37 @@ def render(plan: Plan) -> list[str]:
         for arm in plan.arms[1:]:
             lines.append(f"  then compare {base.group(o.domain)} (A) with {arm.group(o.domain)} (B): this experiment's runs")
     return lines
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    detect: float
+    alpha: float
+    power: float
+    tasks: int
+    trials_per_replicate: int
+    arms: int
+    noise: noise.Noise
+    trials_needed: int  # per task, per arm
+    replicates_needed: int  # of --num-trials each
+    simulations: int  # every arm, at replicates_needed
+    cost_nanousd: int | None  # at the plan's estimate; None when an arm's is unknown
+    detects_as_given: float  # what --num-trials × --replicates detects
+    budget_replicates: int | None  # replicates the budget pays (None: the cost is unknown)
+    detects_at_budget: float | None
+    sequential_replicates: int | None  # until the anytime interval is expected narrower than detect
+
+    @property
+    def affordable(self) -> bool:
+        return self.budget_replicates is None or self.budget_replicates >= self.replicates_needed
+
+    def as_settings(self) -> dict[str, Any]:
+        """What the experiment keeps of it (its page shows the plan and the progress towards it)."""
+        return {
+            "detect": self.detect, "alpha": self.alpha, "power": self.power, "tasks": self.tasks,
+            "trials_needed": self.trials_needed, "replicates_needed": self.replicates_needed,
+            "simulations": self.simulations, "cost_nanousd": self.cost_nanousd,
+            "detects_as_given": self.detects_as_given, "detects_at_budget": self.detects_at_budget,
+            "sequential_replicates": self.sequential_replicates, "variance": self.noise.variance,
+            "noise_source": self.noise.source, "noise_runs": self.noise.run_ids, "noise": self.noise.described,
+        }  # fmt: skip

@@ -7,49 +7,13 @@ statistics are ledger.benchmarks.power's and .sequential's; the noise is the
 ledger's (ledger.benchmarks.noise)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import ceil
-from typing import Any
 
 from kernel import money
 from ledger.benchmarks import noise, power, sequential
-from repro.plan import Plan
+from repro.plan import Plan, PowerPlan
 
 MAX_REPLICATES = 1000  # past this a plan is not a plan
-
-
-@dataclass(frozen=True)
-class PowerPlan:
-    detect: float
-    alpha: float
-    power: float
-    tasks: int
-    trials_per_replicate: int
-    arms: int
-    noise: noise.Noise
-    trials_needed: int  # per task, per arm
-    replicates_needed: int  # of --num-trials each
-    simulations: int  # every arm, at replicates_needed
-    cost_nanousd: int | None  # at the plan's estimate; None when an arm's is unknown
-    detects_as_given: float  # what --num-trials × --replicates detects
-    budget_replicates: int | None  # replicates the budget pays (None: the cost is unknown)
-    detects_at_budget: float | None
-    sequential_replicates: int | None  # until the anytime interval is expected narrower than detect
-
-    @property
-    def affordable(self) -> bool:
-        return self.budget_replicates is None or self.budget_replicates >= self.replicates_needed
-
-    def as_settings(self) -> dict[str, Any]:
-        """What the experiment keeps of it (its page shows the plan and the progress towards it)."""
-        return {
-            "detect": self.detect, "alpha": self.alpha, "power": self.power, "tasks": self.tasks,
-            "trials_needed": self.trials_needed, "replicates_needed": self.replicates_needed,
-            "simulations": self.simulations, "cost_nanousd": self.cost_nanousd,
-            "detects_as_given": self.detects_as_given, "detects_at_budget": self.detects_at_budget,
-            "sequential_replicates": self.sequential_replicates, "variance": self.noise.variance,
-            "noise_source": self.noise.source, "noise_runs": self.noise.run_ids, "noise": self.noise.described,
-        }  # fmt: skip
 
 
 def plan_power(plan: Plan, detect: float, *, alpha: float = power.ALPHA, level: float = power.POWER) -> PowerPlan:

@@ -46,27 +46,9 @@ def _some(ids: Sequence[str], limit: int = 5) -> str:
     return shown + (", …" if len(ids) > limit else "")
 
 
-def assess(run: LedgerRun, items: Sequence[LedgerItem]) -> Verdict:
-    """The leaderboard rules, each failure as a sentence."""
-    reasons: list[str] = []
-    if not run.benchmark.startswith("tau2-"):
-        reason = f"{run.benchmark} is not a τ² benchmark; no leaderboard rules apply"
-        return Verdict(False, [reason], run.task_split or "")
-
-    effort = reasoning_effort(run.agent.args)
-    if effort is None:
-        reasons.append(
-            "The agent's reasoning effort is not set; board entries run it at high or xhigh "
-            "(pass it in extra_body, which LiteLLM always forwards)."
-        )
-    elif effort.lower() not in BOARD_EFFORTS:
-        reasons.append(f"The agent's reasoning effort is {effort}; board entries run it at high or xhigh.")
-    if reasoning_effort(run.user.args) is None:
-        reasons.append(
-            "The user simulator's args do not state its reasoning effort; custom --user-llm-args replace "
-            "τ²'s defaults, and the board's user simulator runs at low."
-        )
-
+def _task_split(run: LedgerRun, reasons: list[str]) -> str | None:
+    """The run's task split, `base` inferred when the file names none but holds
+    every task of the base split; why it is not a base-split run goes to `reasons`."""
     split = run.task_split
     tasks = run.task_ids
     base_size = BASE_SPLIT_TASKS.get(run.domain)
@@ -89,6 +71,32 @@ def assess(run: LedgerRun, items: Sequence[LedgerItem]) -> Verdict:
             f"The file does not record its task split, and its {len(tasks)} task(s) are not the "
             f"{base_size} of {run.domain}'s base split."
         )
+    return split
+
+
+def assess(run: LedgerRun, items: Sequence[LedgerItem]) -> Verdict:
+    """The leaderboard rules, each failure as a sentence."""
+    reasons: list[str] = []
+    if not run.benchmark.startswith("tau2-"):
+        reason = f"{run.benchmark} is not a τ² benchmark; no leaderboard rules apply"
+        return Verdict(False, [reason], run.task_split or "")
+
+    effort = reasoning_effort(run.agent.args)
+    if effort is None:
+        reasons.append(
+            "The agent's reasoning effort is not set; board entries run it at high or xhigh "
+            "(pass it in extra_body, which LiteLLM always forwards)."
+        )
+    elif effort.lower() not in BOARD_EFFORTS:
+        reasons.append(f"The agent's reasoning effort is {effort}; board entries run it at high or xhigh.")
+    if reasoning_effort(run.user.args) is None:
+        reasons.append(
+            "The user simulator's args do not state its reasoning effort; custom --user-llm-args replace "
+            "τ²'s defaults, and the board's user simulator runs at low."
+        )
+
+    split = _task_split(run, reasons)
+    tasks = run.task_ids
 
     if run.num_trials < MIN_TRIALS:
         reasons.append(f"{run.num_trials} trial(s) per task; the board needs at least {MIN_TRIALS}.")

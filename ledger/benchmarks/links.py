@@ -171,16 +171,35 @@ def plan_links(
     if not identified or not models or started is None or ended is None:
         return plan
 
+    seeds = sorted({i.seed for i in identified})  # type: ignore[type-var]
+    rows = _candidates(models, seeds, started, ended, keys)
+    plan.candidates = len(rows)
+    linked, ambiguous = _match(rows, identified)
+
+    spans = _decision_spans([row["id"] for row in rows if row["id"] in linked and row["route"] not in ("", "passthru")])
+    for row in rows:  # in time order: the last call's obligations ledger stands for the item
+        if row["id"] in linked:
+            item_id, role = linked[row["id"]]
+            _add(plan.items[item_id], row, role, spans.get(row["id"], []))
+    for item_id in ambiguous:
+        if not plan.items[item_id].traces:
+            plan.items[item_id].status = AMBIGUOUS
+    plan.unassigned = len(rows) - len(linked)
+    plan.keys = sorted({row["key_name"] for row in rows if row["id"] in linked})
+    return plan
+
+
+def _match(rows: list[dict[str, Any]], identified: list[LedgerItem]) -> tuple[dict[int, tuple[str, str]], set[str]]:
+    """trace id -> (item id, role) for each call that fits exactly one item's
+    window, and the items a call fit several of (left unlinked): 1. by (seed,
+    opening); 2. the user simulator's first call, through the system prompt its
+    linked calls share."""
     windows = {i.id: _Window(i.id, parse_time(i.start_time), parse_time(i.end_time)) for i in identified}
     by_opening: dict[tuple[int, str], list[tuple[str, str]]] = defaultdict(list)
     for item in identified:
         for role, opening in (("agent", item.opening_agent), ("user", item.opening_user)):
             if opening:
                 by_opening[(item.seed, opening)].append((item.id, role))  # type: ignore[index]
-
-    seeds = sorted({i.seed for i in identified})  # type: ignore[type-var]
-    rows = _candidates(models, seeds, started, ended, keys)
-    plan.candidates = len(rows)
     ambiguous: set[str] = set()
     linked: dict[int, tuple[str, str]] = {}  # trace id -> (item id, role)
 
@@ -207,18 +226,7 @@ def plan_links(
         owners_ = user_systems.get((row["conv_seed"], row["conv_system"]))
         if owners_:
             assign(row, [(item_id, "user") for item_id in sorted(owners_)])
-
-    spans = _decision_spans([row["id"] for row in rows if row["id"] in linked and row["route"] not in ("", "passthru")])
-    for row in rows:  # in time order: the last call's obligations ledger stands for the item
-        if row["id"] in linked:
-            item_id, role = linked[row["id"]]
-            _add(plan.items[item_id], row, role, spans.get(row["id"], []))
-    for item_id in ambiguous:
-        if not plan.items[item_id].traces:
-            plan.items[item_id].status = AMBIGUOUS
-    plan.unassigned = len(rows) - len(linked)
-    plan.keys = sorted({row["key_name"] for row in rows if row["id"] in linked})
-    return plan
+    return linked, ambiguous
 
 
 def _decision_spans(trace_ids: list[int]) -> dict[int, list[tuple[str, dict[str, Any]]]]:

@@ -293,6 +293,18 @@ class _Events:
         return sse(kind, payload)
 
 
+def _chunk(event: bytes) -> dict[str, Any] | None:
+    """A chat stream event's chunk, or None for [DONE] and anything that is not a JSON object."""
+    data = event_data(event)
+    if not data or data == b"[DONE]":
+        return None
+    try:
+        chunk = loads(data)
+    except ValueError:
+        return None
+    return chunk if isinstance(chunk, dict) else None
+
+
 async def to_events(events: AsyncGenerator[bytes, None], request: dict[str, Any]) -> AsyncGenerator[bytes, None]:
     """The Responses stream for a chat stream (which carries its usage chunk: `to_chat` asks for it)."""
     emit = _Events()
@@ -306,14 +318,8 @@ async def to_events(events: AsyncGenerator[bytes, None], request: dict[str, Any]
     finish: str | None = None
     try:
         async for event in events:
-            data = event_data(event)
-            if not data or data == b"[DONE]":
-                continue
-            try:
-                chunk = loads(data)
-            except ValueError:
-                continue
-            if not isinstance(chunk, dict):
+            chunk = _chunk(event)
+            if chunk is None:
                 continue
             if isinstance(chunk.get("error"), dict) and not chunk.get("choices"):
                 error = chunk["error"]
