@@ -378,6 +378,22 @@ def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, i
               + "; ".join(f"pid {pid}: {p.rss_mb.get(pid, 0):.0f} MB resident, {p.threads.get(pid, 0)} threads, "
                           f"{p.clients.get(pid, 0)} client connections, {p.upstreams.get(pid, 0)} upstream connections"
                           for pid in sorted(p.rss_mb)))
+    report_cpu(runs, marina, args)
+    if forwarded:
+        begun, fwd = forwarded
+        print(f"Marina began each request {pct(begun, 50):.2f} / {pct(begun, 99):.2f} / {max(begun, default=0):.2f} s "
+              f"(p50 / p99 / max) after the burst's start, and its upstream call "
+              f"{pct(fwd, 50) * 1000:.1f} / {pct(fwd, 99) * 1000:.1f} / {max(fwd, default=0) * 1000:.1f} ms after that.")
+    if metered:
+        ok, priced, calls, queued = metered
+        print(f"\nLedger: {ok} stream traces ok, {priced} priced upstream spans, spend_daily counts {calls} calls "
+              f"(plain calls included), {queued} spans record time queued for a connection.")
+    direct = by.get("direct")
+    if direct and marina:
+        report_goals(direct, marina, args, metered)
+
+def report_cpu(runs: list[Run], marina: Run | None, args: argparse.Namespace) -> None:
+    """Marina's CPU per stream, before and after the first token, and each target's CPU and busiest second."""
     if marina and marina.cpu_seconds:
         n = len(marina.outcomes)
         print(f"\nMarina's CPU (all processes) during the run: {marina.cpu_seconds:.1f} s, "
@@ -406,36 +422,28 @@ def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, i
         print(", ".join(f"{r1[0] - marina.t0:.0f}s {(r1[1] - r0[1]) / (r1[0] - r0[0]):.0%}/"
                         f"{(r1[2] - r0[2]) / (r1[0] - r0[0]):.0%}/{(r1[3] - r0[3]) / (r1[0] - r0[0]):.0%}"
                         for r0, r1 in zip(rows, rows[1:], strict=False)))
-    if forwarded:
-        begun, fwd = forwarded
-        print(f"Marina began each request {pct(begun, 50):.2f} / {pct(begun, 99):.2f} / {max(begun, default=0):.2f} s "
-              f"(p50 / p99 / max) after the burst's start, and its upstream call "
-              f"{pct(fwd, 50) * 1000:.1f} / {pct(fwd, 99) * 1000:.1f} / {max(fwd, default=0) * 1000:.1f} ms after that.")
+
+
+def report_goals(direct: Run, marina: Run, args: argparse.Namespace, metered: tuple[int, int, int, int] | None) -> None:
+    df, mf = pct(direct.firsts(), 99), pct(marina.firsts(), 99)
+    de, me = pct(direct.ends(), 99), pct(marina.ends(), 99)
+    print("\nGoals (issues 20 and 45):")
+    print(f"- [{'PASS' if mf - df <= 2 else 'MISS'}] p99 first token within +2 s of direct: {mf - df:+.2f} s")
+    print(f"- [{'PASS' if me - de <= 3 else 'MISS'}] p99 end within +3 s of direct: {me - de:+.2f} s")
+    done = len(marina.ends())
+    print(f"- [{'PASS' if done == args.streams else 'MISS'}] every stream completes: {done} / {args.streams}")
     if metered:
-        ok, priced, calls, queued = metered
-        print(f"\nLedger: {ok} stream traces ok, {priced} priced upstream spans, spend_daily counts {calls} calls "
-              f"(plain calls included), {queued} spans record time queued for a connection.")
-    direct = by.get("direct")
-    if direct and marina:
-        df, mf = pct(direct.firsts(), 99), pct(marina.firsts(), 99)
-        de, me = pct(direct.ends(), 99), pct(marina.ends(), 99)
-        print("\nGoals (issues 20 and 45):")
-        print(f"- [{'PASS' if mf - df <= 2 else 'MISS'}] p99 first token within +2 s of direct: {mf - df:+.2f} s")
-        print(f"- [{'PASS' if me - de <= 3 else 'MISS'}] p99 end within +3 s of direct: {me - de:+.2f} s")
-        done = len(marina.ends())
-        print(f"- [{'PASS' if done == args.streams else 'MISS'}] every stream completes: {done} / {args.streams}")
-        if metered:
-            print(f"- [{'PASS' if metered[0] == metered[1] == args.streams else 'MISS'}] every stream metered: "
-                  f"{metered[0]} traces, {metered[1]} priced")
-        if marina.peak:
-            rss = max(marina.peak.rss_mb.values(), default=0)
-            print(f"- [{'PASS' if rss <= 300 else 'MISS'}] resident memory ≤ 300 MB per worker: {rss:.0f} MB")
-        during = [t for t in marina.plain_during if t is not None]
-        if during and marina.plain_usual:
-            added = (statistics.median(during) - statistics.median(marina.plain_usual)) * 1000
-            ok = added <= args.plain_goal_ms and len(during) == len(marina.plain_during)
-            print(f"- [{'PASS' if ok else 'MISS'}] a plain call meanwhile within +{args.plain_goal_ms:g} ms of its usual "
-                  f"(p50): {added:+.1f} ms")
+        print(f"- [{'PASS' if metered[0] == metered[1] == args.streams else 'MISS'}] every stream metered: "
+              f"{metered[0]} traces, {metered[1]} priced")
+    if marina.peak:
+        rss = max(marina.peak.rss_mb.values(), default=0)
+        print(f"- [{'PASS' if rss <= 300 else 'MISS'}] resident memory ≤ 300 MB per worker: {rss:.0f} MB")
+    during = [t for t in marina.plain_during if t is not None]
+    if during and marina.plain_usual:
+        added = (statistics.median(during) - statistics.median(marina.plain_usual)) * 1000
+        ok = added <= args.plain_goal_ms and len(during) == len(marina.plain_during)
+        print(f"- [{'PASS' if ok else 'MISS'}] a plain call meanwhile within +{args.plain_goal_ms:g} ms of its usual "
+              f"(p50): {added:+.1f} ms")
 
 
 def main() -> None:
