@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernel.env import ConfigError, env_bool, env_int, env_str, load_env_file
+from kernel.env import ConfigError, env_bool, env_int, env_log_level, env_str, load_env_file
 from kernel.proxies import uvicorn_allow_ips
 
 # Blank means the default here too (.env.example), and a malformed value stops
@@ -32,6 +32,7 @@ try:
     # Off by default: measured, it did not spread a burst better than the shared
     # socket, and it lets a second server bind the same port without an error.
     reuse_port = env_bool("MARINA_REUSE_PORT", False)
+    loglevel = env_log_level()
     # uvicorn believes X-Forwarded-For (and -Proto) from these peers only. Its
     # default, 127.0.0.1, would let any local caller pick its address (and so
     # its rate-limit bucket): only the CIDRs of MARINA_TRUSTED_PROXIES, else
@@ -47,7 +48,6 @@ worker_class = "marina.worker.MarinaWorker"  # uvicorn + uvloop + httptools (mar
 keepalive = 75  # above typical client/LB idle timeouts, so pooled connections survive
 accesslog = env_str("MARINA_ACCESS_LOG") or None  # off by default: traces hold per-request data
 errorlog = "-"
-loglevel = (env_str("MARINA_LOG_LEVEL") or "info").lower()
 # gunicorn >= 25 opens a control socket at one fixed path per user: two
 # servers on one host (scale-out, a test beside a dev server) would take it
 # from each other. Off unless MARINA_CONTROL_SOCKET names a path for this one.

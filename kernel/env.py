@@ -102,6 +102,12 @@ def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
     return value
 
 
+def env_log_level(name: str = "MARINA_LOG_LEVEL") -> str:
+    """A log level in any case (`info`, `INFO`), as gunicorn takes it (lower
+    case; logging wants it upper); unset or blank is info."""
+    return env_choice(name, ("debug", "info", "warning", "error", "critical"), "info")
+
+
 NO_CAP = {"0", "off", "none", "unlimited", "disabled"}
 
 

@@ -17,6 +17,7 @@ from kernel.env import (
     env_choice,
     env_float,
     env_int,
+    env_log_level,
     env_money_or_off,
     env_pairs,
     env_secret,
@@ -144,7 +145,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("MARINA_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_log_level().upper()},
     # httpx logs every request line at INFO; keep the gateway's log quiet.
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

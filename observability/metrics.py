@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 from kernel.money import to_usd
 from ledger.spend.records import SpanRecord, TraceRecord
 from ledger.spend.services import WriterObserver
+from observability.spans import door
 
 # Latency buckets in seconds. Upstream calls run from tens of milliseconds to
 # minutes (reasoning models); Marina's own overhead is a few milliseconds.
@@ -41,8 +42,8 @@ WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 REQUESTS = Counter(
     "marina_requests",
-    "Requests answered on /v1 (committed traces), by requested model, provider of the first upstream call, route, outcome and HTTP status.",
-    ["model", "provider", "route", "status", "code"],
+    "Requests answered on /v1 (committed traces), by door, requested model, provider of the first upstream call, route, outcome and HTTP status.",
+    ["door", "model", "provider", "route", "status", "code"],
 )
 REQUEST_SECONDS = Histogram(
     "marina_request_duration_seconds", "Whole request time as Marina saw it.", ["route"], buckets=UPSTREAM_BUCKETS
@@ -160,7 +161,7 @@ def count_trace(trace: TraceRecord) -> None:
     """Add one committed request to the metrics."""
     route = trace.route or "none"
     model = _model(trace.requested_model, any(_exists(s) for s in trace.spans if s.is_upstream_call))
-    REQUESTS.labels(model, _provider(trace), route, trace.status, str(trace.http_status)).inc()
+    REQUESTS.labels(door(trace.path), model, _provider(trace), route, trace.status, str(trace.http_status)).inc()
     REQUEST_SECONDS.labels(route).observe(trace.duration_ms / 1000)
     if trace.overhead_ms is not None:
         OVERHEAD_SECONDS.labels(route).observe(trace.overhead_ms / 1000)

@@ -6,20 +6,24 @@ the ledger writer just committed) and for `manage.py export_traces`
 same ids and attributes. Plain Python: nothing of OpenTelemetry is imported
 here.
 
-- The request is the root span (kind SERVER, named `POST /v1/chat/completions`
-  as HTTP server spans are); it is not a model call, so it carries no
+- The request is the root span (kind SERVER, named after its door,
+  `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1/embeddings`,
+  `POST /v1/messages`, as HTTP server spans are; a request refused on any
+  other path is plain `POST`); it is not a model call, so it carries no
   `gen_ai.operation.name` and no `gen_ai.*` model attributes (its model ids are
   `marina.request.model` / `marina.response.model`): tools that count
   `gen_ai.operation.name` spans as LLM calls (Phoenix) count each call once.
   Each recorded step is a child of its `parent_seq` (or of the root). Upstream
   calls are CLIENT spans: a plain call is named `chat <upstream model>` as the
-  GenAI conventions name it, a formation's call `<formation>.<step>`
+  GenAI conventions name it (`embeddings <upstream model>` on /v1/embeddings,
+  with `gen_ai.operation.name=embeddings`), a formation's call `<formation>.<step>`
   (`verify.draft`, `verify.review`, `obligations+argcheck.judge`) so a trace's
   draft and review are told apart; formation steps (`verify`, ...) are
   INTERNAL spans under their names.
 - Beside the GenAI attributes, OpenInference's (Arize Phoenix, Langfuse and
   others read them): `openinference.span.kind` on every span (CHAIN for the
-  request and the formations, LLM for the model calls, RETRIEVER for the
+  request and the formations, LLM for the model calls, EMBEDDING for the
+  embeddings calls (with `embedding.model_name`), RETRIEVER for the
   lessons recall), and on the calls `llm.model_name`, `llm.provider` (in
   OpenInference's values: `mistralai`, not the GenAI `mistral_ai`),
   `llm.token_count.*` and `llm.cost.total`, Marina's billed cost in dollars.
@@ -144,6 +148,7 @@ def to_spans(trace: TraceRecord, *, bodies: bool = False, links: Sequence[ItemLi
         )
     ]
     by_seq = {step.seq: step for step in trace.spans}
+    operation = EMBEDDINGS if _embeds(trace) else CHAT
     for step in trace.spans:
         step_start = unix_ns(step.started_at)
         spans.append(
@@ -151,38 +156,55 @@ def to_spans(trace: TraceRecord, *, bodies: bool = False, links: Sequence[ItemLi
                 trace_id=trace_id,
                 span_id=ids[step.seq],
                 parent_id=ids.get(step.parent_seq, root_id) if step.parent_seq is not None else root_id,
-                name=_step_name(step, by_seq.get(step.parent_seq) if step.parent_seq is not None else None),
+                name=_step_name(step, by_seq.get(step.parent_seq) if step.parent_seq is not None else None, operation),
                 kind=CLIENT if step.is_upstream_call else INTERNAL,
                 start_ns=step_start,
                 end_ns=step_start + round(step.duration_ms * 1e6),
-                attributes=_step_attributes(step, bodies),
+                attributes=_step_attributes(step, bodies, operation),
                 error=(step.error_kind or "error") if step.status == "error" else None,
             )
         )
     return spans
 
 
-def _is_chat(trace: TraceRecord) -> bool:
-    return trace.path.endswith("/chat/completions")
+# Marina's /v1 doors, by path, and the door each is (marina_requests_total's `door` label).
+DOORS = {
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/v1/embeddings": "embeddings",
+    "/v1/messages": "messages",
+}
+OTHER_DOOR = "other"  # a request on no door (an unknown path), refused
+
+
+def door(path: str) -> str:
+    return DOORS.get(path, OTHER_DOOR)
 
 
 def _root_name(trace: TraceRecord) -> str:
-    if not _is_chat(trace):
+    if trace.path not in DOORS:
         return trace.method  # a refused request on another path: HTTP's name for a span without a route
     return f"{trace.method} {trace.path}"  # HTTP's `{method} {route}`: the request, not a model call
 
 
+def _embeds(trace: TraceRecord) -> bool:
+    """An /v1/embeddings request: its calls are embeddings, not chats."""
+    return trace.path == "/v1/embeddings"
+
+
+# The GenAI conventions' gen_ai.operation.name of a model call.
+CHAT, EMBEDDINGS = "chat", "embeddings"
 # What a call's step is called when nothing wraps it (passthru/calls.py's default).
 _PLAIN_CALL = "upstream"
 _RETRIEVERS = {"lessons"}
 
 
-def _step_name(step: SpanRecord, parent: SpanRecord | None) -> str:
-    """`chat <model>` for a plain call; `<formation>.<step>` for a formation's call."""
+def _step_name(step: SpanRecord, parent: SpanRecord | None, operation: str) -> str:
+    """`chat <model>` (`embeddings <model>`) for a plain call; `<formation>.<step>` for a formation's call."""
     if not step.is_upstream_call:
         return step.name
     if step.name == _PLAIN_CALL:
-        return f"chat {step.upstream_model}"
+        return f"{operation} {step.upstream_model}"
     if parent is not None and not parent.is_upstream_call and not step.name.startswith(f"{parent.name}."):
         return f"{parent.name}.{step.name}"
     return step.name
@@ -247,46 +269,12 @@ def _conversation_attributes(trace: TraceRecord, links: Sequence[ItemLink]) -> d
     return attrs
 
 
-def _step_attributes(step: SpanRecord, bodies: bool) -> dict[str, AttributeValue]:
+def _step_attributes(step: SpanRecord, bodies: bool, operation: str = CHAT) -> dict[str, AttributeValue]:
     attrs: dict[str, AttributeValue] = {"marina.step": step.name, "marina.status": step.status}
-    if not step.is_upstream_call:
-        attrs["openinference.span.kind"] = "RETRIEVER" if step.name in _RETRIEVERS else "CHAIN"
     if step.is_upstream_call:
-        provider = _provider_name(step.provider)
-        attrs.update(
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": provider,
-                "gen_ai.system": provider,  # the name before gen_ai.provider.name; many tools still read it
-                "gen_ai.request.model": step.upstream_model,
-                "gen_ai.usage.input_tokens": step.prompt_tokens,
-                "gen_ai.usage.output_tokens": step.completion_tokens,
-                "marina.provider": step.provider,
-                "marina.cost_source": step.cost_source,
-                # OpenInference's names for the same (openinference-semantic-conventions).
-                "openinference.span.kind": "LLM",
-                "llm.model_name": step.upstream_model,
-                "llm.provider": OPENINFERENCE_PROVIDERS.get(step.provider, step.provider),
-                "llm.token_count.prompt": step.prompt_tokens,
-                "llm.token_count.completion": step.completion_tokens,
-                "llm.token_count.total": step.prompt_tokens + step.completion_tokens,
-            }
-        )
-        if step.provider in OPENINFERENCE_SYSTEMS:
-            attrs["llm.system"] = OPENINFERENCE_SYSTEMS[step.provider]
-        if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
-            attrs["gen_ai.response.model"] = step.upstream_model
-        if step.cached_tokens:
-            attrs["gen_ai.usage.cache_read.input_tokens"] = step.cached_tokens
-            attrs["llm.token_count.prompt_details.cache_read"] = step.cached_tokens
-        if step.reasoning_tokens:
-            attrs["gen_ai.usage.reasoning.output_tokens"] = step.reasoning_tokens
-            attrs["llm.token_count.completion_details.reasoning"] = step.reasoning_tokens
-        if step.cost_nanousd is not None:
-            # What Marina billed (unpriced: absent, never 0), so consumers show it, not their estimate.
-            attrs["marina.cost_usd"] = attrs["llm.cost.total"] = step.cost_nanousd / 1e9
-        if step.ttft_ms is not None:
-            attrs["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
+        attrs.update(_call_attributes(step, operation))
+    else:
+        attrs["openinference.span.kind"] = "RETRIEVER" if step.name in _RETRIEVERS else "CHAIN"
     if step.http_status is not None:
         attrs["http.response.status_code"] = step.http_status
     if step.error_kind:
@@ -299,6 +287,48 @@ def _step_attributes(step: SpanRecord, bodies: bool) -> dict[str, AttributeValue
             _add_input(attrs, step.body["request"])
         if isinstance(step.body.get("response"), dict):
             _add_output(attrs, step.body["response"])
+    return attrs
+
+
+def _call_attributes(step: SpanRecord, operation: str) -> dict[str, AttributeValue]:
+    """An upstream call's GenAI and OpenInference attributes."""
+    provider = _provider_name(step.provider)
+    attrs: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": provider,
+        "gen_ai.system": provider,  # the name before gen_ai.provider.name; many tools still read it
+        "gen_ai.request.model": step.upstream_model,
+        "gen_ai.usage.input_tokens": step.prompt_tokens,
+        "gen_ai.usage.output_tokens": step.completion_tokens,
+        "marina.provider": step.provider,
+        "marina.cost_source": step.cost_source,
+        # OpenInference's names for the same (openinference-semantic-conventions).
+        "openinference.span.kind": "LLM",
+        "llm.model_name": step.upstream_model,
+        "llm.provider": OPENINFERENCE_PROVIDERS.get(step.provider, step.provider),
+        "llm.token_count.prompt": step.prompt_tokens,
+        "llm.token_count.completion": step.completion_tokens,
+        "llm.token_count.total": step.prompt_tokens + step.completion_tokens,
+    }
+    if operation == EMBEDDINGS:
+        # OpenInference's embedding span: Phoenix lists it as an embedding, not an LLM call.
+        attrs["openinference.span.kind"] = "EMBEDDING"
+        attrs["embedding.model_name"] = step.upstream_model
+    if step.provider in OPENINFERENCE_SYSTEMS:
+        attrs["llm.system"] = OPENINFERENCE_SYSTEMS[step.provider]
+    if step.status == "ok":  # it answered (the provider's own name for it comes with the body, below)
+        attrs["gen_ai.response.model"] = step.upstream_model
+    if step.cached_tokens:
+        attrs["gen_ai.usage.cache_read.input_tokens"] = step.cached_tokens
+        attrs["llm.token_count.prompt_details.cache_read"] = step.cached_tokens
+    if step.reasoning_tokens:
+        attrs["gen_ai.usage.reasoning.output_tokens"] = step.reasoning_tokens
+        attrs["llm.token_count.completion_details.reasoning"] = step.reasoning_tokens
+    if step.cost_nanousd is not None:
+        # What Marina billed (unpriced: absent, never 0), so consumers show it, not their estimate.
+        attrs["marina.cost_usd"] = attrs["llm.cost.total"] = step.cost_nanousd / 1e9
+    if step.ttft_ms is not None:
+        attrs["gen_ai.response.time_to_first_chunk"] = step.ttft_ms / 1000
     return attrs
 
 

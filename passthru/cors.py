@@ -28,6 +28,7 @@ EXPOSED = (
     "x-marina-argcheck-cost-usd",
     "retry-after",
     "retry-after-ms",
+    "x-should-retry",  # the cap's refusal: the SDKs' "do not retry"
 )
 ALLOWED_REQUEST_HEADERS = (
     "authorization, content-type, x-request-id, x-marina-agent, x-marina-session, x-marina-obligations, "

@@ -21,7 +21,7 @@ from django.conf import settings
 from kernel import dbwriter
 from ledger.spend import services
 from passthru import auth, crews, formations, providers
-from passthru.doors.catalog import endpoints
+from passthru.doors.catalog import CHAT, endpoints
 from passthru.errors import ApiError
 
 # Other parts list their own ids here: async functions returning ids owned by
@@ -52,6 +52,7 @@ async def list_models(authorization: str | None) -> dict[str, Any]:
     for alias in aliases:
         ids.setdefault(alias, "marina")
     bases = aliases + (["default"] if settings.MARINA_DEFAULT_MODEL and _routes("default") else [])
+    bases = [base for base in bases if CHAT in endpoints(base)]  # formations review chats: none on an embedding model
     for formation in formations.FORMATIONS:
         # Its templates (`marina/verify:<model>`) are not callable ids: an OpenAI client
         # iterating the list would call them. /api/formations describes them.

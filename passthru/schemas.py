@@ -141,8 +141,9 @@ class ModelCard(BaseModel):
     owned_by: str
     endpoints: list[str] = Field(
         default_factory=list,
-        description="The /v1 doors that serve this id: /v1/chat/completions (all), /v1/responses and "
-        "/v1/embeddings (plain ids), /v1/messages (Anthropic models on anthropic or openrouter)",
+        description="The /v1 doors a call with this id would be routed through: /v1/chat/completions and "
+        "/v1/responses (chat models; formations and crews: chat only), /v1/embeddings (embedding models on a "
+        "provider with an embeddings API), /v1/messages (Claude on anthropic or openrouter)",
     )
 
 

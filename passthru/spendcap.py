@@ -503,6 +503,9 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
         raise _unavailable("the database does not answer")
     resets = datetime.combine(today + timedelta(days=1), day_start(0), tzinfo=UTC)
     in_flight = f"{figures.holds} call{'s' if figures.holds != 1 else ''} in flight"
+    # The openai and anthropic SDKs retry a 429 after their own short backoff
+    # unless told not to: a refusal that lasts until midnight says so (and when).
+    wait = max(1, math.ceil((resets - datetime.now(UTC)).total_seconds()))
     raise ApiError(
         429,
         f"Daily spend cap reached: {dollars(figures.spent)} spent today (UTC) and {dollars(figures.held)} held "
@@ -510,6 +513,7 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
         f"It resets at {resets:%Y-%m-%d %H:%M} UTC; raise MARINA_DAILY_SPEND_CAP_USD "
         "(or set it to 'off') to continue.",
         code="spend_cap_reached",
+        headers={"retry-after": str(wait), "x-should-retry": "false"},
     )
 
 

@@ -131,6 +131,8 @@ class ScriptedUpstream:
         self.requests: list[Received] = []
         self.steps: deque[Step] = deque()
         self.handler: Callable[[Any], Step | None] | None = None  # decides per request when set
+        # Decides per request from all of it (path, headers, body) when set: tests/scripted_providers.py.
+        self.answer: Callable[[Received], Step | None] | None = None
         # False: close every connection after its reply, so that a connection
         # the client never closes shows up as CLOSE_WAIT (leak tests).
         self.keep_alive = True
@@ -168,12 +170,17 @@ class ScriptedUpstream:
             self.steps.clear()
             self.requests.clear()
             self.handler = None
+            self.answer = None
             self.keep_alive = True
 
-    def next_step(self, body: Any) -> Step:
+    def next_step(self, body: Any, received: Received | None = None) -> Step:
         with self.lock:
             if self.steps:
                 return self.steps.popleft()
+        if self.answer is not None and received is not None:
+            step = self.answer(received)
+            if step is not None:
+                return step
         if self.handler is not None:
             step = self.handler(body)
             if step is not None:
@@ -213,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
         received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
         with self.owner.lock:
             self.owner.requests.append(received)
-        step = self.owner.next_step(body)
+        step = self.owner.next_step(body, received)
         try:
             if isinstance(step, Reset):
                 self._reset()

@@ -23,7 +23,7 @@ from passthru import auth, crews, fallback, formations, lifecycle, ratelimit
 from passthru.calls import Completion, StreamReply, call_json, call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.endpoints import Endpoint
-from passthru.errors import ApiError, UpstreamError, internal_error
+from passthru.errors import ApiError, UpstreamError, internal_error, retry_after
 from passthru.intake import key_header
 from passthru.outbound import Outbound, error_out
 from passthru.pricing import Usage
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 Envelope = Callable[[ApiError], Outbound]
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[Outbound]]
+# What one route of a plan is sent, when that differs by route: the body and
+# the upstream API (/v1/responses translates for providers without it).
+Attempt = Callable[[Route], tuple[dict[str, Any], Endpoint]]
 
 
 async def serve(inbound: Inbound, handle: Handler, *, envelope: Envelope = error_out) -> Outbound:
@@ -90,8 +93,7 @@ def refuse_formations(model: str, headers: Mapping[str, str], door: str) -> None
     """Formations, crews and lessons (`marina/…`, `marina:…`, or opted into by
     header) review and rewrite chat messages: they run on /v1/chat/completions.
     Here they are a 400 naming that door, before anything is sent."""
-    formation, inner, lessons = formations.choose(model, headers)
-    if crews.is_crew_id(model) or formation is not None or lessons or inner != model:
+    if asks_for_formation(model, headers):
         raise ApiError(
             400,
             f"The model '{model}' asks for a formation, crew or lessons: those are served on "
@@ -99,6 +101,12 @@ def refuse_formations(model: str, headers: Mapping[str, str], door: str) -> None
             code="formation_not_supported",
             param="model",
         )
+
+
+def asks_for_formation(model: str, headers: Mapping[str, str]) -> bool:
+    """Whether `model` (with these headers) names a formation, crew or lessons: chat's alone."""
+    formation, inner, lessons = formations.choose(model, headers)
+    return crews.is_crew_id(model) or formation is not None or lessons or inner != model
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -150,16 +158,20 @@ def usage_headers(route: Route, usage: Usage) -> dict[str, str]:
 
 
 async def first_json(
-    ctx: RequestContext, plan: Plan, body: dict[str, Any], endpoint: Endpoint
+    ctx: RequestContext, plan: Plan, body: dict[str, Any], endpoint: Endpoint, *, attempt: Attempt | None = None
 ) -> tuple[Route, Completion]:
-    """A plain call served by the first route of `plan` that serves it (passthru/fallback.py's rules)."""
+    """A plain call served by the first route of `plan` that serves it
+    (passthru/fallback.py's rules); each route gets `body` at `endpoint`, or what `attempt` says."""
+    attempt = attempt or (lambda route: (body, endpoint))
     if not plan.fallback:
         route = plan.routes[0]
-        return route, await call_json(ctx, route, body, endpoint=endpoint)
+        sent, api = attempt(route)
+        return route, await call_json(ctx, route, sent, endpoint=api)
     misses = fallback.Misses(plan, [])
     for route in plan.routes:
+        sent, api = attempt(route)
         try:
-            done = await call_json(ctx, route, body, endpoint=endpoint)
+            done = await call_json(ctx, route, sent, endpoint=api)
         except UpstreamError as exc:
             misses.add(route, fallback.describe_failure(exc))
             continue
@@ -170,20 +182,22 @@ async def first_json(
 
 
 def plain_out(route: Route, done: Completion, body: bytes | None = None) -> Outbound:
-    """The upstream's answer as it came (errors included), or `body` in its place."""
-    headers = usage_headers(route, done.usage) if done.ok else {}
+    """The upstream's answer as it came (errors included, with their Retry-After), or `body` in its place."""
+    headers = usage_headers(route, done.usage) if done.ok else retry_after(done.retry_after)
     return Outbound(done.status, headers, done.body if body is None else body, content_type="application/json")
 
 
 async def first_stream(
-    ctx: RequestContext, plan: Plan, body: dict[str, Any], endpoint: Endpoint
+    ctx: RequestContext, plan: Plan, body: dict[str, Any], endpoint: Endpoint, *, attempt: Attempt | None = None
 ) -> tuple[Route, StreamReply]:
     """The stream of the first route that serves it, as chat's (passthru/doors/chat.py `_stream`).
     A reply with no events (an error, or JSON for a stream) is the last route's, or a final answer."""
+    attempt = attempt or (lambda route: (body, endpoint))
     misses = fallback.Misses(plan, [])
     for route in plan.routes:
+        sent, api = attempt(route)
         try:
-            reply = await call_stream(ctx, route, body, endpoint=endpoint)
+            reply = await call_stream(ctx, route, sent, endpoint=api)
         except UpstreamError as exc:
             if not plan.fallback:
                 raise
@@ -202,8 +216,8 @@ async def first_stream(
 
 
 async def relayed_error(ctx: RequestContext, reply: StreamReply) -> Outbound:
-    """A stream answered with JSON (an error): relayed whole, traced now."""
-    out = Outbound(reply.status, {}, reply.body, content_type="application/json")
+    """A stream answered with JSON (an error): relayed whole with its Retry-After, traced now."""
+    out = Outbound(reply.status, retry_after(reply.retry_after), reply.body, content_type="application/json")
     await lifecycle.finish(ctx, out, error_kind=reply.span.error_kind)
     return out
 

@@ -11,8 +11,14 @@ from passthru.doors import common
 from passthru.endpoints import Endpoint, chat_usage, with_model
 from passthru.errors import ApiError
 from passthru.outbound import Outbound
-from passthru.providers import plan
+from passthru.providers import Plan, Route, plan
 from passthru.streaming import Meter
+
+# Providers whose API has no /embeddings (Anthropic points to Voyage; Groq,
+# Cerebras, DeepSeek and xAI serve chat models only): never sent an embeddings
+# call, and no id of theirs lists this door (GET /v1/models). Every other
+# provider, a local server included, may embed: the provider decides.
+WITHOUT_EMBEDDINGS = frozenset({"anthropic", "cerebras", "deepseek", "groq", "xai"})
 
 # Embeddings have no stream: the meter is never used.
 EMBEDDINGS = Endpoint("embeddings", with_model, chat_usage, lambda route, span, hide: Meter(route, span, hide_usage_chunk=hide))
@@ -30,8 +36,26 @@ async def _embed(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     if body.get("stream"):
         raise ApiError(400, "Embeddings are not streamed: drop 'stream'.", param="stream")
     ctx.route = "passthru"
-    route, done = await common.first_json(ctx, plan(body["model"]), body, EMBEDDINGS)
+    route, done = await common.first_json(ctx, embedding_plan(body["model"]), body, EMBEDDINGS)
     return common.plain_out(route, done)
+
+
+def embedding_plan(model: str) -> Plan:
+    """The model's plan without the providers that do not embed; a 400 when none is left."""
+    routes = plan(model)
+    kept = tuple(r for r in routes.routes if embeds(r))
+    if not kept:
+        raise ApiError(
+            400,
+            f"The model '{model}' is not served by a provider with an embeddings API "
+            f"({', '.join(sorted(WITHOUT_EMBEDDINGS))} have none): use an embedding model's <provider>/<model>.",
+            param="model",
+        )
+    return Plan(routes.requested, kept, routes.fallback)
+
+
+def embeds(route: Route) -> bool:
+    return route.provider.name not in WITHOUT_EMBEDDINGS
 
 
 def _embeddable(value: Any) -> bool:

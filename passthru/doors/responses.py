@@ -7,7 +7,9 @@ metered from the `usage` of the response (for streams: of the
 completion (passthru/doors/translate.py), and their answer translated back:
 a `response` object, or the Responses stream events (`response.created`,
 `response.output_text.delta`, the function call events, `response.completed`
-with usage). Either way the call is one metered, traced upstream call
+with usage). A bare id (`gpt-4o-mini`) is tried on each configured provider
+in turn, as on chat, each natively or translated: so it reaches OpenAI even
+when Anthropic comes first. Either way the call is one metered, traced upstream call
 through passthru/calls.py, held against the daily cap and rate-limited like chat.
 
 Formations and crews (`marina/…`, `marina:…`) run on /v1/chat/completions:
@@ -24,6 +26,7 @@ from passthru.calls import encode
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
 from passthru.endpoints import CHAT, Endpoint, with_model
+from passthru.errors import ApiError
 from passthru.outbound import Outbound
 from passthru.pricing import Usage, price
 from passthru.providers import Plan, Route, plan
@@ -104,39 +107,53 @@ async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     common.refuse_formations(model, ctx.inbound.headers, "/v1/responses")
     ctx.route = "passthru"
     routes = plan(model)
-    # A fallback plan keeps the routes of its first route's kind: one answer
-    # shape per request (native Responses, or translated chat).
-    native = routes.routes[0].provider.name in NATIVE
-    kept = tuple(r for r in routes.routes if (r.provider.name in NATIVE) == native)
-    routes = Plan(routes.requested, kept, routes.fallback)
     # The conversation's identity (seed, opening and system hashes), as chat's traces carry it.
     ctx.conversation = identify(translate.conversation_of(body))
-    if native:
-        return await _native(ctx, routes, body)
-    return await _translated(ctx, routes, body)
-
-
-async def _native(ctx: RequestContext, routes: Plan, body: dict[str, Any]) -> Outbound:
+    attempt = _Attempts(routes, body)
+    routes = Plan(routes.requested, attempt.routes, routes.fallback)
     if not ctx.stream:
-        route, done = await common.first_json(ctx, routes, body, RESPONSES)
-        return common.plain_out(route, done)
-    route, reply = await common.first_stream(ctx, routes, body, RESPONSES)
+        route, done = await common.first_json(ctx, routes, body, RESPONSES, attempt=attempt)
+        native = _served(ctx, route)
+        if native or not done.ok or done.payload is None:
+            return common.plain_out(route, done)
+        return common.plain_out(route, done, encode(translate.to_response(done.payload, body)))
+    route, reply = await common.first_stream(ctx, routes, body, RESPONSES, attempt=attempt)
+    native = _served(ctx, route)
     if reply.events is None:
         return await common.relayed_error(ctx, reply)
-    return common.stream_out(ctx, route, reply.events)
+    return common.stream_out(ctx, route, reply.events if native else translate.to_events(reply.events, body))
 
 
-async def _translated(ctx: RequestContext, routes: Plan, body: dict[str, Any]) -> Outbound:
-    """A provider without /responses: the request as a chat completion, the answer back as Responses'."""
+class _Attempts:
+    """What each route of a plan is sent, as chat's fallback loop tries them:
+    a provider that speaks Responses gets the request as it came; any other
+    gets it as a chat completion (passthru/doors/translate.py), its answer
+    translated back. So a bare id reaches OpenAI whichever provider comes first.
+    A request that cannot be put as a chat completion (a feature only the
+    Responses API has) goes to the native providers alone, or is that 400."""
+
+    def __init__(self, routes: Plan, body: dict[str, Any]) -> None:
+        self.body = body
+        self.chat_body: dict[str, Any] | None = None
+        self.routes = routes.routes
+        if all(r.provider.name in NATIVE for r in routes.routes):
+            return
+        try:
+            self.chat_body = translate.to_chat(body)
+        except ApiError:
+            self.routes = tuple(r for r in routes.routes if r.provider.name in NATIVE)
+            if not self.routes:
+                raise
+
+    def __call__(self, route: Route) -> tuple[dict[str, Any], Endpoint]:
+        if route.provider.name in NATIVE or self.chat_body is None:
+            return self.body, RESPONSES
+        return self.chat_body, CHAT
+
+
+def _served(ctx: RequestContext, route: Route) -> bool:
+    """Whether the route that answered speaks Responses; the trace's route says which way it went."""
+    if route.provider.name in NATIVE:
+        return True
     ctx.route = "passthru:translated"
-    chat_body = translate.to_chat(body)
-    if not ctx.stream:
-        route, done = await common.first_json(ctx, routes, chat_body, CHAT)
-        if not done.ok or done.payload is None:
-            return common.plain_out(route, done)
-        reply = translate.to_response(done.payload, body)
-        return common.plain_out(route, done, encode(reply))
-    route, stream = await common.first_stream(ctx, routes, chat_body, CHAT)
-    if stream.events is None:
-        return await common.relayed_error(ctx, stream)
-    return common.stream_out(ctx, route, translate.to_events(stream.events, body))
+    return False

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -19,6 +20,7 @@ from tests.e2e.phoenix import Phoenix, start_phoenix
 from tests.otlp_receiver import wait_for
 from tests.passthru.test_formation_verify import CONFIRM_TEXT, MESSAGES, TOOLS, draft_cancel, play, revise, text
 from tests.passthru.test_formation_verify import MODEL as VERIFY
+from tests.scripted_providers import ScriptedProviders
 from tests.upstream import Reply, completion
 
 pytestmark = pytest.mark.e2e
@@ -166,3 +168,45 @@ def test_phoenix_reads_marinas_calls_tokens_and_billed_cost(servers, upstream, p
     assert formed.headers["x-marina-cost-usd"] == "0.00340000"
     assert json.loads(named["POST /v1/chat/completions"]["attributes"])["marina"]["formation"] == {"name": "verify", "decision": "revised"}
     assert not find_secrets(json.dumps(rest)), "no key reaches Phoenix"
+
+
+def test_phoenix_shows_each_door_by_name_and_embeddings_as_embeddings(servers, upstream, phoenix):
+    """The other doors' requests were `POST` and an embeddings call an LLM span named `chat …`."""
+    project = "marina-e2e-doors"
+    keys = {"openai": "sk-openai-phoenix-provider-27182", "anthropic": "sk-anthropic-phoenix-provider-27182"}
+    server = servers.start(
+        workers=1,
+        OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.base_url,
+        OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+        OTEL_BSP_SCHEDULE_DELAY="100",
+        **{f"{name.upper()}_API_KEY": key for name, key in keys.items()},
+        **{f"MARINA_{name.upper()}_BASE_URL": upstream.base_url for name in keys},
+    )
+    upstream.answer = ScriptedProviders({key: name for name, key in keys.items()}).answer
+    auth = {"Authorization": f"Bearer {MARINA_KEY}"}
+    calls = {
+        "/v1/embeddings": ("openai/text-embedding-3-small", {"input": ["one", "two"]}),
+        "/v1/responses": ("openai/gpt-4o-mini", {"input": "hi"}),
+        "/v1/messages": ("anthropic/claude-sonnet-4-5", {"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+    }
+    for path, (model, body) in calls.items():
+        assert httpx.post(f"{server.base_url}{path}", json={"model": model, **body}, headers=auth).status_code == 200
+
+    wait_for(lambda: len(phoenix.spans(project)) >= 6, "every span in Phoenix", timeout=60)
+    spans = [edge["node"] for edge in phoenix.graphql(SPANS_QUERY, project=project)["getProjectByName"]["spans"]["edges"]]
+    assert len(spans) == 6, "each request and its one call, once"
+    roots = {s["context"]["traceId"]: s for s in spans if s["parentId"] is None}
+    assert sorted((s["name"], s["spanKind"]) for s in roots.values()) == [
+        ("POST /v1/embeddings", "chain"), ("POST /v1/messages", "chain"), ("POST /v1/responses", "chain"),
+    ]
+    calls = {roots[s["context"]["traceId"]]["name"]: s for s in spans if s["parentId"] is not None}
+    embedding = calls["POST /v1/embeddings"]
+    assert (embedding["name"], embedding["spanKind"]) == ("embeddings text-embedding-3-small", "embedding")
+    attrs = json.loads(embedding["attributes"])
+    assert attrs["embedding"]["model_name"] == "text-embedding-3-small"
+    assert attrs["gen_ai"]["operation"]["name"] == "embeddings"
+    # The provider's usage, as an attribute: Phoenix 20.26 counts tokens (and prices them) on LLM spans only.
+    assert attrs["llm"]["token_count"]["prompt"] == 8 and embedding["tokenCountPrompt"] is None
+    assert {(calls[d]["name"], calls[d]["spanKind"]) for d in ("POST /v1/responses", "POST /v1/messages")} == {
+        ("chat gpt-4o-mini", "llm"), ("chat claude-sonnet-4-5", "llm"),
+    }

@@ -99,7 +99,18 @@ def test_gunicorn_takes_blank_server_settings_as_their_defaults(tmp_path: Path):
     assert json.loads(done.stdout) == ["127.0.0.1:3300", 2, 900, 660, "info"]
 
 
-@pytest.mark.parametrize("name, raw", [("MARINA_WORKERS", "two"), ("MARINA_WORKERS", "0"), ("MARINA_WORKER_TIMEOUT", "15m")])
+@pytest.mark.parametrize("raw, level", [("info", "INFO"), ("Warning", "WARNING"), ("DEBUG", "DEBUG"), ("", "INFO")])
+def test_the_log_level_is_taken_in_any_case(raw: str, level: str):
+    """MARINA_LOG_LEVEL=info stopped every worker (logging knows only 'INFO'); gunicorn's is lower case."""
+    code = "import django; django.setup(); import logging; print(logging.getLevelName(logging.getLogger().level))"
+    done = run(["-c", code], {"MARINA_LOG_LEVEL": raw})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == level
+
+
+@pytest.mark.parametrize("name, raw", [
+    ("MARINA_WORKERS", "two"), ("MARINA_WORKERS", "0"), ("MARINA_WORKER_TIMEOUT", "15m"), ("MARINA_LOG_LEVEL", "loud"),
+])
 def test_junk_server_settings_stop_gunicorn_with_one_line(name: str, raw: str, tmp_path: Path):
     done = subprocess.run(
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "marina.asgi:application"],

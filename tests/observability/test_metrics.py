@@ -21,6 +21,7 @@ from ledger.spend import services
 from ledger.spend.records import SpanRecord, TraceRecord
 from observability import metrics
 from tests.conftest import MARINA_KEY
+from tests.scripted_providers import keyed
 from tests.upstream import Reply, completion
 
 
@@ -44,7 +45,7 @@ def client(marina_url: str) -> openai.OpenAI:
 
 def test_a_call_adds_request_tokens_cost_and_latency(client, upstream):
     model = "openrouter/openai/gpt-5.2"
-    labels = {"model": model, "provider": "openrouter", "route": "passthru", "status": "ok", "code": "200"}
+    labels = {"door": "chat", "model": model, "provider": "openrouter", "route": "passthru", "status": "ok", "code": "200"}
     bucket = {"key": "tester", "model": model, "provider": "openrouter", "upstream_model": "openai/gpt-5.2"}
     before = {
         "requests": sample("marina_requests_total", **labels),
@@ -70,8 +71,8 @@ def test_a_call_adds_request_tokens_cost_and_latency(client, upstream):
 
 def test_upstream_errors_and_refusals_are_counted_by_status(client, upstream, marina_url):
     model = "openrouter/openai/gpt-5.2"
-    error_labels = {"model": model, "provider": "openrouter", "route": "passthru", "status": "error", "code": "429"}
-    refused_labels = {"model": "", "provider": "", "route": "none", "status": "error", "code": "401"}
+    error_labels = {"door": "chat", "model": model, "provider": "openrouter", "route": "passthru", "status": "error", "code": "429"}
+    refused_labels = {"door": "chat", "model": "", "provider": "", "route": "none", "status": "error", "code": "401"}
     before_error = sample("marina_requests_total", **error_labels)
     before_refused = sample("marina_requests_total", **refused_labels)
     before_calls = sample("marina_upstream_calls_total", provider="openrouter", model="openai/gpt-5.2", status="error")
@@ -82,6 +83,30 @@ def test_upstream_errors_and_refusals_are_counted_by_status(client, upstream, ma
     wait_for(lambda: sample("marina_requests_total", **refused_labels) == before_refused + 1, "the refused request")
     wait_for(lambda: sample("marina_requests_total", **error_labels) == before_error + 1, "the upstream error")
     assert sample("marina_upstream_calls_total", provider="openrouter", model="openai/gpt-5.2", status="error") == before_calls + 1
+
+
+def test_each_door_is_its_own_label(marina_url, upstream, marina_config):
+    """Responses, embeddings and Anthropic's Messages counted as themselves, not as chat."""
+    keyed(marina_config, upstream, "openai", "anthropic")
+    calls = {
+        "chat": ("/v1/chat/completions", "openai/gpt-4o-mini", {"messages": [{"role": "user", "content": "x"}]}),
+        "responses": ("/v1/responses", "openai/gpt-4o-mini", {"input": "x"}),
+        "embeddings": ("/v1/embeddings", "openai/text-embedding-3-small", {"input": "x"}),
+        "messages": ("/v1/messages", "anthropic/claude-sonnet-4-5", {"max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}),
+    }
+    labels = {
+        door: {"door": door, "model": model, "provider": model.partition("/")[0], "route": "passthru", "status": "ok", "code": "200"}
+        for door, (_, model, _) in calls.items()
+    }
+    other = {"door": "other", "model": "", "provider": "", "route": "none", "status": "error", "code": "404"}
+    before = {door: sample("marina_requests_total", **labels[door]) for door in calls} | {"other": sample("marina_requests_total", **other)}
+    auth = {"Authorization": f"Bearer {MARINA_KEY}"}
+    for path, model, body in calls.values():
+        assert httpx.post(f"{marina_url}{path}", json={"model": model, **body}, headers=auth).status_code == 200
+    assert httpx.post(f"{marina_url}/v1/no-such-door", json={}, headers=auth).status_code == 404
+    for door in calls:
+        wait_for(lambda door=door: sample("marina_requests_total", **labels[door]) == before[door] + 1, f"the {door} request")
+    wait_for(lambda: sample("marina_requests_total", **other) == before["other"] + 1, "the request on no door")
 
 
 def test_metrics_answer_loopback_only_without_a_token(db, settings):
@@ -148,7 +173,7 @@ def test_model_ids_no_provider_knows_are_one_label_and_one_spend_row(client, ups
     for model in ids:
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
-    labels = {"model": "other", "provider": "openrouter", "route": "passthru", "status": "error", "code": "404"}
+    labels = {"door": "chat", "model": "other", "provider": "openrouter", "route": "passthru", "status": "error", "code": "404"}
     wait_for(lambda: sample("marina_requests_total", **labels) >= 30, "the 404s, as one label")
     text = metrics.render().decode()
     assert not [model for model in ids if model in text]

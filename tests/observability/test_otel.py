@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import httpx
 import openai
 import pytest
 
@@ -21,6 +22,7 @@ from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan, wait_for
 from tests.passthru.test_formation_verify import CONFIRM_TEXT, MESSAGES, MODEL, TOOLS, draft_cancel, play, revise, text
+from tests.scripted_providers import keyed
 from tests.upstream import Reply, completion
 
 PLAIN = "openrouter/openai/gpt-5.2"
@@ -111,6 +113,39 @@ def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(client, up
         "no message content without MARINA_TRACE_BODIES"
     )
     assert not any(secret.encode() in body for body in otlp_receiver.raw for secret in (MARINA_KEY, PROVIDER_KEY))
+
+
+def test_each_door_names_its_request_span_and_embeddings_are_embedding_spans(
+    marina_url, upstream, marina_config, otlp_receiver, exporting
+):
+    """/v1/responses, /v1/embeddings and /v1/messages were `POST` (the name of a refused request on no
+    door), and an embeddings call an LLM span named `chat <model>`."""
+    keyed(marina_config, upstream, "openai", "anthropic")
+    auth = {"Authorization": f"Bearer {MARINA_KEY}"}
+    calls = {
+        "/v1/responses": ("openai/gpt-4o-mini", {"input": "x"}, "chat gpt-4o-mini"),
+        "/v1/embeddings": ("openai/text-embedding-3-small", {"input": ["x", "y"]}, "embeddings text-embedding-3-small"),
+        "/v1/messages": ("anthropic/claude-sonnet-4-5", {"max_tokens": 8, "messages": [{"role": "user", "content": "x"}]},
+                         "chat claude-sonnet-4-5"),
+    }  # fmt: skip
+    for path, (model, body, call_name) in calls.items():
+        answer = httpx.post(f"{marina_url}{path}", json={"model": model, **body}, headers=auth)
+        assert answer.status_code == 200, answer.text
+        _, found = received_trace(otlp_receiver, answer.headers["x-request-id"])
+        [root] = [s for s in found if not s.parent_span_id]
+        [call] = [s for s in found if s.parent_span_id]
+        assert (root.name, root.kind, root.attributes["openinference.span.kind"]) == (f"POST {path}", 2, "CHAIN")
+        assert call.name == call_name
+        if path == "/v1/embeddings":
+            assert call.attributes["gen_ai.operation.name"] == "embeddings"
+            assert call.attributes["openinference.span.kind"] == "EMBEDDING"
+            assert call.attributes["embedding.model_name"] == "text-embedding-3-small"
+            assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["llm.token_count.prompt"]) == (8, 8)
+        else:
+            assert (call.attributes["gen_ai.operation.name"], call.attributes["openinference.span.kind"]) == ("chat", "LLM")
+    refused = httpx.post(f"{marina_url}/v1/no-such-door", json={}, headers=auth)
+    _, [root] = received_trace(otlp_receiver, refused.headers["x-request-id"])
+    assert root.name == "POST"
 
 
 def test_a_formation_exports_its_steps_under_their_parents(client, upstream, otlp_receiver, exporting):

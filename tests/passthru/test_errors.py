@@ -341,6 +341,10 @@ def test_daily_cap_is_429_naming_the_reset_time_and_the_variable(http, upstream,
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).date()
     assert f"resets at {tomorrow:%Y-%m-%d} 00:00 UTC" in error["message"]
     assert "MARINA_DAILY_SPEND_CAP_USD" in error["message"] and "$0.00200000" in error["message"]
+    # Until the reset: the seconds to it, and the openai and anthropic SDKs' own word for "do not retry".
+    to_midnight = (datetime.combine(tomorrow, datetime.min.time(), tzinfo=UTC) - datetime.now(UTC)).total_seconds()
+    assert to_midnight - 5 <= int(response.headers["retry-after"]) <= to_midnight + 1
+    assert response.headers["x-should-retry"] == "false"
     traced(response, "spend_cap_reached")
     assert len(upstream.requests) == 1  # refused before any upstream call
     assert SpendDaily.objects.get().calls == 1

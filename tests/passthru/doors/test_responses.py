@@ -11,6 +11,7 @@ import pytest
 from kernel.conversation import identify
 from ledger.models import SpendDaily, Trace
 from tests.conftest import MARINA_KEY
+from tests.scripted_providers import ScriptedProviders
 from tests.upstream import Reply, Sse, completion, sse_chunks, tool_call
 
 
@@ -240,3 +241,41 @@ def test_agents_sdk_streamed_with_a_tool_through_the_translation(marina_url, ups
     assert (output, asked) == ("u1 is Ada.", ["u1"])
     assert upstream.requests[1].body["messages"][-1]["tool_call_id"] == "call_5"
     assert SpendDaily.objects.get().cost_nanousd == 300_000
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_bare_id_is_tried_on_every_provider_as_on_chat(client, upstream, speakers, stream):
+    """gpt-4o-mini answered 404 "tried anthropic, groq": only the first provider's kind was kept."""
+    world = ScriptedProviders({c["api_key"]: n for n, c in speakers.MARINA_PROVIDERS.items() if c["api_key"]})
+    upstream.answer = world.answer
+    if stream:
+        with client.responses.stream(model="gpt-4o-mini", input="ping") as events:
+            text = events.get_final_response().output_text
+    else:
+        text = client.responses.create(model="gpt-4o-mini", input="ping").output_text
+    assert text == "Hi from Responses."
+    # Anthropic first (as a chat completion: it has no /responses), then OpenAI natively.
+    assert world.seen == [("anthropic", "/v1/chat/completions", "gpt-4o-mini"), ("openai", "/v1/responses", "gpt-4o-mini")]
+    trace = Trace.objects.get()
+    assert (trace.route, trace.status, trace.stream) == ("passthru", "ok", stream)
+    assert [(s.provider, s.http_status) for s in trace.spans.order_by("seq")] == [("anthropic", 404), ("openai", 200)]
+
+
+def test_a_bare_id_goes_translated_to_the_provider_that_knows_it(client, upstream, speakers):
+    world = ScriptedProviders({c["api_key"]: n for n, c in speakers.MARINA_PROVIDERS.items() if c["api_key"]})
+    upstream.answer = world.answer
+    assert client.responses.create(model="llama-3.3-70b", input="ping").output_text == "Hello from the scripted upstream."
+    assert [(p, path) for p, path, _ in world.seen] == [
+        ("anthropic", "/v1/chat/completions"), ("openai", "/v1/responses"), ("groq", "/v1/chat/completions"),
+    ]
+    assert Trace.objects.get().route == "passthru:translated"
+
+
+def test_what_only_the_responses_api_has_goes_to_the_providers_that_speak_it(client, upstream, speakers):
+    """previous_response_id cannot be put as a chat completion: a bare id skips the others, not the request."""
+    world = ScriptedProviders({c["api_key"]: n for n, c in speakers.MARINA_PROVIDERS.items() if c["api_key"]})
+    upstream.answer = world.answer
+    reply = client.responses.create(model="gpt-4o-mini", input="and then?", previous_response_id="resp_1")
+    assert reply.output_text == "Hi from Responses."
+    assert world.seen == [("openai", "/v1/responses", "gpt-4o-mini")]
+    assert upstream.requests[0].body["previous_response_id"] == "resp_1"
