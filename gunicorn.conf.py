@@ -69,9 +69,16 @@ def on_starting(server: Any) -> None:
     variable stops the server with one line naming it (gunicorn prints a
     RuntimeError as `Error: ...` and exits 1), not a traceback per worker."""
     try:
-        runpy.run_path(str(Path(__file__).resolve().parent / "marina" / "settings.py"))
+        marina = runpy.run_path(str(Path(__file__).resolve().parent / "marina" / "settings.py"))
     except ConfigError as exc:
         raise RuntimeError(f"Marina's configuration: {exc}") from None
+    # The ledger's spool must be writable: else every call would be refused
+    # (503) with the database well (ledger/spend/spool.py).
+    from ledger.spend.spool import unwritable
+
+    problem = unwritable(Path(marina["MARINA_SPOOL_DIR"]))
+    if problem:
+        raise RuntimeError(f"Marina's configuration: {problem}")
 
 
 def post_worker_init(worker: Any) -> None:

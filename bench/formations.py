@@ -192,7 +192,8 @@ async def _requests(conversations: Conversations, model: str, requests: int, con
 
 
 def _fill(conversations: Conversations) -> int:
-    """Store `count` live conversations, each with the state a real first turn left."""
+    """Store `count` live conversations per formation id (the model id is part of a conversation's
+    key), each with the state a real first turn left."""
     from datetime import UTC, datetime, timedelta
 
     from django.conf import settings
@@ -201,16 +202,18 @@ def _fill(conversations: Conversations) -> int:
     from passthru.models import ConversationState
 
     first = conversations.body(IDS["obligations+argcheck"], 0, 1)
-    template = state.load_sync(state.conversation("bench", "", first["messages"], first["tools"])).state  # the turn asyncio.run made in child()
+    # the checkpoint the turn asyncio.run made in child() left
+    template = state.checkpoint_sync(state.conversation("bench", "", first["messages"], first["tools"], model=first["model"]))
     plain = json.dumps(template).encode()
     now = datetime.now(UTC)
     expires = now + timedelta(seconds=settings.MARINA_STATE_TTL)
     rows = []
-    for i in range(1, conversations.count):
-        body = conversations.body("", i, 1)
-        conv = state.conversation("bench", "", body["messages"], body["tools"])
-        sealed = json.loads(conv.sealer.seal(plain))  # each sealed under its own conversation, as a real turn does
-        rows.append(ConversationState(key=conv.key, state=sealed, version=1, updated_at=now, expires_at=expires))
+    for model in [m for m in IDS.values() if m.startswith("marina/")]:
+        for i in range(1 if model == first["model"] else 0, conversations.count):
+            body = conversations.body(model, i, 1)
+            conv = state.conversation("bench", "", body["messages"], body["tools"], model=model)
+            sealed = json.loads(conv.sealer.seal(plain))  # each sealed under its own conversation, as a real turn does
+            rows.append(ConversationState(key=conv.key, state=sealed, version=1, updated_at=now, expires_at=expires))
     ConversationState.objects.bulk_create(rows, batch_size=1000)
     return ConversationState.objects.count()
 
@@ -225,10 +228,17 @@ def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, flo
     from passthru.formations.obligations.prompts import reminder_note
 
     relax_commit()  # as the state thread's connection is
-    body = conversations.body("", 7, conversations.turns[7] + 1)
+    model = IDS["obligations+argcheck"]
+    body = conversations.body(model, 7, conversations.turns[7] + 1)
     messages, tools = body["messages"], body["tools"]
-    conv = state.conversation("bench", "", messages, tools)
+    conv = state.conversation("bench", "", messages, tools, model=model)
     loaded = state.load_sync(conv)
+    # A write stores a new checkpoint (a key already written is kept): a fresh turn of another
+    # conversation each time, its key chain made before the clock starts.
+    fresh = iter([
+        state.conversation("bench", "", conversations.body(model, i, conversations.turns[i] + 1)["messages"], tools, model=model)
+        for i in (n % conversations.count for n in range(8, 8 + rounds))
+    ])  # fmt: skip
     ledger = Ledger.of(loaded.state.get("obligations"))
     arguments = {"reservation_id": _reservation(7), "reason": "change of plan"}
 
@@ -239,9 +249,9 @@ def _parts(conversations: Conversations, rounds: int) -> dict[str, dict[str, flo
         return {"wall": round((time.perf_counter() - started) / rounds * 1e6, 1), "cpu": round((_cpu() - cpu) / rounds * 1e6, 1)}
 
     return {
-        "key chain": timed(lambda: state.conversation("bench", "", messages, tools)),
+        "key chain": timed(lambda: state.conversation("bench", "", messages, tools, model=model)),
         "state read": timed(lambda: state.load_sync(conv)),
-        "state write": timed(lambda: state.commit_sync(conv, lambda s: dict(s))),
+        "state write": timed(lambda: state.commit_sync(next(fresh), lambda s: dict(s))),
         "seal + open (in read and write)": timed(lambda: _seal_open(conv, loaded.state)),
         "values: extract + grade": timed(lambda: _grade_all(arguments, channels_of(messages), extract_values, grade)),
         "history + note": timed(lambda: with_trailing_note(messages, reminder_note(ledger.open_items()) + str(read_history(messages).requests[-1:]))),

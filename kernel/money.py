@@ -10,13 +10,16 @@ format through it, so one amount reads the same everywhere.
 - `plain(amount)`: "0.01234500", 8 fraction digits, no sign: headers, CSV, JSON.
 - `dollars(amount)`: "$0.01234500", or a placeholder for an unknown amount: pages, admin, CLI.
 - `signed_dollars(amount)`: "+$0.01234500" / "-$…": differences in `compare`.
+- `short(amount)`: "$1,234.57" / "$0.0073": the pages people read, with `dollars` on hover
+  (ledger/templatetags/ledger_format.py's `money` filter).
 
 `amount` is nano-dollars (int) or dollars (Decimal/float); ints are always
 nano-dollars, so a figure never changes scale by accident.
 """
 from __future__ import annotations
 
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from collections.abc import Callable
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import overload
 
 NANO = Decimal("1e-9")
@@ -87,18 +90,34 @@ def dollars(amount: Amount, *, unknown: str = "—") -> str:
     return f"-${text}" if value < 0 else f"${text}"
 
 
-def with_unpriced(amount: Amount, unpriced: int, *, per: str = "") -> str:
+def short(amount: Amount, *, unknown: str = "—", signed: bool = False) -> str:
+    """As a person reads an amount: cents with thousands separators ($1,234.57), 4 places
+    under a dollar ($0.0073), "<$0.0001" for less; `signed` for a difference (+$0.01).
+    The exact figure (`dollars`) stays in tooltips, CSV and the API."""
+    value = _as_dollars(amount)
+    if value is None:
+        return unknown
+    sign = "-" if value < 0 else ("+" if signed else "")
+    size = abs(value)
+    if size and size < Decimal("0.00005"):
+        return f"{sign}<$0.0001"
+    places = Decimal("0.01") if size >= 1 or not size else Decimal("0.0001")
+    return f"{sign}${size.quantize(places, rounding=ROUND_HALF_UP):,}"
+
+
+def with_unpriced(amount: Amount, unpriced: int, *, per: str = "", fmt: Callable[[Amount], str] | None = None) -> str:
     """A total some of whose calls nobody could price: "$x" when none,
     "≥ $x (n unpriced)" when some (the priced part is a lower bound), and
     "unpriced (n calls)" when every call was (the amount is then None, or 0
     from the priced calls of none): unknown, never $0. `per` ("/item") follows
-    the amount."""
+    the amount; `fmt` writes it (`dollars`, or `short` on a page)."""
     value = _as_dollars(amount)
+    write = fmt or dollars
     if unpriced <= 0:
-        return "unpriced" if value is None else f"{dollars(value)}{per}"
+        return "unpriced" if value is None else f"{write(value)}{per}"
     if value is None or value == 0:
         return f"unpriced ({unpriced} call{'s' if unpriced != 1 else ''})"
-    return f"≥ {dollars(value)}{per} ({unpriced} unpriced)"
+    return f"≥ {write(value)}{per} ({unpriced} unpriced)"
 
 
 def signed_dollars(amount: Amount, *, unknown: str = "—") -> str:

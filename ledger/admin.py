@@ -12,8 +12,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from kernel.money import dollars
 from ledger.admin_scale import CappedCountPaginator, CostSourceFilter, StatusFilter
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.lessons import services as lessons
 from ledger.models import (
     ApiKey,
@@ -26,9 +26,51 @@ from ledger.models import (
     SpendDaily,
     Trace,
 )
-from ledger.reports.selectors import cost_source_label
 from ledger.spend import keys as stored_keys
 from ledger.spend.selectors import spend_sums
+from ledger.templatetags.ledger_format import breakable, cost_of, duration, grouped, money_html, readable_list
+
+
+def _wrapping(field: str, description: str) -> Any:
+    """A list column for a long id or model that wraps only after its separators
+    (static/ledger/admin.css keeps every other cell on one line)."""
+
+    @admin.display(description=description, ordering=field)
+    def shown(self: admin.ModelAdmin, obj: Any) -> str:
+        return breakable(getattr(obj, field))
+
+    return shown
+
+
+def _count(field: str, description: str) -> Any:
+    """A count with thousands separators (tokens: 12,345)."""
+
+    @admin.display(description=description, ordering=field)
+    def shown(self: admin.ModelAdmin, obj: Any) -> str:
+        return grouped(getattr(obj, field))
+
+    return shown
+
+
+def _when(field: str, description: str) -> Any:
+    """A time as `2026-12-06 02:18` (UTC), short enough to stay on one line."""
+
+    @admin.display(description=description, ordering=field)
+    def shown(self: admin.ModelAdmin, obj: Any) -> str:
+        value = getattr(obj, field)
+        return "—" if value is None else value.strftime("%Y-%m-%d %H:%M")
+
+    return shown
+
+
+def _duration(field: str, description: str) -> Any:
+    """Milliseconds as a person reads them: 840 ms, 5.97 s."""
+
+    @admin.display(description=description, ordering=field)
+    def shown(self: admin.ModelAdmin, obj: Any) -> str:
+        return duration(getattr(obj, field))
+
+    return shown
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -48,9 +90,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 # the stubs widen them to Django's field groups (a str or a tuple of them).
 _RUN_FIELDS = (
     "group", "label", "benchmark", "domain", "target_kind", "target", "num_trials", "task_split", "seed",
+    "retrieval_config", "retrieval_config_kwargs",
     "agent_model", "user_model", "agent_args", "user_args", "tau2_version", "tau2_commit",
     "simulations", "infra_errors", "status", "mean_reward_shown", "pass_hat_k_shown", "comparable",
-    "comparability_reasons", "cost", "cost_source", "started_at", "ended_at", "created_at",
+    "reasons", "cost", "cost_source", "started_at", "ended_at", "created_at",
     "source_sha256", "links",
 )  # fmt: skip
 
@@ -58,19 +101,36 @@ _RUN_FIELDS = (
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
     list_display = [
-        "id", "group", "benchmark", "target", "target_kind", "simulations", "infra_errors",
-        "mean_reward_shown", "pass1", "pass_k", "cost", "comparable", "created_at", "links",
+        "id", "group_shown", "benchmark_shown", "target_shown", "simulations", "infra_errors",
+        "mean_reward_shown", "pass1", "pass_k", "cost", "comparable", "created", "links",
     ]  # fmt: skip
     list_display_links = ["id"]
-    list_filter = ["benchmark", "target_kind", "comparable", "status", "cost_source", "group", "created_at"]
+    list_filter = [
+        "benchmark", "target_kind", "comparable", "status", "cost_source", "retrieval_config", "group", "created_at",
+    ]  # fmt: skip
     search_fields = ["target", "group", "label", "benchmark", "agent_model", "source_sha256"]
     date_hierarchy = "created_at"
     # Only group and label may change after import; everything else is the run as imported.
     fields = _RUN_FIELDS
     readonly_fields = [f for f in _RUN_FIELDS if f not in ("group", "label")]
 
+    group_shown = _wrapping("group", "group")
+    benchmark_shown = _wrapping("benchmark", "benchmark")
+    created = _when("created_at", "created (UTC)")
+
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # runs come from `manage.py import_tau2`
+
+    @admin.display(description="target", ordering="target")
+    def target_shown(self, run: BenchmarkRun) -> str:
+        """The target, and its kind when it is not a model (as the runs page writes it)."""
+        if run.target_kind == BenchmarkRun.TargetKind.MODEL:
+            return breakable(run.target)
+        return format_html('{} <span class="quiet">({})</span>', breakable(run.target), run.target_kind)
+
+    @admin.display(description="comparability reasons")
+    def reasons(self, run: BenchmarkRun) -> str:
+        return readable_list(run.comparability_reasons)
 
     @admin.display(description="mean reward", ordering="mean_reward")
     def mean_reward_shown(self, run: BenchmarkRun) -> str:
@@ -90,7 +150,10 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
 
     @admin.display(description="cost", ordering="cost_nanousd")
     def cost(self, run: BenchmarkRun) -> str:
-        return f"{dollars(run.cost_nanousd)} ({cost_source_label(run.cost_source)})"
+        if run.cost_source == "none":
+            return cost_of(run)  # "— unpriced", the source in the same word
+        label = cost_source_label(run.cost_source)
+        return format_html('{} <span class="quiet" title="{}">{}</span>', cost_of(run), label, run.cost_source)
 
     @admin.display(description="")
     def links(self, run: BenchmarkRun) -> str:
@@ -103,7 +166,7 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
 @admin.register(BenchmarkItem)
 class BenchmarkItemAdmin(ReadOnlyAdmin):
     list_display = [
-        "item_id", "run_link", "task_id", "trial", "reward_shown", "correct", "infra_error",
+        "item_shown", "run_link", "task_shown", "trial", "reward_shown", "correct", "infra_error",
         "termination_reason", "duration", "agent_cost", "user_cost",
     ]  # fmt: skip
     # Floats as the reports show them (kernel.money for dollars), never as raw
@@ -119,6 +182,10 @@ class BenchmarkItemAdmin(ReadOnlyAdmin):
     paginator = CappedCountPaginator
     show_full_result_count = False
 
+    list_display_links = ["item_shown"]
+    item_shown = _wrapping("item_id", "item")
+    task_shown = _wrapping("task_id", "task")
+
     @admin.display(description="reward", ordering="reward")
     def reward_shown(self, item: BenchmarkItem) -> str:
         return "—" if item.reward is None else f"{item.reward:.3f}"
@@ -129,16 +196,16 @@ class BenchmarkItemAdmin(ReadOnlyAdmin):
 
     @admin.display(description="agent cost (τ²)", ordering="agent_cost_usd")
     def agent_cost(self, item: BenchmarkItem) -> str:
-        return dollars(item.agent_cost_usd)
+        return money_html(item.agent_cost_usd)
 
     @admin.display(description="user cost (τ²)", ordering="user_cost_usd")
     def user_cost(self, item: BenchmarkItem) -> str:
-        return dollars(item.user_cost_usd)
+        return money_html(item.user_cost_usd)
 
     @admin.display(description="run", ordering="run")
     def run_link(self, item: BenchmarkItem) -> str:
         url = reverse("admin:ledger_benchmarkrun_change", args=[item.run_id])
-        return format_html('<a href="{}">{}</a>', url, item.run)
+        return format_html('<a href="{}">{}</a>', url, breakable(item.run))
 
 
 class SpanInline(admin.TabularInline):
@@ -147,14 +214,22 @@ class SpanInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
     fields = (
-        "seq", "parent_seq", "name", "provider", "upstream_model", "status", "http_status", "duration_ms",
-        "ttft_ms", "prompt_tokens", "completion_tokens", "cost", "cost_source", "detail",
+        "seq", "parent_seq", "name", "provider", "upstream_model", "status", "http_status", "took",
+        "ttft", "prompt", "completion", "cost", "cost_source", "decisions",
     )  # fmt: skip
     readonly_fields = fields
+    took = _duration("duration_ms", "duration")
+    ttft = _duration("ttft_ms", "time to first token")
+    prompt = _count("prompt_tokens", "prompt tokens")
+    completion = _count("completion_tokens", "completion tokens")
 
     @admin.display(description="cost")
     def cost(self, span: Span) -> str:
-        return dollars(span.cost_nanousd)
+        return money_html(span.cost_nanousd)
+
+    @admin.display(description="detail")
+    def decisions(self, span: Span) -> str:
+        return readable_list(span.detail)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -166,8 +241,8 @@ class SpanInline(admin.TabularInline):
 @admin.register(Trace)
 class TraceAdmin(ReadOnlyAdmin):
     list_display = [
-        "started_at", "request_id", "key_name", "requested_model", "route", "formation_label", "status",
-        "http_status", "duration_ms", "prompt_tokens", "completion_tokens", "cost", "report",
+        "started", "request_shown", "key_shown", "model_shown", "route", "label_shown", "status",
+        "http_status", "took", "prompt", "completion", "cost", "report",
     ]  # fmt: skip
     # Fixed choices and booleans only, and no date hierarchy: each would scan
     # every trace for its values on each page (ledger/admin_scale.py).
@@ -182,10 +257,19 @@ class TraceAdmin(ReadOnlyAdmin):
     readonly_fields = ["cost", "report"]
     inlines = [SpanInline]
     show_full_result_count = False  # no COUNT(*) over every trace on each page
+    list_display_links = ["started"]
+    started = _when("started_at", "started (UTC)")
+    took = _duration("duration_ms", "duration")
+    request_shown = _wrapping("request_id", "request id")
+    key_shown = _wrapping("key_name", "key")
+    model_shown = _wrapping("requested_model", "requested model")
+    label_shown = _wrapping("formation_label", "formation label")
+    prompt = _count("prompt_tokens", "prompt tokens")
+    completion = _count("completion_tokens", "completion tokens")
 
     @admin.display(description="cost", ordering="cost_nanousd")
     def cost(self, trace: Trace) -> str:
-        return dollars(trace.cost_nanousd)
+        return money_html(trace.cost_nanousd)
 
     @admin.display(description="")
     def report(self, trace: Trace) -> str:
@@ -195,29 +279,42 @@ class TraceAdmin(ReadOnlyAdmin):
 @admin.register(Span)
 class SpanAdmin(ReadOnlyAdmin):
     list_display = [
-        "trace", "seq", "parent_seq", "name", "provider", "upstream_model", "status", "duration_ms",
-        "prompt_tokens", "completion_tokens", "cost", "cost_source",
+        "trace_shown", "seq", "parent_seq", "name", "provider", "model_shown", "status", "took",
+        "prompt", "completion", "cost", "cost_source",
     ]  # fmt: skip
+    list_display_links = ["trace_shown"]
+    took = _duration("duration_ms", "duration")
+    model_shown = _wrapping("upstream_model", "upstream model")
+    prompt = _count("prompt_tokens", "prompt tokens")
+    completion = _count("completion_tokens", "completion tokens")
     list_filter = [StatusFilter, CostSourceFilter]
     search_fields = ["trace__request_id__exact"]  # exact: a substring search reads every span
     ordering = ["-pk"]  # the model's (trace, seq) joins every trace to sort by its time
     list_select_related = ["trace"]
     raw_id_fields = ["trace"]
     paginator = CappedCountPaginator
-    exclude = ["body", "cost_nanousd"]
-    readonly_fields = ["cost"]
+    exclude = ["body", "cost_nanousd", "detail"]
+    readonly_fields = ["cost", "decisions"]
     show_full_result_count = False
 
     @admin.display(description="cost", ordering="cost_nanousd")
     def cost(self, span: Span) -> str:
-        return dollars(span.cost_nanousd)
+        return money_html(span.cost_nanousd)
+
+    @admin.display(description="trace", ordering="trace")
+    def trace_shown(self, span: Span) -> str:
+        return breakable(span.trace)
+
+    @admin.display(description="detail")
+    def decisions(self, span: Span) -> str:
+        return readable_list(span.detail)
 
 
 @admin.register(SpendDaily)
 class SpendDailyAdmin(ReadOnlyAdmin):
     list_display = [
-        "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",
-        "unpriced_calls", "prompt_tokens", "completion_tokens", "cost",
+        "day", "key_shown", "requested_shown", "provider", "upstream_shown", "calls_shown", "errors",
+        "unpriced_calls", "prompt", "completion", "cost",
     ]  # fmt: skip
     list_filter = ["key_name"]  # models and providers: search for one (each filter is a DISTINCT over every row)
     search_fields = ["requested_model__exact", "upstream_model__exact", "key_name__exact"]
@@ -225,10 +322,17 @@ class SpendDailyAdmin(ReadOnlyAdmin):
     ordering = ["-day", "-cost_nanousd"]
     exclude = ["cost_nanousd"]
     readonly_fields = ["cost"]
+    list_display_links = ["day"]
+    key_shown = _wrapping("key_name", "key")
+    requested_shown = _wrapping("requested_model", "requested model")
+    upstream_shown = _wrapping("upstream_model", "upstream model")
+    calls_shown = _count("calls", "calls")
+    prompt = _count("prompt_tokens", "prompt tokens")
+    completion = _count("completion_tokens", "completion tokens")
 
     @admin.display(description="cost (USD)", ordering="cost_nanousd")
     def cost(self, row: SpendDaily) -> str:
-        return dollars(row.cost_nanousd)
+        return money_html(row.cost_nanousd)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         response = super().changelist_view(request, extra_context)
@@ -289,7 +393,7 @@ class ExperimentAdmin(ReadOnlyAdmin):
 
     @admin.display(description="spent")
     def spent(self, experiment: Experiment) -> str:
-        return dollars(experiment.spent_nanousd)
+        return money_html(experiment.spent_nanousd)
 
 
 @admin.register(Lesson)

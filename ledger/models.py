@@ -65,6 +65,9 @@ class Trace(models.Model):
     method = models.CharField(max_length=8, default="POST")
     path = models.CharField(max_length=100)
     key_name = models.CharField(max_length=64, blank=True)
+    # A /v1/responses answer's id, as the provider gave it: another key's
+    # previous_response_id naming it is refused (passthru/response_owners.py).
+    response_id = models.CharField(max_length=100, blank=True, default="")
     requested_model = models.CharField(max_length=200, blank=True)
     route = models.CharField(max_length=32, blank=True)  # passthru, a formation, or blank
     formation_label = models.CharField(max_length=64, blank=True)  # e.g. x-marina-verify's value
@@ -86,6 +89,9 @@ class Trace(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+        indexes = [  # only the rows of Responses answers: the rest hold ""
+            models.Index(fields=["response_id"], name="ledger_trace_response_id", condition=~models.Q(response_id=""))
+        ]
 
     def __str__(self) -> str:
         return self.request_id
@@ -155,8 +161,17 @@ class BenchmarkRun(models.Model):
     target = models.CharField(max_length=200, db_index=True)
     group = models.CharField(max_length=120, blank=True, db_index=True)
     label = models.CharField(max_length=200, blank=True)
+    # The Marina key that filed it (POST /v1/benchmarks/runs): only that key (an
+    # operator key: with its callers) and read-all keys read it, and no other
+    # key files into its group. Blank: imported by the operator's command line,
+    # read by every key.
+    key_name = models.CharField(max_length=64, blank=True, default="", db_index=True)
     seed = models.BigIntegerField(null=True, blank=True)
     task_split = models.CharField(max_length=64, blank=True)
+    # banking_knowledge: how the agent searched its knowledge base (τ²'s --retrieval-config, from
+    # results.json `info`), and the arguments it was built with; blank for the other domains.
+    retrieval_config = models.CharField(max_length=64, blank=True)
+    retrieval_config_kwargs = models.JSONField(default=dict, blank=True)
     num_trials = models.PositiveIntegerField()
     agent_model = models.CharField(max_length=200, blank=True)  # as served: LiteLLM's openai/ dropped
     user_model = models.CharField(max_length=200, blank=True)

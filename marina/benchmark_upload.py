@@ -5,7 +5,8 @@ Body: `{result, targetKind, target, label?, judge?, costUsd?, replicateGroup?}`
 where `result` is a ledger file (Marina's or the original's) or a τ² results
 file, as JSON. The import is the command line's (ledger.benchmarks.importers):
 the same checks, all or nothing, idempotent. 201 with the run when recorded,
-200 when the content was recorded before; 400 with the reason, 413 past
+200 when the content was recorded before (by this key; another key's: 409);
+403 for a replicate group holding another key's runs (ledger/benchmarks/owners.py); 400 with the reason, 413 past
 MARINA_MAX_UPLOAD_BYTES; under MARINA_OPEN_API (no keys) 403
 `open_api_read_only` unless MARINA_OPEN_API_UPLOADS=true.
 
@@ -26,7 +27,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router
 from pydantic import BaseModel, Field
 
-from ledger.benchmarks.errors import UncleanRunError
+from ledger.benchmarks import owners as run_owners
+from ledger.benchmarks.errors import GroupTakenError, UncleanRunError
 from ledger.benchmarks.importers import ImportResult, import_ledger, import_tau2
 from ledger.benchmarks.options import ImportOptions, max_length
 from marina.read_schemas import ImportedRun
@@ -192,11 +194,14 @@ def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: 
         target_kind=data["targetKind"], target=data["target"], group=data.get("replicateGroup"),
         label=data.get("label"), judge=data.get("judge"), cost_usd=data.get("costUsd"),
         keys=owners,  # the uploader's key: its items link to that key's traces only (docs/security.md)
+        owner=owners[0] if owners else "",  # the run is the uploader's (ledger/benchmarks/owners.py)
     )  # fmt: skip
     if "simulations" in top_keys and "info" in top_keys:
         # τ²'s reader streams from the file the upload's `result` was written to.
         try:
             return import_tau2(result_path, options, progress=False)
+        except GroupTakenError:
+            raise  # names the group only
         except ValueError as exc:
             raise ValueError(str(exc).replace(result_path, "result")) from None
     with open(result_path, encoding="utf-8") as f:
@@ -206,7 +211,10 @@ def _import(data: dict[str, Any], result_path: str, top_keys: set[str], owners: 
 
 @router.post(
     "/runs",
-    response={200: ImportedRun, 201: ImportedRun, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 413: ErrorEnvelope},
+    response={
+        200: ImportedRun, 201: ImportedRun, 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope,
+        409: ErrorEnvelope, 413: ErrorEnvelope,
+    },
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": inline_schema(UploadRequest)}}}
     },
@@ -229,12 +237,17 @@ async def upload_run(request: HttpRequest) -> HttpResponse:
         try:
             owners = (caller.owner,) if caller.keyed else None  # its items link to the uploader's traces only
             result = await sync_to_async(_import, thread_sensitive=True)(data, result_file.name, keys, owners)
+        except GroupTakenError as exc:  # a run of its own would go into another key's group: nothing written
+            raise ApiError(403, str(exc), code="permission_denied", param="replicateGroup") from None
         except UncleanRunError as exc:
             raise _bad(str(exc).split(": ", 1)[-1], "result") from None
         except ValueError as exc:  # LedgerInputError names the problem; option errors name the flag
             text = str(exc).replace("<ledger data>: ", "result: ").replace("--cost-usd", "costUsd")
             text = text.replace("--group", "replicateGroup").replace("--target", "target").replace("--label", "label")
             raise _bad(text.replace("--judge", "judge")) from None
+    if caller.keyed and not result.created and not run_owners.may_read(caller.owner, result.run.key_name):
+        # The same content filed before by another key: its run is not this key's to see.
+        raise ApiError(409, "This result was filed before by another key; nothing was written.", code="already_filed")
     body_out = {**result.as_dict(), "source": "upload"}
     return HttpResponse(
         json.dumps(body_out, default=str), status=201 if result.created else 200, content_type="application/json"

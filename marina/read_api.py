@@ -29,6 +29,7 @@ from ninja import Query, Router, Schema
 from ninja.security import HttpBearer
 from pydantic import BeforeValidator, Field
 
+from ledger.benchmarks import owners as run_owners
 from ledger.benchmarks import stats
 from ledger.benchmarks.compare import CompareError, SameSides, compare_groups, compare_runs
 from ledger.models import BenchmarkRun
@@ -36,6 +37,7 @@ from ledger.reports import jsondata, selectors
 from ledger.reports.compare_json import as_json
 from ledger.reports.forms import SpendRangeForm
 from ledger.spend import selectors as spend_selectors
+from ledger.spend.selectors import owns
 from marina.read_schemas import (
     Comparison,
     ExperimentProgress,
@@ -84,6 +86,7 @@ class Scope:
     traces: bool
     spend: bool
     runs: bool
+    experiments: bool = True  # staff: view_experiment (the experiment pages' permission)
 
 
 def scope_of(request: HttpRequest) -> Scope:
@@ -122,6 +125,7 @@ class Reader(HttpBearer):
                     traces=user.has_perm("ledger.view_trace"),
                     spend=user.has_perm("ledger.view_spenddaily"),
                     runs=user.has_perm("ledger.view_benchmarkrun"),
+                    experiments=user.has_perm("ledger.view_experiment"),
                 )
             raise ApiError(403, "The read API needs a staff account or a Marina key.", code="permission_denied")
         raise ApiError(401, "Send 'Authorization: Bearer <Marina key>', or log in as staff at /admin/.")
@@ -151,7 +155,7 @@ def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any
         raise _bad("`since` is after `until`.", "since")
     runs = selectors.runs(
         group=filters.group, benchmark=filters.benchmark, target=filters.target, since=filters.since, until=filters.until
-    )
+    ).filter(run_owners.visible_to(scope_of(request).owner))  # another key's runs read as none
     return jsondata.run_page(runs, page=filters.page, per_page=filters.per_page)
 
 
@@ -159,7 +163,7 @@ def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any
 def get_run(request: HttpRequest, run_id: int = PathParam(..., ge=1, le=MAX_ID)) -> dict[str, Any]:
     if not scope_of(request).runs:
         raise _denied("runs")
-    run = BenchmarkRun.objects.filter(pk=run_id).first()
+    run = BenchmarkRun.objects.filter(run_owners.visible_to(scope_of(request).owner), pk=run_id).first()
     if run is None:
         raise _not_found(f"No run #{run_id}.")
     return jsondata.run_detail(selectors.run_report(run))
@@ -178,6 +182,7 @@ class CompareQuery(Schema):
 def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
     if not scope_of(request).runs:
         raise _denied("runs")
+    visible = BenchmarkRun.objects.filter(run_owners.visible_to(scope_of(request).owner))
     runs = query.a is not None or query.b is not None
     groups = bool(query.group_a or query.group_b)
     if runs == groups:
@@ -188,7 +193,7 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
                 missing = "a" if query.a is None else "b"
                 raise _bad(f"`{missing}` is required with the other run.", missing)
             for run_id in (query.a, query.b):
-                if not BenchmarkRun.objects.filter(pk=run_id).exists():
+                if not visible.filter(pk=run_id).exists():
                     raise _not_found(f"No run #{run_id}.")
             comparison = compare_runs(query.a, query.b, seed=query.seed, resamples=query.resamples)
         else:
@@ -196,7 +201,11 @@ def compare(request: HttpRequest, query: Query[CompareQuery]) -> dict[str, Any]:
                 if not group:
                     raise _bad(f"`{name}` is required with the other group.", name)
             for group in (query.group_a, query.group_b):
-                if not BenchmarkRun.objects.filter(group=group).exists():
+                # A group with a run another key filed reads as none (no key files into another's group).
+                in_group = BenchmarkRun.objects.filter(group=group)
+                owner = scope_of(request).owner
+                hidden = owner is not None and in_group.exclude(run_owners.visible_to(owner)).exists()
+                if hidden or not in_group.exists():
                     raise _not_found(f"No runs in group {group!r}.")
             comparison = compare_groups(query.group_a, query.group_b, seed=query.seed, resamples=query.resamples)
     except SameSides as exc:  # one rule everywhere (ledger/benchmarks/compare.py): a 400 naming B
@@ -233,7 +242,7 @@ def get_trace(request: HttpRequest, request_id: str) -> dict[str, Any]:
 
 
 class FrontierQuery(Schema):
-    benchmark: str = Field("", description="e.g. tau2-airline (default: the newest run's)")
+    benchmark: str = Field("", description="e.g. tau2-airline (default: the one with the most runs)")
     domain: str = Field("", description="e.g. airline")
     group: str = Field("", description="a replicate group, exactly")
     since: Day | None = Field(None, description="imported on or after this UTC day")
@@ -255,7 +264,7 @@ def frontier(request: HttpRequest, query: Query[FrontierQuery]) -> dict[str, Any
     try:
         result = frontier_data.frontier(
             benchmark=query.benchmark, domain=query.domain, group=query.group, since=query.since, until=query.until,
-            k=query.k, by=query.by, limit=query.limit,
+            k=query.k, by=query.by, limit=query.limit, visible=run_owners.visible_to(scope.owner),
         )  # fmt: skip
     except frontier_data.FrontierError as exc:
         raise _bad(str(exc), "benchmark") from None
@@ -300,9 +309,11 @@ def experiment_progress(request: HttpRequest, experiment_id: int = PathParam(...
     from ledger.models import Experiment
     from ledger.reports import live
 
-    if not scope_of(request).runs:
-        raise _denied("runs")
+    scope = scope_of(request)
+    if not (scope.runs and scope.experiments):
+        raise _denied("experiments")
     experiment = Experiment.objects.filter(pk=experiment_id).first()
-    if experiment is None:
+    # Its spend per arm is its key's: another key's experiment reads as an unknown one.
+    if experiment is None or (scope.owner is not None and not owns(scope.owner, experiment.key_name)):
         raise _not_found(f"No experiment #{experiment_id}.")
     return live.as_json(live.experiment_progress(experiment))

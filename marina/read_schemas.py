@@ -45,6 +45,11 @@ class RunSummary(Answer):
     judge: str
     seed: int | None
     task_split: str
+    retrieval_config: str | None = Field(
+        description="banking_knowledge: τ²'s --retrieval-config (how the agent searched its knowledge base); "
+        "null elsewhere. Runs that differ in it are not comparable"
+    )
+    retrieval_config_kwargs: dict[str, Any] = Field(description="the arguments the retrieval config was built with")
     num_trials: int
     agent_model: str
     user_model: str
@@ -309,7 +314,7 @@ class TraceDetail(Answer):
 
 
 class FrontierPoint(Answer):
-    key: str = Field(description="run:<id> or group:<name>")
+    key: str = Field(description="run:<id>, group:<name>, or group:<name>|<target> for a group holding several targets")
     label: str
     target: str
     arm: str
@@ -323,6 +328,8 @@ class FrontierPoint(Answer):
     pass_hat_k: float | None
     interval: Interval
     on_frontier: bool
+    settings: dict[str, Any] = Field(description="what points on one frontier share besides the task set: split, trials")
+    apart: str = Field(description="why the point is not on this frontier's cohort ('' when it is)")
 
 
 class Neighbours(Answer):
@@ -341,6 +348,7 @@ class Frontier(Answer):
     shown: int
     limit: int
     interval: str
+    cohort: str = Field(description="what the frontier's points share: task count, split, trials")
     points: list[FrontierPoint]
     frontier: list[str] = Field(description="the keys of the points on the Pareto frontier")
     neighbours: list[Neighbours] = Field(description="each frontier point against the next dearer one")
@@ -386,6 +394,7 @@ class RewardRow(Answer):
     result: str
     reward: Any = Field(description="τ²'s figure for the component, as its results file has it")
     counts: bool = Field(description="whether τ² counted it in the reward")
+    missed: list[str] = Field(description="the expected actions' tool names the simulation missed (empty but for actions)")
 
 
 class TrajectorySide(Answer):
@@ -423,9 +432,11 @@ class ArmProgress(Answer):
     passed: int
     pass_hat_1: float | None
     interval: Interval
+    interval_simulations: int = Field(description="the simulations the interval rests on")
     infra_errors: int
     warning: str
     spent_usd: Usd
+    spent_basis: str = Field(description="the experiment's: priced | fallback price | lower bound | unknown")
     running: bool
     eta_seconds: float | None
 
@@ -433,7 +444,13 @@ class ArmProgress(Answer):
 class ExperimentProgress(Answer):
     experiment: str
     status: str
-    spent_usd: Usd
+    spent_usd: Usd = Field(description="what the budget counted; null when no call was priced and there was no fallback price")
+    spent_basis: str = Field(
+        description="priced | fallback price (unpriced calls at --unpriced-usd-per-mtok: not a bill) | lower bound | unknown"
+    )
+    spent_note: str = Field(description="the basis in words ('' when every call was priced)")
+    unpriced_calls: int
+    fallback_usd_per_mtok: str | None = Field(description="the kit's --unpriced-usd-per-mtok, as given")
     budget_usd: Usd
     eta_seconds: float | None
     as_of: Time
@@ -498,6 +515,8 @@ class ImportedRun(Answer):
     started_at: Time
     ended_at: Time
     judge: str
+    retrieval_config: str | None = Field(description="banking_knowledge: τ²'s --retrieval-config; null elsewhere")
+    retrieval_config_kwargs: dict[str, Any]
     status: str
     links: Links | None = Field(description="the items linked to Marina's traces; null for a dry run")
     links_note: str

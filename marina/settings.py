@@ -205,6 +205,14 @@ if MARINA_SPEND_CAP_ON_DB_ERROR not in ("refuse", "allow"):
 # journal is bounded by MARINA_SPOOL_MAX_BYTES.
 MARINA_SPOOL_DIR = env_str("MARINA_SPOOL_DIR") or str(BASE_DIR / "var" / "spool")
 MARINA_SPOOL_MAX_BYTES = env_int("MARINA_SPOOL_MAX_BYTES", 256 << 20, minimum=4096)
+# Below this (the spool's HEADROOM_BYTES for calls in flight, and room for
+# records beside it: ledger/spend/spool.py MIN_MAX_BYTES) the daily cap would
+# refuse every call at once.
+if MARINA_SPOOL_MAX_BYTES < (288 << 10):
+    raise ConfigError(
+        f"MARINA_SPOOL_MAX_BYTES must be at least {288 << 10} (256 KiB kept for the calls in flight and room "
+        f"for records beside it), not {MARINA_SPOOL_MAX_BYTES}"
+    )
 MARINA_TRACE_BODIES = env_bool("MARINA_TRACE_BODIES", False)
 # Days of traces (and their spans) to keep; `keep` (the default) keeps them all.
 # Older ones are deleted by `manage.py prune_traces` and, once an hour, by each

@@ -74,7 +74,7 @@ COST = Counter(
     ["key", "model", "provider", "upstream_model"],
 )
 UNPRICED = Counter(
-    "marina_unpriced_calls", "Upstream calls with no known cost.", ["key", "model", "provider", "upstream_model"]
+    "marina_unpriced_calls", "Answered upstream calls with no known cost (failed calls are not counted here).", ["key", "model", "provider", "upstream_model"]
 )
 FORMATION_DECISIONS = Counter(
     "marina_formation_decisions", "Formation outcomes (x-marina-verify's value for verify).", ["formation", "decision"]
@@ -102,6 +102,15 @@ LEDGER_SPOOL_HELD = Gauge(
 )
 LEDGER_SPOOL_FULL = Counter(
     "marina_ledger_spool_full", "Traces lost: the database did not answer and the spool was full (MARINA_SPOOL_MAX_BYTES or the disk)."
+)
+LEDGER_REFUSALS_COUNTED = Counter(
+    "marina_ledger_refusals_counted",
+    "Refused calls (no provider reached) counted, not traced: the database did not answer and the spool kept its room for calls admitted.",
+)
+USAGE_REJECTED = Counter(
+    "marina_usage_rejected",
+    "Upstream calls whose reported usage had a value no provider should send (negative, not finite, out of range): recorded as unknown.",
+    ["provider", "field"],
 )
 
 TOKEN_KINDS = ("prompt", "completion", "cached", "reasoning")
@@ -145,16 +154,18 @@ def _count_span(trace: TraceRecord, span: SpanRecord, model: str) -> None:
     UPSTREAM_SECONDS.labels(span.provider, upstream_model).observe(span.duration_ms / 1000)
     if span.ttft_ms is not None:
         UPSTREAM_TTFT_SECONDS.labels(span.provider, upstream_model).observe(span.ttft_ms / 1000)
+    for field in (span.detail or {}).get("usage_rejected", ()):  # passthru/pricing.py's sanitising
+        USAGE_REJECTED.labels(span.provider, str(field)).inc()
     bucket = (_key(trace.key_name), model, span.provider, upstream_model)
     for kind, count in zip(
         TOKEN_KINDS, (span.prompt_tokens, span.completion_tokens, span.cached_tokens, span.reasoning_tokens)
     ):
         if count:
             TOKENS.labels(*bucket, kind).inc(count)
-    if span.cost_nanousd is None:
-        UNPRICED.labels(*bucket).inc()
-    else:
+    if span.cost_nanousd is not None:
         COST.labels(*bucket).inc(span.cost_nanousd / 1e9)
+    elif span.status != "error":  # answered and unpriced (a failed call is no price missing)
+        UNPRICED.labels(*bucket).inc()
 
 
 def count_trace(trace: TraceRecord) -> None:
@@ -194,6 +205,9 @@ class Observer(WriterObserver):
 
     def spool_full(self, traces: int) -> None:
         LEDGER_SPOOL_FULL.inc(traces)
+
+    def refusals_counted(self, traces: int) -> None:
+        LEDGER_REFUSALS_COUNTED.inc(traces)
 
 
 OBSERVER = Observer()

@@ -1,6 +1,12 @@
 """GET /metrics: Prometheus' text format. With MARINA_METRICS_TOKEN set, a
 scrape must send `Authorization: Bearer <token>`; without it, only loopback
-clients are answered (a Prometheus on the same host, or an SSH tunnel)."""
+clients are answered (a Prometheus on the same host, or an SSH tunnel).
+
+Loopback means the client's address as MARINA_TRUSTED_PROXIES reads it, not
+the socket's peer: behind a proxy on the same host the peer is always
+127.0.0.1. uvicorn resolves the CIDR form before Marina sees the request, but
+the count form is Marina's own (kernel/proxies.py), and /metrics once
+answered a forwarded outside client with every key's tokens and dollars."""
 from __future__ import annotations
 
 import hmac
@@ -11,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from kernel import proxies
 from observability import metrics
 
 
@@ -19,6 +26,11 @@ def _loopback(address: str) -> bool:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
+
+
+def _client(request: HttpRequest) -> str:
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    return proxies.client_address(request.META.get("REMOTE_ADDR", ""), headers, proxies.parse(settings.MARINA_TRUSTED_PROXIES))
 
 
 @require_GET
@@ -30,7 +42,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             response = HttpResponse("Send Authorization: Bearer <MARINA_METRICS_TOKEN>.\n", status=401, content_type="text/plain")
             response["WWW-Authenticate"] = "Bearer"
             return response
-    elif not _loopback(request.META.get("REMOTE_ADDR", "")):
+    elif not _loopback(_client(request)):
         return HttpResponse(
             "/metrics answers loopback clients only; set MARINA_METRICS_TOKEN to scrape from elsewhere.\n",
             status=403,

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Router
 
+from ledger.spend import services
 from passthru import cors
 from passthru.context import Inbound
 from passthru.doors import common as doors
@@ -164,7 +165,10 @@ async def models(request: HttpRequest, response: HttpResponse) -> dict:
 
 @router.get("/health", response=Health, summary="Liveness", auth=None)
 async def health(request: HttpRequest) -> dict:
-    return {"status": "ok", "engine": "marina"}
+    # This worker's spool: one that cannot be written refuses every call with a
+    # daily cap (503 spend_cap_unavailable naming it), though the database is well.
+    problem = services.spool_problem()
+    return {"status": "degraded" if problem else "ok", "engine": "marina", "spool": problem or "ok"}
 
 
 # Wrong methods on known paths: OpenAI's envelope with an Allow header (Ninja

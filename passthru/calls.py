@@ -80,6 +80,13 @@ def meter(span: SpanRecord, route: Route, usage: Usage) -> None:
     span.cost_source = usage.cost_source
     if usage.cache_write_tokens:  # no column of its own: the span's detail
         span.detail["cache_write_tokens"] = usage.cache_write_tokens
+    flag_rejected(span, usage)
+
+
+def flag_rejected(span: SpanRecord, usage: Usage) -> None:
+    """Name on the span what the provider reported and was not believed (passthru/pricing.py)."""
+    if usage.rejected:
+        span.detail["usage_rejected"] = list(usage.rejected)
 
 
 def _is_json(body: bytes) -> bool:
@@ -364,3 +371,4 @@ def _close_span(ctx: RequestContext, meter: Meter) -> None:
         span.cost_nanousd, span.cost_source = u.cost_nanousd, u.cost_source
         if u.cache_write_tokens:
             span.detail["cache_write_tokens"] = u.cache_write_tokens
+        flag_rejected(span, u)

@@ -131,4 +131,5 @@ class RequestContext:
             conv_seed=self.conversation.seed,
             conv_opening=self.conversation.opening,
             conv_system=self.conversation.system,
+            response_id=next((s.detail["response_id"] for s in self.spans if s.detail and "response_id" in s.detail), ""),
         )

@@ -20,7 +20,7 @@ from passthru import cors, spendcap
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, check_request_size
 from passthru.outbound import Outbound, error_out
-from passthru.schemas import MAX_MODEL_CHARS, SURROGATES, UNPRINTABLE
+from passthru.schemas import MAX_MODEL_CHARS, MAX_OUTPUT_TOKENS, OUTPUT_LIMIT_FIELDS, SURROGATES, UNPRINTABLE
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,10 @@ def parse_model_body(raw: bytes) -> dict[str, Any]:
         )
     if len(model) > MAX_MODEL_CHARS:
         raise ApiError(400, f"'model' must be at most {MAX_MODEL_CHARS} characters.", param="model")
+    for name in OUTPUT_LIMIT_FIELDS:
+        limit = body.get(name)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > MAX_OUTPUT_TOKENS:
+            raise ApiError(400, f"'{name}' must be at most {MAX_OUTPUT_TOKENS}.", param=name)
     return body
 
 

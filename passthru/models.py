@@ -25,10 +25,10 @@ class ConversationState(models.Model):
     `state` holds it sealed, `{"sealed": "v1:…"}` (passthru/formations/seal.py):
     its words are not readable in the database.
 
-    `version` grows by one on every write; writes run in a short transaction
-    that locks the row (SELECT … FOR UPDATE on PostgreSQL, BEGIN IMMEDIATE on
-    SQLite) and apply the turn's changes to the state as it is then, so
-    concurrent turns of one conversation never lose an update."""
+    One row per history checkpoint, written once: the state after the turn
+    whose history the key digests (a replay of that history keeps it as it
+    is). `version` is the checkpoint's depth (the number of non-system
+    messages)."""
 
     key = models.CharField(max_length=200, unique=True)
     state = models.JSONField(default=dict)

@@ -4,7 +4,8 @@ Only ids a client can call: never a template with a placeholder
 (`marina/verify:<model>`: GET /api/formations describes those). Listed before
 their first use: the configured aliases, each formation's prefix on every alias
 (and on `default` when MARINA_DEFAULT_MODEL is set), and whatever other parts add
-through EXTRA_SOURCES (every enabled crew, `marina:<name>`). Then the ids served in the last week. An id
+through EXTRA_SOURCES (every enabled crew, `marina:<name>`). Then the ids served in the last week
+to the calling key (an operator key: to its callers too; a read-all key: to every key). An id
 whose provider is gone (no longer configured) is left out: an alias or
 template that would not route, a recent id none of whose serving providers
 is still configured. Each card names the /v1 doors that serve its id
@@ -44,8 +45,10 @@ def _configured(names: set[str]) -> bool:
 
 
 async def list_models(authorization: str | None) -> dict[str, Any]:
-    await auth.authenticate(authorization)
-    recent = await asyncio.wrap_future(dbwriter.submit(services.recent_providers))
+    caller = await auth.authenticate(authorization)
+    # The ids served lately are the caller's own (a read-all key's: everyone's; open mode has one tenant).
+    owner = caller.owner if caller.keyed and not caller.reads_all else None
+    recent = await asyncio.wrap_future(dbwriter.submit(services.recent_providers, 50, owner))
     now = int(time.time())
     ids: dict[str, str] = {}
     aliases = [alias for alias in settings.MARINA_MODEL_ALIASES if _routes(alias)]

@@ -4,13 +4,24 @@ The provider's own `usage.cost` wins (OpenRouter reports it). Otherwise the
 tokens are priced with genai-prices, pydantic's maintained price tables: they
 ship inside the package (no network at run time), know cached-input rates and
 are updated with each release. An unknown model stays unpriced (None): never a
-made-up zero."""
+made-up zero.
+
+Usage is sanitised here, the one place every door reads it (`reported_tokens`
+for the counts, `price` for the whole): a count or cost no provider should
+send (negative, not finite, past TOKENS_LIMIT or COST_LIMIT_NANOUSD) is
+recorded as unknown (a count as 0, a cost from the price table where the
+counts allow, else none), named in the span's detail (`usage_rejected`) and
+counted (marina_usage_rejected_total). So it never lowers a total, never
+turns an answered call into an error, and never makes a row the database
+refuses (a cost of -5 once took today's total to -$23; NaN answered 500
+after the provider had billed; 10^30 tokens left no trace)."""
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -18,12 +29,18 @@ from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
 
-from kernel.money import to_nanousd
+from kernel.money import MoneyError, to_nanousd
 
 # Cost sources stored with every call.
 SOURCE_PROVIDER = "provider"
 SOURCE_PRICE_TABLE = "price_table"
 SOURCE_NONE = "none"
+
+# Past these a reported figure is not believed (and would overflow the
+# ledger's 64-bit sums): ten billion tokens, or $100,000, for one call.
+TOKENS_LIMIT = 10**10
+COST_LIMIT_NANOUSD = 100_000 * 10**9
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens")
 
 
 @dataclass
@@ -35,6 +52,7 @@ class Usage:
     cache_write_tokens: int = 0  # prompt tokens written to the provider's cache (reported, not priced)
     cost_nanousd: int | None = None
     cost_source: str = SOURCE_NONE
+    rejected: list[str] = field(default_factory=list)  # reported figures not believed (recorded as unknown)
 
     def add(self, other: Usage) -> None:
         """Sum another call into this one (formations report the total)."""
@@ -43,6 +61,7 @@ class Usage:
         self.cached_tokens += other.cached_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.cache_write_tokens += other.cache_write_tokens
+        self.rejected += [name for name in other.rejected if name not in self.rejected]
         if other.cost_nanousd is not None:
             self.cost_nanousd = (self.cost_nanousd or 0) + other.cost_nanousd
             if self.cost_source == SOURCE_NONE:
@@ -69,8 +88,18 @@ def sum_headers(usage: Usage, unpriced: int) -> dict[str, str]:
     return headers
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def reported_tokens(value: Any) -> int:
+    """A token count as a provider reported it: an integer (a whole float too),
+    any sign and size, for `price` to judge; -1 for a number that is not
+    finite; 0 for anything else (absent, a string)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else -1
+    return 0
+
 
 
 def usage_from(payload: dict[str, Any] | None) -> Usage | None:
@@ -84,15 +113,15 @@ def usage_from(payload: dict[str, Any] | None) -> Usage | None:
     # Cache reads and writes in the dialects providers use: OpenAI's
     # prompt_tokens_details.cached_tokens, OpenRouter's …cache_write_tokens,
     # Anthropic's cache_read_input_tokens / cache_creation_input_tokens.
-    cached = _int(prompt_details.get("cached_tokens")) or _int(payload.get("cache_read_input_tokens"))
-    written = _int(prompt_details.get("cache_write_tokens")) or _int(payload.get("cache_creation_input_tokens"))
+    cached = reported_tokens(prompt_details.get("cached_tokens")) or reported_tokens(payload.get("cache_read_input_tokens"))
+    written = reported_tokens(prompt_details.get("cache_write_tokens")) or reported_tokens(payload.get("cache_creation_input_tokens"))
     return Usage(
-        prompt_tokens=_int(payload.get("prompt_tokens")),
-        completion_tokens=_int(payload.get("completion_tokens")),
+        prompt_tokens=reported_tokens(payload.get("prompt_tokens")),
+        completion_tokens=reported_tokens(payload.get("completion_tokens")),
         cached_tokens=cached,
         cache_write_tokens=written,
         reasoning_tokens=(
-            _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else 0
+            reported_tokens(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else 0
         ),
     )
 
@@ -143,15 +172,19 @@ def price(
 ) -> None:
     """Fill usage.cost_nanousd and cost_source in place. `cache_writes`: price
     usage.cache_write_tokens at the model's cache-write rate (Anthropic's
-    Messages API reports them apart; elsewhere they stay at the input rate)."""
+    Messages API reports them apart; elsewhere they stay at the input rate).
+    Figures no provider should send are recorded as unknown (the module's docstring)."""
+    _sanitise_tokens(usage)
     cost = (reported or {}).get("cost")
-    if isinstance(cost, (int, float, str)) and not isinstance(cost, bool):
-        try:
-            usage.cost_nanousd = to_nanousd(Decimal(str(cost)))
-            usage.cost_source = SOURCE_PROVIDER
+    if cost is not None:
+        provider_cost = _reported_cost(cost)
+        if provider_cost is not None:
+            usage.cost_nanousd, usage.cost_source = provider_cost, SOURCE_PROVIDER
             return
-        except InvalidOperation:
-            pass
+        usage.rejected.append("cost")
+    if any(name != "cost" for name in usage.rejected):
+        usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE  # a count unknown: no price from the rest
+        return
     pair = (provider, upstream_model)
     if pair in unpriced:
         usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE
@@ -177,3 +210,22 @@ def price(
         return
     usage.cost_nanousd = to_nanousd(calc.total_price)
     usage.cost_source = SOURCE_PRICE_TABLE
+
+
+def _sanitise_tokens(usage: Usage) -> None:
+    for name in TOKEN_FIELDS:
+        if not 0 <= getattr(usage, name) <= TOKENS_LIMIT:
+            setattr(usage, name, 0)
+            if name not in usage.rejected:
+                usage.rejected.append(name)
+
+
+def _reported_cost(cost: Any) -> int | None:
+    """The provider's cost in nano-dollars, or None if it is not a believable one."""
+    if isinstance(cost, bool) or not isinstance(cost, (int, float, str)):
+        return None
+    try:
+        nanousd = to_nanousd(Decimal(str(cost)))
+    except (MoneyError, InvalidOperation):
+        return None
+    return nanousd if 0 <= nanousd <= COST_LIMIT_NANOUSD else None

@@ -25,6 +25,11 @@ UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 SURROGATES = r"\ud800-\udfff"
 # Not blank, and no character of UNPRINTABLE (the middle class: one that is neither that nor a space).
 MODEL_PATTERN = rf"^[^{UNPRINTABLE}]*[^{UNPRINTABLE}\s][^{UNPRINTABLE}]*$"
+# The most output tokens a request may ask for (max_tokens, max_completion_tokens,
+# max_output_tokens), on every door: no model comes near it, and 10^29 once
+# reached the cap's estimate and answered 500 instead of 400.
+MAX_OUTPUT_TOKENS = 2**31 - 1
+OUTPUT_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 # Optional fields checked for their JSON type: name -> (Python type, the words in the 400).
 TYPED_FIELDS: dict[str, tuple[type, str]] = {
     "stream": (bool, "a boolean"),
@@ -77,7 +82,7 @@ class ResponsesRequest(BaseModel):
     instructions: str | None = None
     stream: bool | None = None
     tools: list[dict[str, Any]] | None = None
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = Field(default=None, le=MAX_OUTPUT_TOKENS)
 
 
 class EmbeddingsRequest(BaseModel):
@@ -95,7 +100,7 @@ class MessagesRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     model: str = _MODEL
-    max_tokens: int
+    max_tokens: int = Field(le=MAX_OUTPUT_TOKENS)
     messages: list[ChatMessage] = Field(min_length=1, examples=[[{"role": "user", "content": "Hello"}]])
     system: str | list[dict[str, Any]] | None = None
     stream: bool | None = None
@@ -153,8 +158,9 @@ class ModelList(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str = Field(description="ok, or degraded: the spool cannot keep records (see `spool`)")
     engine: str
+    spool: str = Field(description="ok, or why this worker's ledger spool cannot keep records")
 
 
 class AnthropicErrorBody(BaseModel):

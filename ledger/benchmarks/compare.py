@@ -27,6 +27,12 @@ class CompareError(Exception):
     """A comparison that cannot be made (unknown run, empty group, nothing shared)."""
 
 
+class AcrossBenchmarks(CompareError):
+    """Runs of different benchmarks or domains: their items coincide only by task
+    id (airline task 7 is not retail task 7). Refused unless asked for
+    (`across_benchmarks=True`, `compare --across-benchmarks`)."""
+
+
 class SameSides(CompareError):
     """A run or group compared with itself. One rule for the command (exit 2),
     GET /api/compare (400, param `b`) and the compare page (400): refused, as
@@ -159,7 +165,7 @@ class _RunData:
 
 
 def compare_runs(
-    a: BenchmarkRun | int, b: BenchmarkRun | int, *, seed: int = 0, resamples: int = 2000
+    a: BenchmarkRun | int, b: BenchmarkRun | int, *, seed: int = 0, resamples: int = 2000, across_benchmarks: bool = False
 ) -> Comparison:
     """Compare run B against run A on the items both evaluated, pairing items
     by item id; the interval is a task-clustered paired bootstrap."""
@@ -177,21 +183,27 @@ def compare_runs(
         grouped=False,
         seed=seed,
         resamples=resamples,
+        across_benchmarks=across_benchmarks,
     )
 
 
-def compare_groups(a: str, b: str, *, seed: int = 0, resamples: int = 2000) -> Comparison:
+def compare_groups(
+    a: str, b: str, *, seed: int = 0, resamples: int = 2000, across_benchmarks: bool = False
+) -> Comparison:
     """Compare group B against group A (`BenchmarkRun.group`), pooling each
     group's runs on the item ids every run of both groups evaluated; the
     interval is a two-stage bootstrap (runs within each side, then tasks)."""
     if a == b:
         raise SameSides("group", repr(a))
-    return compare_run_sets(_group_runs(a), _group_runs(b), label_a=a, label_b=b, seed=seed, resamples=resamples)
+    return compare_run_sets(
+        _group_runs(a), _group_runs(b), label_a=a, label_b=b, seed=seed, resamples=resamples,
+        across_benchmarks=across_benchmarks,
+    )  # fmt: skip
 
 
 def compare_run_sets(
     runs_a: Sequence[BenchmarkRun], runs_b: Sequence[BenchmarkRun], *, label_a: str, label_b: str,
-    seed: int = 0, resamples: int = 2000,
+    seed: int = 0, resamples: int = 2000, across_benchmarks: bool = False,
 ) -> Comparison:  # fmt: skip
     """compare_groups on given runs (e.g. one experiment's replicates of two
     arms, whose groups also hold other experiments' runs). Invalid runs are left
@@ -216,6 +228,7 @@ def compare_run_sets(
         seed=seed,
         resamples=resamples,
         notes=left_out,
+        across_benchmarks=across_benchmarks,
     )
 
 
@@ -292,9 +305,12 @@ def _compare(
     seed: int,
     resamples: int,
     notes: Sequence[str] = (),
+    across_benchmarks: bool = False,
 ) -> Comparison:
     if not 1 <= resamples <= stats.MAX_RESAMPLES:
         raise CompareError(f"--resamples must be between 1 and {stats.MAX_RESAMPLES:,} (default 2000), not {resamples}")
+    if not across_benchmarks:
+        _one_benchmark(side_a, side_b, label_a=label_a, label_b=label_b, grouped=grouped)
     everyone = side_a + side_b
     shared = set(everyone[0].evaluated)
     for data in everyone[1:]:
@@ -502,6 +518,7 @@ _CHECKED: list[tuple[str, Callable[[BenchmarkRun], Any]]] = [
     ("benchmark", lambda r: r.benchmark),
     ("seed", lambda r: r.seed),
     ("task split", lambda r: r.task_split or "unrecorded"),
+    ("retrieval config", lambda r: r.retrieval_config or "unrecorded"),
     ("user simulator", lambda r: r.user_model or "unrecorded"),
     ("user simulator args", _user_args),
     ("τ² version", lambda r: r.tau2_version or "unrecorded"),
@@ -510,11 +527,24 @@ _CHECKED: list[tuple[str, Callable[[BenchmarkRun], Any]]] = [
 ]
 
 
+# Settings that change the task itself, not only the run: runs that differ in one measure
+# different things, so the warning says "not comparable" rather than only "differ".
+_NOT_COMPARABLE = {
+    "retrieval config": "how banking_knowledge's agent searches its knowledge base",
+}
+
+
 def _warnings(
     side_a: list[_RunData], side_b: list[_RunData], shared: set[str], grouped: bool, label_a: str, label_b: str
 ) -> list[str]:
     out: list[str] = []
     for name, get in _CHECKED:
+        if name in _NOT_COMPARABLE and len(set(_distinct(get(d.run) for d in side_a + side_b))) > 1:
+            out.append(
+                f"not comparable: runs differ in {name} ({_NOT_COMPARABLE[name]}): "
+                f"A {_by_run(side_a, get)}; B {_by_run(side_b, get)}"
+            )
+            continue
         va = _distinct(get(d.run) for d in side_a)
         vb = _distinct(get(d.run) for d in side_b)
         # Replicates in a group differ in seed by design: for seeds only the
@@ -570,6 +600,23 @@ def _distinct(values: Iterable[Any]) -> list[str]:
     for value in values:
         seen.setdefault("unrecorded" if value is None or value == "" else str(value), None)
     return list(seen)
+
+
+def _benchmark_of(run: BenchmarkRun) -> str:
+    """`tau2-airline`, with the domain when the benchmark's name does not end in it."""
+    return run.benchmark if run.benchmark.endswith(run.domain) else f"{run.benchmark} ({run.domain})"
+
+
+def _one_benchmark(side_a: list[_RunData], side_b: list[_RunData], *, label_a: str, label_b: str, grouped: bool) -> None:
+    """AcrossBenchmarks, naming both sides, unless every run is of one benchmark and domain."""
+    kinds_a = _distinct(_benchmark_of(d.run) for d in side_a)
+    kinds_b = _distinct(_benchmark_of(d.run) for d in side_b)
+    if len(set(kinds_a) | set(kinds_b)) > 1:
+        raise AcrossBenchmarks(
+            f"{_describe(side_a, label_a, grouped)} is {' + '.join(kinds_a)} and {_describe(side_b, label_b, grouped)} "
+            f"is {' + '.join(kinds_b)}: runs of different benchmarks or domains share items only by task id, so they are "
+            "not compared (give --across-benchmarks to compare them anyway)"
+        )
 
 
 def _describe(side: list[_RunData], label: str, grouped: bool) -> str:

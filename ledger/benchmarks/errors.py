@@ -16,6 +16,15 @@ class LedgerInputError(ValueError):
         super().__init__(f"{self.source}: {problem}")
 
 
+class GroupTakenError(ValueError):
+    """A key filing a run into a replicate group that holds a run it did not
+    file (ledger/benchmarks/owners.py). Names the group, never the other key."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        super().__init__(f"The replicate group {group!r} holds runs another key filed: file into a group of your own.")
+
+
 class UncleanRunError(Exception):
     """--require-clean met a run with infrastructure errors."""
 

@@ -6,16 +6,17 @@ short transaction, so the report pages and `repro_tau2 list` see an experiment
 as it progresses. Reads: `recent`, `arm_table`, `arm_comparisons`."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 
+from kernel import money
 from ledger.benchmarks.compare import CompareError, Comparison, compare_run_sets, compare_runs
-from ledger.models import BenchmarkRun, Experiment, ExperimentRun
+from ledger.models import BenchmarkRun, Experiment, ExperimentRun, SpendDaily
 
 Outcome = ExperimentRun.Outcome
 
@@ -96,19 +97,100 @@ def close_experiment(experiment: Experiment, *, spent_nanousd: int, stopped: str
     return experiment
 
 
+FALLBACK_FLAG = "--unpriced-usd-per-mtok"
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What an experiment's budget counted, as one figure with its basis: its key's
+    priced calls at their cost, plus, when the kit was given a fallback price, the
+    unpriced calls' tokens at that price. An amount with unpriced calls in it never
+    reads as a plain dollar figure: it says it is the fallback price, or a lower bound."""
+
+    nanousd: int | None
+    unpriced_calls: int
+    fallback_usd_per_mtok: str | None  # as given to --unpriced-usd-per-mtok
+
+    @property
+    def basis(self) -> str:
+        """priced | fallback price | lower bound (unpriced calls not counted) | unknown (none priced)."""
+        if not self.unpriced_calls:
+            return "priced"
+        if self.fallback_usd_per_mtok is not None:
+            return "fallback price"
+        return "unknown" if not self.nanousd else "lower bound"
+
+    @property
+    def basis_note(self) -> str:
+        """The basis in words ('' when every call was priced)."""
+        n = self.unpriced_calls
+        if self.basis == "fallback price":
+            return (f"{n} unpriced call(s) counted at the fallback price of ${self.fallback_usd_per_mtok} per million "
+                    f"tokens ({FALLBACK_FLAG}): a budget estimate, not a bill")  # fmt: skip
+        if self.basis in ("lower bound", "unknown"):
+            return f"{n} call(s) nobody could price are not in it"
+        return ""
+
+    def shown(self, amount: int | None = None, *, fmt: Callable[[money.Amount], str] = money.dollars) -> str:
+        """`amount` (default: the experiment's) on this basis: "$x", "$x at the fallback price",
+        "≥ $x (n unpriced)" or "unpriced (n calls)"; `fmt` writes the amount (`money.short` on a page)."""
+        amount = self.nanousd if amount is None else amount
+        if self.basis == "fallback price":
+            return f"{fmt(amount)} at the fallback price"
+        if self.basis == "priced":
+            return fmt(amount)
+        return money.with_unpriced(amount, self.unpriced_calls, fmt=fmt)
+
+    @property
+    def shown_short(self) -> str:
+        """`shown` as a page writes money ($0.0180 at the fallback price; the exact figure in the title)."""
+        return self.shown(fmt=money.short)
+
+    def part(self, amount: int, *, fmt: Callable[[money.Amount], str] = money.dollars) -> str:
+        """One arm's share on this basis: "$x", "$x at the fallback price", "≥ $x" or "unpriced"."""
+        if self.basis == "fallback price":
+            return f"{fmt(amount)} at the fallback price"
+        if self.basis == "unknown":
+            return "unpriced"
+        return fmt(amount) if self.basis == "priced" else f"≥ {fmt(amount)}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "spent_usd": None if self.basis == "unknown" else money.plain(self.nanousd or 0),
+            "spent_basis": self.basis,
+            "spent_note": self.basis_note,
+            "unpriced_calls": self.unpriced_calls,
+            "fallback_usd_per_mtok": self.fallback_usd_per_mtok,
+        }
+
+
+def spent(experiment: Experiment, unpriced_calls: int) -> Spent:
+    """The experiment's spend with its basis, given its key's unpriced calls."""
+    fallback = (experiment.settings or {}).get("unpriced_usd_per_mtok")
+    return Spent(experiment.spent_nanousd, unpriced_calls, None if fallback is None else str(fallback))
+
+
+def unpriced_calls_by_key(key_names: Sequence[str]) -> dict[str, int]:
+    """Each key's calls nobody could price (all days), in one statement."""
+    rows = SpendDaily.objects.filter(key_name__in=[k for k in key_names if k]).order_by()
+    return dict(rows.values("key_name").annotate(n=Sum("unpriced_calls")).values_list("key_name", "n"))
+
+
 @dataclass(frozen=True)
 class Listed:
     experiment: Experiment
     imported: int  # runs imported
     planned: int  # runs planned
+    spent: Spent
 
 
 def recent(limit: int = 50) -> list[Listed]:
-    """The newest experiments with how many of their runs were imported."""
-    rows = Experiment.objects.annotate(
+    """The newest experiments with how many of their runs were imported, and their spend with its basis."""
+    rows = list(Experiment.objects.annotate(
         n_imported=Count("runs", filter=Q(runs__outcome=Outcome.IMPORTED)), n_planned=Count("runs")
-    )[:limit]
-    return [Listed(e, e.n_imported, e.n_planned) for e in rows]
+    )[:limit])  # fmt: skip
+    unpriced = unpriced_calls_by_key([e.key_name for e in rows])
+    return [Listed(e, e.n_imported, e.n_planned, spent(e, unpriced.get(e.key_name, 0))) for e in rows]
 
 
 @dataclass
@@ -150,9 +232,16 @@ def arm_comparisons(experiment: Experiment, *, seed: int = 0, resamples: int = 2
     table = arm_table(experiment)
     if not table:
         return []
-    base = table[0]
+    # A several-domain experiment names its entries `<domain>/<arm>`: each domain's first is its baseline,
+    # and arms are compared within their domain only.
+    several = len(experiment.settings.get("domains") or []) > 1 if isinstance(experiment.settings, dict) else False
+    bases: dict[str, ArmRow] = {}
     out: list[ArmComparison] = []
-    for row in table[1:]:
+    for row in table:
+        domain = row.arm.split("/", 1)[0] if several else ""
+        base = bases.setdefault(domain, row)
+        if base is row:
+            continue
         if not base.imported or not row.imported:
             missing = base.arm if not base.imported else row.arm
             out.append(ArmComparison(row.arm, base.arm, None, f"no imported run of arm {missing!r}"))

@@ -21,10 +21,12 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import Sum
 
 from kernel.money import to_nanousd
-from ledger.benchmarks import checks, contentkey, metrics
+from ledger.benchmarks import checks, contentkey, metrics, owners
 from ledger.benchmarks.board import Verdict, assess
+from ledger.benchmarks.callers import CallerCost, helper_traces
+from ledger.benchmarks.callers import totals as callers_totals
 from ledger.benchmarks.credentials import strip_secrets
-from ledger.benchmarks.errors import LedgerInputError, UncleanRunError
+from ledger.benchmarks.errors import GroupTakenError, LedgerInputError, UncleanRunError
 from ledger.benchmarks.ledgerfile import Ledger, from_data, load_json, write_json
 from ledger.benchmarks.links import LINKED, LinkPlan, of_keys, plan_links
 from ledger.benchmarks.options import ImportOptions, max_length
@@ -87,6 +89,8 @@ class ImportResult:
             "started_at": run.started_at.isoformat() if run.started_at else None,
             "ended_at": run.ended_at.isoformat() if run.ended_at else None,
             "judge": run.judge,
+            "retrieval_config": run.retrieval_config or None,
+            "retrieval_config_kwargs": run.retrieval_config_kwargs,
             "status": run.status,
             "links": self.links.as_dict() if self.links is not None else None,
             "links_note": self.links.note() if self.links is not None else "",
@@ -224,6 +228,8 @@ def _import(
     if existing is not None:
         warnings.append(f"{source}: already imported as run #{existing.pk} ({existing.target}); nothing written")
         return ImportResult(existing, False, dry_run, source, len(ledger.items), summary, verdict, "", warnings)
+    if options.owner and group and BenchmarkRun.objects.filter(group=group).exclude(owners.writable_by(options.owner)).exists():
+        raise GroupTakenError(group)  # a key writes into its own groups only (the command line anywhere)
 
     run_ = ledger.run
     started, ended = parse_time(run_.started_at), parse_time(run_.ended_at)
@@ -241,8 +247,11 @@ def _import(
         target=options.target,
         group=group or "",
         label=options.label or "",
+        key_name=options.owner,
         seed=run_.seed,
         task_split=_fit(source, "the task split", verdict.task_split, "task_split"),
+        retrieval_config=_fit(source, "the retrieval config", run_.retrieval_config or "", "retrieval_config"),
+        retrieval_config_kwargs=strip_secrets(run_.retrieval_config_kwargs),
         num_trials=run_.num_trials,
         agent_model=_fit(source, "the agent model id", run_.agent.model, "agent_model"),
         user_model=_fit(source, "the user model id", run_.user.model, "user_model"),
@@ -325,6 +334,43 @@ def _import(
     return ImportResult(run, True, False, source, len(items), summary, verdict, cost_note, warnings, links)
 
 
+def _taus_own_calls(ledger: Ledger, links: LinkPlan, started: Any, ended: Any) -> CallerCost:
+    """τ²'s own calls (embeddings, reranker, judge) of the import's keys in the run's window
+    (ledger.benchmarks.callers): part of the run's cost, like the agent's and the user simulator's."""
+    if links.within is None or started is None or ended is None:
+        return CallerCost("τ² itself", 0, 0, 0)
+    own = helper_traces(keys=links.within, exclude_models=[ledger.run.agent.model, ledger.run.user.model],
+                        started=started, ended=ended)  # fmt: skip
+    return callers_totals(own, "τ² itself", models=True)
+
+
+def _cost_of_traces(
+    ledger: Ledger, source: str, started: Any, ended: Any, *, warnings: list[str], links: LinkPlan
+) -> tuple[int | None, str, str, int]:
+    """Every evaluated item linked: the linked traces' total, and τ²'s own calls under the same keys."""
+    everything = list(links.items.values())
+    unpriced = sum(x.unpriced for x in everything)
+    calls = sum(x.calls for x in everything)
+    if unpriced:
+        warnings.append(
+            f"{source}: {unpriced} of the {calls} linked calls were unpriced; "
+            + ("the cost is unknown" if unpriced >= calls else "the traces' total is a lower bound")
+        )
+    note = f"the {calls} trace(s) Marina linked to the run's items (this run's calls only)"
+    if links.unassigned:
+        note += f"; {links.unassigned} other trace(s) of these models in its window are not counted"
+    traced = None if unpriced >= calls else sum(x.cost_nanousd or 0 for x in everything)
+    own = _taus_own_calls(ledger, links, started, ended)
+    if own.calls:
+        note += f"; and {own.calls} call(s) τ² made itself ({', '.join(own.models)}) under the same key(s)"
+        if own.cost_nanousd is not None:
+            traced = (traced or 0) + own.cost_nanousd
+        unpriced, calls = unpriced + own.unpriced, calls + own.calls
+        if traced is not None and unpriced >= calls:
+            traced = None
+    return traced, "traces", note, unpriced
+
+
 def _cost(
     ledger: Ledger, source: str, started: Any, ended: Any, *, cost_usd: float | Decimal | None, cost_from_spend: bool,
     warnings: list[str], links: LinkPlan,
@@ -338,19 +384,7 @@ def _cost(
         return to_nanousd(cost_usd), "cli", "given with --cost-usd", 0
     evaluated_links = [links.items[i.id] for i in ledger.items if not i.infra_error]
     if cost_from_spend and evaluated_links and all(x.status == LINKED for x in evaluated_links):
-        everything = list(links.items.values())
-        unpriced = sum(x.unpriced for x in everything)
-        calls = sum(x.calls for x in everything)
-        if unpriced:
-            warnings.append(
-                f"{source}: {unpriced} of the {calls} linked calls were unpriced; "
-                + ("the cost is unknown" if unpriced >= calls else "the traces' total is a lower bound")
-            )
-        note = f"the {calls} trace(s) Marina linked to the run's items (this run's calls only)"
-        if links.unassigned:
-            note += f"; {links.unassigned} other trace(s) of these models in its window are not counted"
-        traced = None if unpriced >= calls else sum(x.cost_nanousd or 0 for x in everything)
-        return traced, "traces", note, unpriced
+        return _cost_of_traces(ledger, source, started, ended, warnings=warnings, links=links)
     if cost_from_spend:
         models = sorted({ledger.run.agent.model, ledger.run.user.model} - {""})
         if started is None or ended is None:

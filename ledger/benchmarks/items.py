@@ -37,6 +37,9 @@ class LedgerRun:
     ended_at: str | None = None  # latest simulation end
     task_ids: list[str] | None = None  # every task the run was given
     judge: str = ""  # who scored the items, when the file says (the original's config.judge)
+    # banking_knowledge: τ²'s --retrieval-config and its kwargs (credentials removed); None elsewhere.
+    retrieval_config: str | None = None
+    retrieval_config_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -52,6 +52,7 @@ class Ledger:
         run = asdict(self.run)
         for side in ("agent", "user"):
             run[side]["args"] = strip_secrets(run[side]["args"])
+        run["retrieval_config_kwargs"] = strip_secrets(run["retrieval_config_kwargs"])
         run["simulations"] = len(self.items)
         run["infra_errors"] = self.infra_errors
         run["skipped"] = self.skipped
@@ -204,6 +205,8 @@ def from_data(name: str, data: Any) -> Ledger:
             ended_at=_opt(run.get("ended_at"), str),
             task_ids=[str(t) for t in task_ids] if isinstance(task_ids, list) else None,
             judge=_opt(run.get("judge"), str) or "",
+            retrieval_config=_opt(run.get("retrieval_config"), str) or None,
+            retrieval_config_kwargs=_opt(run.get("retrieval_config_kwargs"), dict) or {},
         ),
         items=items,
         source=source,

@@ -40,6 +40,7 @@ from ledger.benchmarks.decisions import ARGCHECK, OBLIGATIONS, VERIFY, ItemDecis
 from ledger.benchmarks.items import LedgerItem
 from ledger.benchmarks.tau2.results import parse_time
 from ledger.models import Span, Trace
+from ledger.spend.selectors import owned_by
 
 # Marina stamps a trace when the request arrives, τ² stamps a simulation just
 # before its first call and just after its last: the same clock, so a little
@@ -142,7 +143,7 @@ def of_keys(keys: Sequence[str]) -> Q:
     (`NAME/agent`, passthru/auth.py: no key name holds a `/`)."""
     found = Q(pk__in=[])
     for key in keys:
-        found |= Q(key_name=key) | Q(key_name__startswith=key + "/")
+        found |= owned_by(key)
     return found
 
 
@@ -250,7 +251,7 @@ def _add(links: ItemLinks, row: dict[str, Any], role: str, spans: list[tuple[str
     links.prompt_tokens += row["prompt_tokens"]
     links.completion_tokens += row["completion_tokens"]
     if row["cost_nanousd"] is None:
-        links.unpriced += 1
+        links.unpriced += row["status"] != "error"  # a failed call is an error, not an unpriced one
     else:
         links.cost_nanousd = (links.cost_nanousd or 0) + row["cost_nanousd"]
     links.decided.add(of_trace(row["route"], row["formation_label"], spans))

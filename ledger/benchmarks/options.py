@@ -47,11 +47,13 @@ class ImportOptions:
     # The Marina keys the run used (`--key`): its items link only to their traces
     # (an operator key's callers `NAME/…` with it); None: every key's traces.
     keys: tuple[str, ...] | None = None
+    # The Marina key filing the run (an upload); "" for the command line.
+    owner: str = ""
 
     @classmethod
     def from_command(cls, options: Mapping[str, Any]) -> ImportOptions:
         """From a command's parsed options (ledger/management/arguments.py adds them)."""
-        given = {f.name: options[f.name] for f in fields(cls)}
+        given = {f.name: options[f.name] for f in fields(cls) if f.name in options}  # no --owner: uploads only
         given["keys"] = tuple(given["keys"]) if given["keys"] else None  # --key is repeatable: a list or None
         return cls(**given)
 

@@ -59,6 +59,9 @@ def to_original(ledger: Ledger) -> dict[str, Any]:
         "startedAt": run.started_at,
         "endedAt": run.ended_at,
     }
+    if run.retrieval_config is not None:
+        config["retrievalConfig"] = run.retrieval_config
+        config["retrievalConfigKwargs"] = strip_secrets(run.retrieval_config_kwargs)
     if run.seed is not None:
         config["seed"] = run.seed
     return {
@@ -168,6 +171,8 @@ def from_original(name: str, data: dict[str, Any]) -> Ledger:
         ended_at=ended,
         task_ids=[str(t) for t in config["taskIds"]] if isinstance(config.get("taskIds"), list) else None,
         judge=chosen_judge,
+        retrieval_config=checks.text_or_none(config.get("retrievalConfig")),
+        retrieval_config_kwargs=config["retrievalConfigKwargs"] if isinstance(config.get("retrievalConfigKwargs"), dict) else {},
     )
     source: dict[str, Any] = data["source"] if isinstance(data.get("source"), dict) else {}
     return Ledger(run=run, items=items, source={**source, "format": "original"}, warnings=warnings)

@@ -1,7 +1,9 @@
 """The statistics behind `compare`: pure functions on counts, standard library
 only (no Django, numpy or scipy), so they can be checked by hand.
 
-- `wilson_interval`: Wilson score interval for one proportion.
+- `wilson_interval`: Wilson score interval for one proportion; `wilson_of_mean`
+  for a mean of n values in [0, 1], the floor `at_least_wilson` puts under an
+  interval over few tasks (or tasks that all scored alike).
 - `mcnemar_exact_p`: exact two-sided McNemar test on the discordant pairs.
 - `task_bootstrap` / `two_stage_bootstrap`: resampled differences in pass^1,
   turned into an interval by `percentile_interval`.
@@ -16,6 +18,7 @@ import random
 from collections.abc import Sequence
 from math import floor, sqrt
 from operator import sub, truediv
+from statistics import NormalDist
 
 from ledger.benchmarks.metrics import pass_hat_k
 
@@ -180,6 +183,32 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
 
 
+SMALL_TASKS = 30  # below this many tasks an interval over tasks is never narrower than Wilson's
+
+
+def wilson_of_mean(mean: float, n: int, *, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a mean of n values in [0, 1]: such a mean varies at
+    most as a proportion of n trials does, so this never understates, and it has width
+    for any n (no [1.000, 1.000] after two tasks). (0, 1) for n < 1."""
+    if n < 1:
+        return (0.0, 1.0)
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (mean + z2 / (2 * n)) / denom
+    half = z * sqrt(max(0.0, mean * (1 - mean)) / n + z2 / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def at_least_wilson(mean: float, lo: float, hi: float, n: int, *, z: float = Z95) -> tuple[float, float]:
+    """An interval over n tasks, widened to Wilson's (`wilson_of_mean`) when n < SMALL_TASKS or it
+    has no width: a normal or bootstrap interval over few tasks, or over tasks that all scored
+    alike (two tasks at 0.5 give [0.5, 0.5]), understates the uncertainty or shows none."""
+    if n < SMALL_TASKS or hi - lo <= 0:
+        w_lo, w_hi = wilson_of_mean(mean, n, z=z)
+        return (min(lo, w_lo), max(hi, w_hi))
+    return (lo, hi)
+
+
 def pass_hat_k_intervals(
     per_task: Sequence[Sequence[bool]],
     *,
@@ -189,7 +218,8 @@ def pass_hat_k_intervals(
     confidence: float = 0.95,
 ) -> list[tuple[float, float]]:
     """Percentile bootstrap intervals of pass^1..max_k, resampling tasks (the
-    unit τ² averages over), so tasks with correlated trials count once."""
+    unit τ² averages over), so tasks with correlated trials count once; at
+    least Wilson's over as many tasks (`at_least_wilson`)."""
     if not per_task or max_k < 1:
         return []
     values = [tuple(pass_hat_k(len(t), sum(t), k) for k in range(1, max_k + 1)) for t in per_task]
@@ -203,10 +233,11 @@ def pass_hat_k_intervals(
         for k_draws, total in zip(draws, map(sum, zip(*picks))):
             k_draws.append(total / n)
     tail = (1 - confidence) / 2
+    z = NormalDist().inv_cdf(1 - tail)
     out = []
-    for k_draws in draws:
+    for column, k_draws in zip(zip(*values), draws):  # column: every task's pass^k
         k_draws.sort()
-        out.append((_percentile(k_draws, tail), _percentile(k_draws, 1 - tail)))
+        out.append(at_least_wilson(sum(column) / n, _percentile(k_draws, tail), _percentile(k_draws, 1 - tail), n, z=z))
     return out
 
 

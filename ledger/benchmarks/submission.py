@@ -29,7 +29,8 @@ from django.db.models import Count, Q, Sum
 
 from kernel import formations, money
 from kernel.redact import REDACTED, SECRET_VALUES, is_secret_key
-from ledger.benchmarks.board import BASE_SPLIT_TASKS, MIN_TRIALS, reasoning_effort
+from ledger.benchmarks import callers
+from ledger.benchmarks.board import BASE_SPLIT_TASKS, MIN_TRIALS, RETRIEVAL_DOMAINS, reasoning_effort
 from ledger.models import BenchmarkItemTrace, BenchmarkRun, Span, Trace
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
@@ -169,8 +170,20 @@ def check(
         _keys(runs, keys_left),
         _clean(runs),
     ]
+    if any(r.domain in RETRIEVAL_DOMAINS for r in runs):
+        lines.append(_retrieval(runs))
     lines.append(_costs(runs))
     return lines
+
+
+def _retrieval(runs: Sequence[BenchmarkRun]) -> Line:
+    """The board's banking results must carry their retrieval config (τ²'s Results refuses one without)."""
+    req = "retrieval config"
+    banking = [r for r in runs if r.domain in RETRIEVAL_DOMAINS]
+    missing = [f"run #{r.pk} ({r.domain})" for r in banking if not r.retrieval_config]
+    if missing:
+        return Line(FAIL, req, f"{', '.join(missing)} recorded none (a results file of sierra's τ² has info.retrieval_config)")
+    return Line(PASS, req, "; ".join(f"{r.domain}: {r.retrieval_config}" for r in banking))
 
 
 def _domains(runs: Sequence[BenchmarkRun]) -> Line:
@@ -260,7 +273,8 @@ def _same_participants(runs: Sequence[BenchmarkRun]) -> Line:
         ):
             if model_a != model_b:
                 problems.append(f"the {side} is {model_a} in run #{first.pk}, {model_b} in run #{r.pk}")
-            diff = _diff(args_a, args_b)
+            # The kit's per-run session header differs by design (the copies hold "[per run]").
+            diff = [d for d in _diff(args_a, args_b) if not d.lower().endswith("extra_headers.x-marina-session")]
             if diff:
                 problems.append(f"the {side}'s args differ between run #{first.pk} and #{r.pk} at {', '.join(diff)}")
     if problems:
@@ -336,7 +350,7 @@ def _costs(runs: Sequence[BenchmarkRun]) -> Line:
             missing = True
             parts.append(f"{r.domain}: missing ({c.note})")
         else:
-            parts.append(f"{r.domain}: ${c.usd} per trajectory ({c.note})")
+            parts.append(f"{r.domain}: ${c.usd} per trajectory ({c.note}; {cost_includes(r)})")
     return Line(WARN if missing else PASS, req, "; ".join(parts))
 
 
@@ -370,6 +384,20 @@ def domain_cost(run: BenchmarkRun) -> Cost:
         return Cost(None, f"{totals['unpriced']} of {totals['calls']} linked agent calls are unpriced")
     per = money.to_usd(round((totals["cost"] or 0) / n))
     return Cost(per, f"{totals['calls']} linked agent call(s) over {n} trajectories, Marina's spend")
+
+
+def cost_includes(run: BenchmarkRun) -> str:
+    """What a domain's cost holds and what it leaves out: the agent's calls only (the board's field, as
+    τ²'s own avg_agent_cost), not the user simulator's nor τ²'s own (embeddings, reranker, judge)."""
+    n = run.items.filter(infra_error=False).count() or 1
+    left_out = []
+    for c in callers.by_caller(run):
+        if c.who == "agent" or not c.calls:
+            continue
+        per = money.with_unpriced(None if c.cost_nanousd is None else round(c.cost_nanousd / n), c.unpriced)
+        models = f": {', '.join(c.models)}" if c.models else ""
+        left_out.append(f"{c.who} {per} per trajectory ({c.calls} call(s){models})")
+    return "the agent's calls only" + (f"; not included: {'; '.join(left_out)}" if left_out else "")
 
 
 def usd_number(value: Decimal | None) -> float | None:
@@ -435,8 +463,12 @@ def methodology_notes(runs: Sequence[BenchmarkRun], *, settings: dict[str, Any] 
     out.append("Settings recorded on the run: " + "; ".join(recorded) + ".")
     out.append(
         "Cost: the agent's calls as Marina priced them (its own spend of the calls linked to each "
-        "trajectory), averaged per trajectory; left empty where a call was unpriced."
+        "trajectory), averaged per trajectory; left empty where a call was unpriced. Not included: the user "
+        "simulator's calls and τ²'s own (banking's embeddings and reranker, the NL-assertion judge)."
     )
+    for r in runs:
+        if r.retrieval_config:
+            out.append(f"Retrieval config in {r.domain}: {r.retrieval_config}.")
     return "\n".join(out)
 
 
@@ -520,13 +552,7 @@ def fill(submission: dict[str, Any], schema: dict[str, Any], runs: Sequence[Benc
     meth_props = _properties(schema, methodology_schema)
     domain_props = _properties(schema, _def(schema, "DomainResults"))
 
-    results = submission.setdefault("results", {})
-    if "cost" in domain_props:
-        for r in runs:
-            c = domain_cost(r)
-            entry = results.setdefault(r.domain, {})
-            entry["cost"] = usd_number(c.usd)
-            done.written.append(f"results.{r.domain}.cost = {'null (missing: ' + c.note + ')' if c.usd is None else c.usd}")
+    _fill_results(submission.setdefault("results", {}), domain_props, runs, done)
     if "submission_type" in top:
         submission["submission_type"] = submission_type
         done.written.append(f"submission_type = {submission_type}")
@@ -578,6 +604,20 @@ def fill(submission: dict[str, Any], schema: dict[str, Any], runs: Sequence[Benc
         submission["contact_info"] = contact
         done.for_a_person.append("contact_info.email")
     return done
+
+
+def _fill_results(results: dict[str, Any], domain_props: dict[str, Any], runs: Sequence[BenchmarkRun], done: Fill) -> None:
+    """Per domain: the cost (saying what it includes) and banking's retrieval config, where the schema has them."""
+    for r in runs:
+        entry = results.setdefault(r.domain, {})
+        if "cost" in domain_props:
+            c = domain_cost(r)
+            entry["cost"] = usd_number(c.usd)
+            shown = f"null (missing: {c.note})" if c.usd is None else f"{c.usd} ({cost_includes(r)})"
+            done.written.append(f"results.{r.domain}.cost = {shown}")
+        if "retrieval_config" in domain_props and r.domain in RETRIEVAL_DOMAINS and r.retrieval_config:
+            entry["retrieval_config"] = r.retrieval_config
+            done.written.append(f"results.{r.domain}.retrieval_config = {r.retrieval_config} (the run's)")
 
 
 def _def(schema: dict[str, Any], name: str) -> dict[str, Any]:

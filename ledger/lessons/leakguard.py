@@ -15,8 +15,13 @@ tool call and tool result, and τ²'s reward breakdown):
   (`4417-9921`, `4111 1111 1111 1111`), written with other separators or none
   (`44179921`): the digits of each run of digit groups are compared, not
   their spelling;
-- a **date**: any date (`2024-05-25`, `05/25`, `May 25`): a general rule
-  names none;
+- a **date**: any date, in any order or spelling (`2024-05-25`, `05/25`,
+  `May 25`, `25 May`, `the 25th of May`): a general rule names none;
+- an **id written without its separators** or with others (`K1N-W8N` for the
+  conversation's `K1NW8N`, `gift card 8190333`);
+- an **amount in words** (`three hundred forty-eight dollars` for `348`);
+- an **all-caps code** that the conversation's tool results hold (`ATL`,
+  `PHL`: airports, fare classes);
 - a **name**: a capitalised word the conversation uses as a name: values of
   keys ending in `name` (first_name, last_name, name, …: `Omar`, `Rossi`), and
   words written capitalised in the middle of a sentence and never in lower
@@ -35,7 +40,9 @@ identifying value among them (`ground_truth`: a string with a digit or a
 capital letter — ids, names, cities, airport codes, dates — a number of two
 or more digits or with decimals, and each date's other spellings: `May 25`,
 `25th`, `05/25`) refuses a rule that holds it as a whole word, case ignored
-(`truth_refusal`): no guessing at what looks like data. Lower-case category
+(`truth_refusal`), and so do its normal forms (ledger/lessons/spellings.py):
+the date in any order or spelling (`26 May` for `2024-05-26`), the number in
+words, the id without separators: no guessing at what looks like data. Lower-case category
 words (`economy`, `credit_card`) and small counts are policy vocabulary and
 are left to the lexical checks above."""
 from __future__ import annotations
@@ -46,6 +53,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.lessons import spellings
 from ledger.lessons.models import MAX_RULE_CHARS
 
 MIN_RULE_CHARS = 20
@@ -89,6 +97,12 @@ class Evidence:
     lower_words: set[str] = field(default_factory=set)  # every word as written in lower case
     spans: set[tuple[str, ...]] = field(default_factory=set)  # SPAN_WORDS-word runs, lower-cased
     digit_runs: set[str] = field(default_factory=set)  # the digits of each run of digit groups
+    codes: set[str] = field(default_factory=set)  # all-caps words of the tool results ("ATL")
+
+    @property
+    def compact_ids(self) -> set[str]:
+        """The ids without their separators ("k1n-w8n" -> "k1nw8n")."""
+        return {c for c in map(spellings.compact, self.ids) if spellings.is_identifier(c)}
 
     def is_name(self, word: str) -> bool:
         """A *name value, or a word only ever written capitalised mid-sentence
@@ -138,6 +152,8 @@ def evidence_of(messages: Iterable[Any], breakdown: Any = None) -> Evidence:
     found = Evidence()
     for message in messages:
         found.add_value(message)
+        if isinstance(message, Mapping) and message.get("role") == "tool":
+            found.codes |= spellings.codes(json.dumps(message.get("content"), ensure_ascii=False))
     if breakdown is not None:
         found.add_value(breakdown)
     return found
@@ -227,12 +243,71 @@ def ground_truth(criteria: Any, breakdown: Any = None, messages: Iterable[Any] =
 
 
 def truth_refusal(rule: str, truth: set[str]) -> str:
-    """'holds a ground-truth value' when `rule` holds one of `truth` as a whole word."""
+    """'holds a ground-truth value' when `rule` holds one of `truth` as a whole word, or in
+    another spelling: a date in any order, a number in words, an id without separators."""
     text = " ".join(rule.split()).lower()
     for value in truth:
         if re.search(r"(?<![a-z0-9])" + re.escape(value) + r"(?![a-z0-9])", text):
             return "holds a ground-truth value"
+    truth_dates = {d for value in truth for d in spellings.dates(value)}
+    truth_numbers = {n for n in spellings.whole_numbers(truth) if n >= 10}
+    truth_ids = {c for c in map(spellings.compact, truth) if spellings.is_identifier(c)}
+    if (
+        spellings.dates(rule) & truth_dates
+        or spellings.numbers_in_words(rule) & truth_numbers
+        or spellings.compact_windows(rule) & truth_ids
+    ):
+        return "holds a ground-truth value"
     return ""
+
+
+def _names_a_date(text: str, evidence: Evidence) -> str:
+    return "names a date" if _DATE.search(text) or spellings.dates(text) else ""
+
+
+def _quotes_an_id(text: str, evidence: Evidence) -> str:
+    as_written = any(_is_id(token) and token.lower() in evidence.ids for token in _TOKEN.findall(text))
+    if as_written or spellings.compact_windows(text) & evidence.compact_ids:
+        return "quotes an id from the conversation"
+    return ""
+
+
+def _quotes_an_amount(text: str, evidence: Evidence) -> str:
+    if {str(n) for n in spellings.numbers_in_words(text) if n >= 100} & (evidence.amounts | evidence.digit_runs):
+        return "quotes an amount from the conversation"  # in words
+    for number in _NUMBER.findall(text):
+        plain = number.replace(",", "")
+        if "." in plain:
+            plain = plain.rstrip("0").rstrip(".")
+        if ("." in number or len(plain) >= 3) and plain in evidence.amounts:
+            return "quotes an amount from the conversation"
+    return ""
+
+
+def _names_a_code(text: str, evidence: Evidence) -> str:
+    return "names a code from the conversation's tool results" if spellings.codes(text) & evidence.codes else ""
+
+
+def _quotes_a_number(text: str, evidence: Evidence) -> str:
+    return "quotes a number from the conversation" if _digit_runs(text) & evidence.digit_runs else ""
+
+
+def _names_a_name(text: str, evidence: Evidence) -> str:
+    if any(evidence.is_name(word) for word in re.findall(r"\b[A-Z][a-z]+\b", text)):
+        return "names a name from the conversation"
+    return ""
+
+
+def _repeats_a_span(text: str, evidence: Evidence) -> str:
+    words = _WORD.findall(text.lower())
+    for i in range(len(words) - SPAN_WORDS + 1):
+        if tuple(words[i : i + SPAN_WORDS]) in evidence.spans:
+            return f"repeats {SPAN_WORDS}+ words of the conversation verbatim"
+    return ""
+
+
+# In the order a refusal names them: the first that holds is the reason.
+_CHECKS = (_names_a_date, _quotes_an_id, _quotes_an_amount, _names_a_code, _quotes_a_number, _names_a_name, _repeats_a_span)
 
 
 def refusal(rule: str, evidence: Evidence) -> str:
@@ -242,24 +317,4 @@ def refusal(rule: str, evidence: Evidence) -> str:
         return "too short"
     if len(text) > MAX_RULE_CHARS:
         return f"longer than {MAX_RULE_CHARS} characters"
-    if _DATE.search(text):
-        return "names a date"
-    for token in _TOKEN.findall(text):
-        if _is_id(token) and token.lower() in evidence.ids:
-            return "quotes an id from the conversation"
-    for number in _NUMBER.findall(text):
-        plain = number.replace(",", "")
-        if "." in plain:
-            plain = plain.rstrip("0").rstrip(".")
-        if ("." in number or len(plain) >= 3) and plain in evidence.amounts:
-            return "quotes an amount from the conversation"
-    if _digit_runs(text) & evidence.digit_runs:
-        return "quotes a number from the conversation"
-    for word in re.findall(r"\b[A-Z][a-z]+\b", text):
-        if evidence.is_name(word):
-            return "names a name from the conversation"
-    words = _WORD.findall(text.lower())
-    for i in range(len(words) - SPAN_WORDS + 1):
-        if tuple(words[i : i + SPAN_WORDS]) in evidence.spans:
-            return f"repeats {SPAN_WORDS}+ words of the conversation verbatim"
-    return ""
+    return next((why for why in (check(text, evidence) for check in _CHECKS) if why), "")

@@ -13,14 +13,24 @@ give the same figures.
   none of its calls is unpriced. Anything else is **unknown** (None), never 0:
   a cost given at import (`cli`) or τ²'s LiteLLM estimate is not Marina's spend.
 - **pass^k** is τ²'s (ledger.benchmarks.metrics.summarize) over the point's
-  evaluated items, pooled over a group's valid runs. Its interval is the 95 %
-  normal interval over tasks (the per-task pass^k values' mean ± 1.96 standard
-  errors, clamped to [0, 1]): tasks are the unit τ² averages over, and unlike
-  the run page's bootstrap it costs nothing per point, so a page of a hundred
-  runs stays fast.
+  evaluated items, pooled over a group's valid runs of one target (a group the
+  kit filed several models under is one point per model). Its interval is the
+  95 % normal interval over tasks (the per-task pass^k values' mean ± 1.96
+  standard errors, clamped to [0, 1]): tasks are the unit τ² averages over, and
+  unlike the run page's bootstrap it costs nothing per point, so a page of a
+  hundred runs stays fast. With fewer than SMALL_TASKS tasks, or tasks that all
+  scored alike, that interval understates the uncertainty (two tasks at 0.5
+  give [0.5, 0.5]); it is then widened to the Wilson score interval of the mean
+  over as many tasks, so no interval on few tasks has zero width.
+- **Like with like**: points on one frontier share what COMPARED names (the
+  task split, the trials per task, the retrieval config) and the task set itself. The frontier is
+  drawn over the points that share the most tasks (then: the most points, the
+  most simulations, the newest point's); every other point is listed apart with the reason
+  (`apart`: "1 task, not the frontier's 50"), never on it, so a run on a task
+  subset never pushes a full run off.
 - **The frontier**: a point with a known cost is on it when no other known-cost
-  point costs no more and scores at least as well, one of the two strictly.
-  Points of unknown cost are listed and drawn apart, never on it.
+  point of its cohort costs no more and scores at least as well, one of the two
+  strictly. Points of unknown cost are listed and drawn apart, never on it.
 
 At scale: the newest `limit` runs matching the filters (default 100), or the
 newest `limit` groups (default 20) with all their runs, are read, and their items
@@ -36,14 +46,21 @@ from math import sqrt
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Count, Max, Q
 
 from kernel import money
 from ledger.benchmarks.metrics import pass_hat_k
 from ledger.benchmarks.power import distinguish
-from ledger.benchmarks.stats import Z95
+from ledger.benchmarks.stats import SMALL_TASKS, Z95, at_least_wilson
 from ledger.models import BenchmarkItem, BenchmarkRun, ExperimentRun
 
+# The run settings two points must share to be on one frontier (with the task set): field -> name.
+COMPARED = {
+    "task_split": "split",
+    "num_trials": "trials",
+    "retrieval_config": "retrieval config",  # banking_knowledge's; blank elsewhere
+}
+_BLANK = {"retrieval config": "none"}  # how a blank setting reads (else "unrecorded")
 DEFAULT_LIMIT = 100  # runs; with by="group", GROUP_LIMIT groups (each with all its runs)
 GROUP_LIMIT = 20
 MAX_LIMIT = 500
@@ -71,6 +88,9 @@ class FrontierPoint:
     lo: float | None
     hi: float | None
     on_frontier: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)  # COMPARED's values, "mixed" where members differ
+    task_set: frozenset[str] = frozenset()
+    apart: str = ""  # why it is not on the frontier's cohort ('' when it is)
 
     @property
     def cost_per_simulation_usd(self) -> Any:
@@ -95,6 +115,19 @@ class Frontier:
     def unknown_cost(self) -> list[FrontierPoint]:
         return [p for p in self.points if p.cost_per_simulation_nanousd is None]
 
+    @property
+    def shown_apart(self) -> list[FrontierPoint]:
+        return [p for p in self.points if p.apart]
+
+    @property
+    def cohort(self) -> str:
+        """What the frontier's points share, in words."""
+        ref = next((p for p in self.points if p.value is not None and not p.apart), None)
+        if ref is None:
+            return ""
+        settings = ", ".join(f"{name} {_shown(ref.settings.get(name), name)}" for name in COMPARED.values())
+        return f"{len(ref.task_set)} task(s), {settings}"
+
 
 def benchmarks() -> list[str]:
     return sorted(BenchmarkRun.objects.order_by().values_list("benchmark", flat=True).distinct())
@@ -110,8 +143,10 @@ def frontier(
     k: int = 1,
     by: str = "run",
     limit: int | None = None,
+    visible: Q | None = None,
 ) -> Frontier:
-    """The points of one benchmark (default: the newest run's) matching the filters."""
+    """The points of one benchmark (default: the one with the most runs) matching
+    the filters, of the runs `visible` picks (a key's: ledger/benchmarks/owners.py)."""
     if not 1 <= k <= MAX_K:
         raise FrontierError(f"k must be between 1 and {MAX_K}, not {k}")
     if by not in ("run", "group"):
@@ -122,11 +157,14 @@ def frontier(
         raise FrontierError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
     known = benchmarks()
     runs = BenchmarkRun.objects.exclude(status="invalid")  # an invalid run's figures mean nothing
+    if visible is not None:
+        runs = runs.filter(visible)
     if domain:
         runs = runs.filter(domain=domain)
-    if not benchmark:
-        newest = runs.order_by("-created_at", "-pk").values_list("benchmark", flat=True).first()
-        benchmark = newest or ""
+    if not benchmark:  # the benchmark with the most runs (of a tie, the newest run's)
+        counted = runs.order_by().values("benchmark").annotate(n=Count("pk"), newest=Max("created_at"))
+        busiest = counted.order_by("-n", "-newest").values_list("benchmark", flat=True).first()
+        benchmark = busiest or ""
     elif benchmark not in known:
         raise FrontierError(f"No runs of benchmark {benchmark!r}.")
     runs = runs.filter(benchmark=benchmark)
@@ -145,12 +183,13 @@ def frontier(
         total = runs.count()
         chosen = list(runs.order_by("-created_at", "-pk").only(*_POINT_FIELDS)[:limit])
     points = _points(chosen, k=k, by=by)
+    _set_apart(points)
     _mark_frontier(points)
     return Frontier(benchmark=benchmark, k=k, by=by, points=points, total=total, limit=limit, benchmarks=known)
 
 
 # What a point reads of its runs (not their settings, arguments and reasons, JSON decoded for nothing).
-_POINT_FIELDS = ("id", "group", "label", "target", "cost_source", "cost_nanousd", "created_at")
+_POINT_FIELDS = ("id", "group", "label", "target", "cost_source", "cost_nanousd", "created_at", *COMPARED)
 
 
 @dataclass
@@ -180,12 +219,24 @@ def _points(chosen: list[BenchmarkRun], *, k: int, by: str) -> list[FrontierPoin
     arms = dict(
         ExperimentRun.objects.filter(run_id__in=ids).values_list("run_id", "arm")
     )  # an experiment's arm names the point better than its group
+    task_sets: dict[int, set[str]] = defaultdict(set)
+    for run_id, task_id in BenchmarkItem.objects.filter(run_id__in=ids).values_list("run_id", "task_id").distinct():
+        task_sets[run_id].add(task_id)
     if by == "run":
-        return [_point(f"run:{f.run.pk}", [f], tasks[str(f.run.pk)], k, arms) for f in figures.values()]
-    by_group: dict[str, list[_RunFigures]] = defaultdict(list)
+        return [
+            _point(f"run:{f.run.pk}", [f], tasks[str(f.run.pk)], k, arms, task_sets) for f in figures.values()
+        ]
+    by_group: dict[tuple[str, str], list[_RunFigures]] = defaultdict(list)
     for f in figures.values():
-        by_group[f.run.group].append(f)
-    return [_point(f"group:{name}", members, tasks[name], k, arms) for name, members in by_group.items()]
+        by_group[(f.run.group, f.run.target)].append(f)  # a group pools the replicates of one target
+    targets_of: dict[str, int] = defaultdict(int)
+    for name, _ in by_group:
+        targets_of[name] += 1
+    return [
+        _point(f"group:{name}" if targets_of[name] == 1 else f"group:{name}|{target}", members,
+               tasks[f"{name}|{target}"], k, arms, task_sets)
+        for (name, target), members in by_group.items()
+    ]  # fmt: skip
 
 
 # Items per (run, task) in one pass over the covering index item_run_task_totals (its
@@ -209,8 +260,8 @@ SELECT 'tasks', point, NULL, NULL, NULL, NULL, ok, n, COUNT(*) FROM point_task W
 """
 _RUN_TASKS = "SELECT CAST(run_id AS VARCHAR(190)) AS point, ok, n FROM per_task"
 _GROUP_TASKS = f"""
-    SELECT r."group" AS point, SUM(t.ok) AS ok, SUM(t.n) AS n
-    FROM per_task t JOIN {BenchmarkRun._meta.db_table} r ON r.id = t.run_id GROUP BY r."group", t.task_id"""
+    SELECT r."group" || '|' || r.target AS point, SUM(t.ok) AS ok, SUM(t.n) AS n
+    FROM per_task t JOIN {BenchmarkRun._meta.db_table} r ON r.id = t.run_id GROUP BY r."group", r.target, t.task_id"""
 
 
 def _item_totals(ids: list[int], *, by: str) -> list[tuple[Any, ...]]:
@@ -237,7 +288,9 @@ def _run_cost(f: _RunFigures) -> tuple[int | None, str]:
     return f.trace_cost, "linked traces"
 
 
-def _point(key: str, members: list[_RunFigures], tasks: Histogram, k: int, arms: dict[int, str]) -> FrontierPoint:
+def _point(
+    key: str, members: list[_RunFigures], tasks: Histogram, k: int, arms: dict[int, str], task_sets: dict[int, set[str]]
+) -> FrontierPoint:
     first = members[0].run
     simulations = sum(n * count for (_, n), count in tasks.items())
     costs = [_run_cost(f) for f in members]
@@ -248,10 +301,17 @@ def _point(key: str, members: list[_RunFigures], tasks: Histogram, k: int, arms:
     value, lo, hi = pass_k_histogram_interval(tasks, k)
     arm = arms.get(first.pk) or first.group or first.label or f"run #{first.pk}"
     targets = sorted({f.run.target for f in members})
+    settings = {}
+    for attr, name in COMPARED.items():
+        values = {getattr(f.run, attr) for f in members}
+        settings[name] = values.pop() if len(values) == 1 else "mixed"
+    member_sets = {frozenset(task_sets.get(f.run.pk, ())) for f in members}
     return FrontierPoint(
         key=key, label=f"{' / '.join(targets)} · {arm}", target=" / ".join(targets), arm=arm, group=first.group,
         run_ids=sorted(f.run.pk for f in members), simulations=simulations, tasks=sum(tasks.values()),
         cost_nanousd=cost, cost_per_simulation_nanousd=per_sim, cost_basis=basis, value=value, lo=lo, hi=hi,
+        settings=settings, task_set=frozenset().union(*member_sets),
+        apart="pools runs of different task sets" if len(member_sets) > 1 else "",
     )  # fmt: skip
 
 
@@ -277,11 +337,48 @@ def pass_k_histogram_interval(tasks: Histogram, k: int) -> tuple[float | None, f
         return mean, 0.0, 1.0  # one task: nothing known about the spread
     sd = sqrt(sum(count * (values[pair] - mean) ** 2 for pair, count in tasks.items()) / (t - 1))
     half = Z95 * sd / sqrt(t)
-    return mean, max(0.0, mean - half), min(1.0, mean + half)
+    lo, hi = at_least_wilson(mean, max(0.0, mean - half), min(1.0, mean + half), t)
+    return mean, lo, hi
+
+
+def _shown(value: Any, name: str = "") -> str:
+    return _BLANK.get(name, "unrecorded") if value in ("", None) else str(value)
+
+
+def _facts(p: FrontierPoint) -> tuple[Any, ...]:
+    return (p.task_set, *(p.settings.get(name) for name in COMPARED.values()))
+
+
+def _set_apart(points: list[FrontierPoint]) -> None:
+    """Keep on the frontier's cohort only the points that share its task set and
+    COMPARED settings; the others get the reason they are shown apart."""
+    scored = [p for p in points if p.value is not None and not p.apart]
+    cohorts: dict[tuple[Any, ...], list[FrontierPoint]] = defaultdict(list)
+    for p in scored:
+        cohorts[_facts(p)].append(p)
+    if not cohorts:
+        return
+    ref_facts, members = max(
+        cohorts.items(), key=lambda kv: (len(kv[0][0]), len(kv[1]), sum(p.simulations for p in kv[1]))
+    )
+    ref = members[0]
+    for p in points:
+        if p.apart or _facts(p) == ref_facts:
+            continue
+        reasons = []
+        if p.task_set != ref.task_set:
+            size, ref_size = len(p.task_set), len(ref.task_set)
+            reasons.append(
+                f"{size} task(s), not the frontier's {ref_size}" if size != ref_size else f"another set of {size} tasks"
+            )
+        for name in COMPARED.values():
+            if p.settings.get(name) != ref.settings.get(name):
+                reasons.append(f"{name} {_shown(p.settings.get(name), name)}, not {_shown(ref.settings.get(name), name)}")
+        p.apart = "; ".join(reasons)
 
 
 def _mark_frontier(points: list[FrontierPoint]) -> None:
-    priced = [p for p in points if p.cost_per_simulation_nanousd is not None and p.value is not None]
+    priced = [p for p in points if p.cost_per_simulation_nanousd is not None and p.value is not None and not p.apart]
     for p in priced:
         p.on_frontier = not any(
             q is not p
@@ -301,7 +398,8 @@ def as_json(f: Frontier) -> dict[str, Any]:
         "total": f.total,
         "shown": len(f.points),
         "limit": f.limit,
-        "interval": "95 % normal interval over tasks",
+        "interval": f"95 % normal interval over tasks, at least Wilson's below {SMALL_TASKS} tasks",
+        "cohort": f.cohort,
         "points": [
             {
                 "key": p.key,
@@ -319,6 +417,8 @@ def as_json(f: Frontier) -> dict[str, Any]:
                 "pass_hat_k": p.value,
                 "interval": None if p.lo is None else [p.lo, p.hi],
                 "on_frontier": p.on_frontier,
+                "apart": p.apart,
+                "settings": p.settings,
             }
             for p in f.points
         ],

@@ -19,7 +19,7 @@ from django_tables2 import Column
 from ledger.models import BenchmarkRun
 from ledger.reports import frontier as frontier_data
 from ledger.reports import trajectories as trajectory_data
-from ledger.reports.access import RUNS, SPEND, TRACES, needs
+from ledger.reports.access import RUNS, SPEND, TRAJECTORIES, needs
 from ledger.reports.forms import DATE, _choice_field, _choices
 from ledger.reports.scatter import Dot, scatter_chart
 from ledger.reports.selectors import run_choices
@@ -39,7 +39,7 @@ class FrontierForm(forms.Form):
         super().__init__(*args, **kwargs)
         known = run_choices()
         domains = sorted(BenchmarkRun.objects.order_by().values_list("domain", flat=True).distinct())
-        _choice_field(self, "benchmark").choices = _choices(known.benchmarks, "the newest run's")
+        _choice_field(self, "benchmark").choices = _choices(known.benchmarks, "the one with the most runs")
         _choice_field(self, "domain").choices = _choices([d for d in domains if d], "any domain")
         _choice_field(self, "group").choices = _choices(known.groups, "any group")
 
@@ -75,7 +75,7 @@ def frontier(request: HttpRequest) -> HttpResponse:
     dots = [
         Dot(p.key, p.label, None if p.cost_per_simulation_usd is None else float(p.cost_per_simulation_usd),
             p.value, p.lo, p.hi, p.on_frontier, short=_short(p))  # fmt: skip
-        for p in result.points if p.value is not None
+        for p in result.points if p.value is not None and not p.apart  # the others are listed apart, not drawn
     ]
     chart = scatter_chart(
         dots, title=f"pass^{result.k} against cost per simulation, {result.benchmark}",
@@ -120,7 +120,7 @@ def trajectories_for(data: dict[str, Any]) -> trajectory_data.SideBySide:
     )  # fmt: skip
 
 
-@needs(RUNS, TRACES)
+@needs(*TRAJECTORIES)
 def trajectories(request: HttpRequest) -> HttpResponse:
     form = TrajectoryQuery(request.GET or None)
     if not form.is_valid():
@@ -144,19 +144,21 @@ class LinkedDisagreementTable(DisagreementTable):
     class Meta(DisagreementTable.Meta):  # the base's attributes and empty text
         pass
 
-    def __init__(self, *args: Any, pick: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, pick: dict[str, Any], linked: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pick = pick
+        if not linked:  # the trajectories page needs traces too: no link the user cannot open
+            self.exclude = ("side_by_side",)
 
     def render_side_by_side(self, record: Any) -> str:
         url = reverse("reports:trajectories") + "?" + urlencode({**self.pick, "task": record.task_id})
         return format_html('<a class="side-by-side" href="{}">A and B side by side</a>', url)
 
 
-def disagreement_table(rows: list[Any], compared: dict[str, Any]) -> LinkedDisagreementTable:
+def disagreement_table(rows: list[Any], compared: dict[str, Any], *, linked: bool = True) -> LinkedDisagreementTable:
     """The compare form's cleaned data -> the table, its links naming the same two sides."""
     if compared.get("mode") == "groups":
         pick = {"group_a": compared["group_a"], "group_b": compared["group_b"]}
     else:
         pick = {"a": compared["run_a"], "b": compared["run_b"]}
-    return LinkedDisagreementTable(rows, pick=pick)
+    return LinkedDisagreementTable(rows, pick=pick, linked=linked)

@@ -13,8 +13,9 @@ from django.db.models import QuerySet
 
 from kernel import money
 from kernel.redact import redact
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.models import BenchmarkItem, BenchmarkRun, Trace
-from ledger.reports.selectors import RunReport, SpanNode, cost_source_label
+from ledger.reports.selectors import RunReport, SpanNode
 from ledger.spend.cli import spend_dict
 from ledger.spend.selectors import SpendByModel, SpendTotals
 
@@ -42,6 +43,8 @@ def run_summary(run: BenchmarkRun) -> dict[str, Any]:
         "judge": run.judge,
         "seed": run.seed,
         "task_split": run.task_split,
+        "retrieval_config": run.retrieval_config or None,
+        "retrieval_config_kwargs": run.retrieval_config_kwargs,
         "num_trials": run.num_trials,
         "agent_model": run.agent_model,
         "user_model": run.user_model,

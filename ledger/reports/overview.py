@@ -25,6 +25,7 @@ from ledger.spend.selectors import utc_today
 
 # Percentiles are computed over at most this many of the window's newest requests.
 LATENCY_SAMPLE = 10_000
+_ID_CHUNK = 2_000  # trace ids per IN (...) list: under SQLite's parameter limit
 TOP = 5
 
 
@@ -143,20 +144,29 @@ def _percentiles(values: list[float], sampled: bool) -> Percentiles:
 
 
 def latency(window: timedelta, name: str, now: datetime | None = None) -> Latency:
+    """The window's requests (at most the newest LATENCY_SAMPLE) and their upstream calls.
+    `overhead.count` is every request of the window (a request with no overhead recorded
+    still counts), its percentiles over those that have one."""
     now = now or datetime.now(UTC)
     recent = Trace.objects.filter(started_at__gte=now - window, started_at__lte=now).order_by("-started_at")
-    rows = list(recent.values_list("pk", "overhead_ms")[:LATENCY_SAMPLE])
+    rows = list(recent.values_list("pk", "overhead_ms", "started_at")[:LATENCY_SAMPLE])
     sampled = len(rows) == LATENCY_SAMPLE
-    overhead = [ms for _, ms in rows if ms is not None]
+    overhead = [ms for _, ms, _ in rows if ms is not None]
     upstream: list[float] = []
     if rows:
-        # Spans have no time index of their own: the sample's trace ids bound them.
-        ids = [pk for pk, _ in rows]
-        calls = Span.objects.filter(trace_id__gte=min(ids), trace_id__lte=max(ids)).exclude(provider="")
-        # No ordering: Span's default (by trace, i.e. the trace's time) joins and sorts
-        # the whole window, 0.8 s over a day of 22,000 traces (bench/reports_scale.py).
-        upstream = list(calls.order_by().values_list("duration_ms", flat=True)[: LATENCY_SAMPLE * 4])
-    return Latency(name, _percentiles(overhead, sampled), _percentiles(upstream, sampled))
+        # The sample's own calls, by trace id (ids need not follow time: an import or a
+        # slow request writes out of order). The trace's time, copied on each span,
+        # keeps PostgreSQL to the window's partitions (ledger/spend/partitions.py).
+        oldest = min(started for _, _, started in rows)
+        ids = [pk for pk, _, _ in rows]
+        for start in range(0, len(ids), _ID_CHUNK):
+            calls = Span.objects.filter(
+                trace_id__in=ids[start : start + _ID_CHUNK], trace_started_at__gte=oldest, trace_started_at__lte=now
+            ).exclude(provider="")
+            # No ordering: Span's default (by trace, i.e. the trace's time) joins and sorts.
+            upstream += calls.order_by().values_list("duration_ms", flat=True)
+    overheads = _percentiles(overhead, sampled)
+    return Latency(name, Percentiles(len(rows), sampled, overheads.p50, overheads.p99), _percentiles(upstream, sampled))
 
 
 @dataclass

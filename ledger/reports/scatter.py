@@ -11,8 +11,46 @@ from html import escape
 
 from ledger.reports.charts import PALETTE, _fmt, _Svg, nice_ticks
 
-_LEFT, _RIGHT, _TOP, _BOTTOM = 60, 16, 16, 48
-_UNKNOWN_STRIP = 170
+_LEFT, _RIGHT, _TOP, _BOTTOM = 60, 16, 16, 70
+_UNKNOWN_STRIP = 170  # at least; wide enough for its longest label
+_CHAR_W, _LABEL_H = 6.0, 12.0  # a 10.5 px label's average character width and line height
+_FRONTIER, _OFF, _UNKNOWN = "#D55E00", PALETTE[0], "#777"
+
+Box = tuple[float, float, float, float]  # left, top, right, bottom
+# Label spots around a point, nearest first: (dx, baseline dy, anchor). The farther ones
+# clear a cluster of interval bars at nearly the same cost.
+_SPOTS = [
+    *((dx, dy, anchor) for dy in (-6, 14, 4) for dx, anchor in ((7, "start"), (-7, "end"))),
+    (0, -10, "middle"), (0, 20, "middle"),
+    *((dx, dy, anchor) for dy in (-20, 28, -34, 42, -48, 56) for dx, anchor in ((7, "start"), (-7, "end"), (0, "middle"))),
+    *((sign * far, dy, anchor) for far in (20, 34, 50) for dy in (4, -6, 14, -20, 28, -34, 42)
+      for sign, anchor in ((1, "start"), (-1, "end"))),
+]  # fmt: skip
+
+
+def _overlap(a: Box, b: Box) -> float:
+    width = min(a[2], b[2]) - max(a[0], b[0])
+    height = min(a[3], b[3]) - max(a[1], b[1])
+    return width * height if width > 0 and height > 0 else 0.0
+
+
+def _place(x: float, y: float, text: str, taken: list[Box], bounds: Box) -> tuple[float, float, str, Box]:
+    """Where a point's label goes: the first of the spots around the point (`_SPOTS`) that overlaps no
+    other label, point or interval bar and stays inside `bounds`, else the least overlapping.
+    Returns the text's x, baseline y, anchor and its box (added to `taken` by the caller)."""
+    width = len(text) * _CHAR_W
+    best: tuple[float, tuple[float, float, str, Box]] | None = None
+    for dx, dy, anchor in _SPOTS:
+        left = x + dx if anchor == "start" else x + dx - width if anchor == "end" else x - width / 2
+        box = (left, y + dy - _LABEL_H + 2, left + width, y + dy + 2)
+        outside = max(0.0, bounds[0] - box[0]) + max(0.0, box[2] - bounds[2]) + max(0.0, bounds[1] - box[1]) + max(0.0, box[3] - bounds[3])
+        cost = sum(_overlap(box, other) for other in taken) + outside * 100
+        if best is None or cost < best[0]:
+            best = (cost, (x + dx, y + dy, anchor, box))
+        if cost == 0:
+            break
+    assert best is not None
+    return best[1]
 
 
 @dataclass(frozen=True)
@@ -41,7 +79,8 @@ def scatter_chart(
     svg = _Svg(width, height, title)
     known = [d for d in dots if d.x is not None]
     unknown = [d for d in dots if d.x is None]
-    strip = _UNKNOWN_STRIP if unknown else 0
+    longest = max((len(d.label) for d in unknown), default=0)
+    strip = max(_UNKNOWN_STRIP, min(int(longest * _CHAR_W) + 90, width // 3)) if unknown else 0
     plot_right = width - _RIGHT - strip
     plot_h = height - _TOP - _BOTTOM
     x_ticks = nice_ticks(max((d.x or 0.0 for d in known), default=1.0) * 1.08)
@@ -67,7 +106,7 @@ def scatter_chart(
                 f'fill="#555">{escape(x_format(tick))}</text>')  # fmt: skip
     svg.add(f'<line class="axis" x1="{_LEFT}" x2="{_fmt(plot_right)}" y1="{base}" y2="{base}" stroke="#777"/>')
     svg.add(f'<line class="axis" x1="{_LEFT}" x2="{_LEFT}" y1="{_TOP}" y2="{base}" stroke="#777"/>')
-    svg.add(f'<text class="axis-title" x="{_fmt((_LEFT + plot_right) / 2)}" y="{height - 8}" text-anchor="middle" '
+    svg.add(f'<text class="axis-title" x="{_fmt((_LEFT + plot_right) / 2)}" y="{height - 30}" text-anchor="middle" '
             f'font-size="12" fill="#333">{escape(x_title)}</text>')  # fmt: skip
     svg.add(f'<text class="axis-title" x="14" y="{_fmt(_TOP + plot_h / 2)}" text-anchor="middle" font-size="12" '
             f'fill="#333" transform="rotate(-90 14 {_fmt(_TOP + plot_h / 2)})">{escape(y_title)}</text>')  # fmt: skip
@@ -89,14 +128,21 @@ def scatter_chart(
         svg.add(f'<text class="xtick" x="{_fmt(left + (strip - 14) / 2)}" y="{_TOP + 12}" text-anchor="middle" '
                 f'font-size="11" fill="#555">cost unknown</text>')  # fmt: skip
 
-    for index, d in enumerate(dots):
-        colour = "#D55E00" if d.on_frontier else PALETTE[0] if d.x is not None else "#777"
+    # Points and bars first, so every label can keep clear of all of them.
+    placed: list[tuple[Dot, float, float, str]] = []
+    taken: list[Box] = [(plot_right + 10, _TOP, width - _RIGHT, _TOP + 16)] if unknown else []  # the strip's heading
+    for d in dots:
+        colour = _FRONTIER if d.on_frontier else _OFF if d.x is not None else _UNKNOWN
         if d.x is not None:
             x = x_of(d.x)
-        else:
-            slot = (strip - 14) / (len(unknown) + 1)
-            x = plot_right + 10 + slot * (unknown.index(d) + 1)
+        else:  # near the strip's left edge, a few pixels apart: their labels go to the right
+            x = plot_right + 24 + 12 * (unknown.index(d) % 4)
         cy = y_of(d.y)
+        placed.append((d, x, cy, colour))
+        taken.append((x - 5, cy - 5, x + 5, cy + 5))
+        if d.lo is not None and d.hi is not None:
+            taken.append((x - 4, y_of(d.hi), x + 4, y_of(d.lo)))
+    for d, x, cy, colour in placed:
         svg.add(f'<g class="dot" data-key="{escape(d.key)}" data-frontier="{str(d.on_frontier).lower()}">')
         if d.lo is not None and d.hi is not None:
             lo, hi = _fmt(y_of(d.lo)), _fmt(y_of(d.hi))
@@ -105,15 +151,41 @@ def scatter_chart(
         cost = "cost unknown" if d.x is None else x_format(d.x)
         svg.add(f'<circle class="point" cx="{_fmt(x)}" cy="{_fmt(cy)}" r="4.5" fill="{colour}">'
                 f"<title>{escape(d.label)}: {escape(y_format(d.y))} at {escape(cost)}</title></circle>")  # fmt: skip
-        # Frontier points carry their whole label (target · arm); the others a short one, so a
-        # crowded plot stays legible (the whole label is the point's tooltip and the table's row).
-        text = d.label if d.on_frontier or d.x is None else (d.short or d.label)
-        dy = -9 if index % 2 == 0 else 15  # alternate above and below: neighbours overlap less
-        anchor = "end" if d.x is not None and x > plot_right - 7 * len(text) else "start"
-        dx = -6 if anchor == "end" else 6
-        if d.x is None:
-            anchor, dx, text = "middle", 0, text if len(text) <= 26 else text[:25] + "…"
-        svg.add(f'<text class="point-label" x="{_fmt(x + dx)}" y="{_fmt(cy + dy)}" text-anchor="{anchor}" '
-                f'font-size="10.5" fill="#333">{escape(text)}</text>')  # fmt: skip
         svg.add("</g>")
+    for d, x, cy, _ in placed:
+        # Frontier points and the unknown strip carry their whole label (target · arm); the others a
+        # short one, so a crowded plot stays legible (the whole label is the point's tooltip and the table's row).
+        text = d.label if d.on_frontier or d.x is None else (d.short or d.label)
+        bounds = (plot_right + 10, _TOP, width - _RIGHT, _TOP + plot_h) if d.x is None else (_LEFT, _TOP, plot_right, _TOP + plot_h)
+        tx, ty, anchor, box = _place(x, cy, text, taken, bounds)
+        taken.append(box)
+        if abs(tx - x) > 8 or abs(ty - cy) > 15:  # a label placed away from its point: a thin leader says whose
+            end_x = min(max(x, box[0]), box[2])
+            end_y = box[3] if cy > box[3] else box[1] if cy < box[1] else (box[1] + box[3]) / 2
+            svg.add(f'<line class="leader" x1="{_fmt(x)}" y1="{_fmt(cy)}" x2="{_fmt(end_x)}" y2="{_fmt(end_y)}" '
+                    f'stroke="#999" stroke-width="0.7"/>')  # fmt: skip
+        svg.add(f'<text class="point-label" data-key="{escape(d.key)}" x="{_fmt(tx)}" y="{_fmt(ty)}" text-anchor="{anchor}" '
+                f'font-size="10.5" fill="#333">{escape(text)}</text>')  # fmt: skip
+    _legend(svg, height - 10, frontier=bool(front), unknown=bool(unknown))
     return svg.render()
+
+
+def _legend(svg: _Svg, y: float, *, frontier: bool, unknown: bool) -> None:
+    """What the colours and the dashed line mean, one row under the x axis."""
+    entries = [("circle", _OFF, "a run (or group)")]
+    if frontier:
+        entries += [("circle", _FRONTIER, "on the Pareto frontier"), ("dash", _FRONTIER, "the frontier")]
+    if unknown:
+        entries.append(("circle", _UNKNOWN, "cost unknown"))
+    x = float(_LEFT)
+    svg.add('<g class="legend">')
+    for shape, colour, text in entries:
+        if shape == "circle":
+            svg.add(f'<circle cx="{_fmt(x + 5)}" cy="{_fmt(y - 4)}" r="4.5" fill="{colour}"/>')
+        else:
+            svg.add(f'<line x1="{_fmt(x)}" x2="{_fmt(x + 18)}" y1="{_fmt(y - 4)}" y2="{_fmt(y - 4)}" stroke="{colour}" '
+                    f'stroke-width="1.5" stroke-dasharray="5 3"/>')  # fmt: skip
+        swatch = 24 if shape == "dash" else 14
+        svg.add(f'<text x="{_fmt(x + swatch)}" y="{_fmt(y)}" font-size="11" fill="#333">{escape(text)}</text>')
+        x += swatch + len(text) * 6.2 + 18
+    svg.add("</g>")

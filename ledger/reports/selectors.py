@@ -21,18 +21,6 @@ from ledger.spend.selectors import owns
 # --- Reads behind the report pages and the admin ---------------------------------
 # Everything the pages show is computed here; tables and templates only lay it out.
 
-COST_SOURCES = {
-    "cli": "given at import (--cost-usd)",
-    "spend": "Marina's spend ledger",
-    "tau2": "τ²'s own LiteLLM estimate",
-    "none": "unknown",
-    "provider": "reported by the provider",
-    "price_table": "genai-prices price table",
-}
-
-
-def cost_source_label(source: str) -> str:
-    return COST_SOURCES.get(source, source or "unknown")
 
 
 @dataclass
@@ -340,6 +328,34 @@ def _side_curve(side: Any, per_task: dict[str, list[bool]], *, resamples: int, s
     values = list(side.pass_hat_k)
     intervals = pass_hat_k_intervals(list(per_task.values()), max_k=len(values), resamples=resamples, seed=seed)
     return [CurvePoint(k=k, value=v, lo=lo, hi=hi) for k, (v, (lo, hi)) in enumerate(zip(values, intervals), start=1)]
+
+
+def _points(value: float, places: int) -> str:
+    """A pass-rate difference in percentage points, signed with a true minus: +10.0, −3."""
+    text = f"{abs(value) * 100:.{places}f}"
+    if float(text) == 0:
+        return text
+    return ("−" if value < 0 else "+") + text
+
+
+def compare_verdict(comparison: Any) -> tuple[str, str]:
+    """The compare page's one line: "B − A = +10.0 pts, 95 % CI [−3, +23], McNemar p = 0.22:
+    not significant (no difference larger than 25.0 points …)", and its kind (a, b or none: which side is better, if the interval says so).
+    The bootstrap interval decides (docs/comparisons.md: McNemar p is a rough guide)."""
+    lo, hi = comparison.diff_ci
+    p = comparison.mcnemar_p
+    p_text = "< 0.0001" if p < 1e-4 else f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
+    head = (
+        f"B − A = {_points(comparison.diff_pass1, 1)} pts pass^1, 95 % CI [{_points(lo, 0)}, {_points(hi, 0)}], "
+        f"McNemar p = {p_text}"
+    )
+    if lo > 0:
+        return f"{head}: B is better (the interval is above 0)", "b"
+    if hi < 0:
+        return f"{head}: A is better (the interval is below 0)", "a"
+    # What the runs could have detected (ledger.benchmarks.power's verdict), when compare said it.
+    said = getattr(comparison, "verdict", "")
+    return f"{head}: not significant ({said or 'the interval includes 0'})", "none"
 
 
 def comparison_view(comparison: Any, *, resamples: int = 1000, seed: int = 0) -> ComparisonView:

@@ -10,18 +10,20 @@ from django.utils.html import format_html
 from django_tables2.utils import A
 
 from kernel import money
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.models import BenchmarkRun, Trace
+from ledger.templatetags.ledger_format import breakable, cost_of, duration, money_html
 
 ATTRS = {"class": "report"}
 
 
 class UsdColumn(tables.Column):
-    """Integer nano-dollars shown as dollars with 8 decimals (exact)."""
+    """Integer nano-dollars as a person reads them, the exact figure on hover (`money_html`)."""
 
     attrs = {"td": {"class": "num"}, "th": {"class": "num"}}
 
     def render(self, value: int) -> str:
-        return money.dollars(value)
+        return money_html(value)
 
 
 class RateColumn(tables.Column):
@@ -46,6 +48,10 @@ class OutcomeColumn(tables.Column):
     attrs = {"td": {"class": "outcome"}, "th": {"class": "outcome"}}
     _marks = {"pass": "✓", "fail": "✗", "infra": "!"}
 
+    def __init__(self, *args: Any, linked: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.linked = linked  # a cell links to its traces only for whom may open them
+
     def render(self, value: Any) -> str:
         reward = "—" if value.reward is None else f"{value.reward:g}"
         cell = format_html(
@@ -56,7 +62,7 @@ class OutcomeColumn(tables.Column):
             value.termination_reason or "no termination reason",
             self._marks[value.outcome],
         )
-        if value.trace_calls:
+        if value.trace_calls and self.linked:
             # The cell opens the traces Marina linked to this item on import.
             url = reverse("reports:traces") + f"?item={value.item_pk}"
             cost = money.dollars(value.trace_cost_nanousd, unknown="unpriced")
@@ -79,7 +85,7 @@ class RunTable(tables.Table):
     mean_reward = RateColumn(verbose_name="Reward")
     pass1 = RateColumn(verbose_name="pass^1")
     pass_hat_k = tables.Column(verbose_name="pass^k", orderable=False, attrs=RateColumn.attrs)
-    cost_nanousd = UsdColumn(verbose_name="Cost")
+    cost_nanousd = UsdColumn(verbose_name="Cost", empty_values=())  # an unpriced run says so
     comparable = tables.BooleanColumn(verbose_name="Comparable", yesno="yes,no")
     created_at = tables.DateTimeColumn(verbose_name="Imported", format="Y-m-d H:i", attrs={"td": {"class": "nowrap"}})
 
@@ -106,7 +112,7 @@ class RunTable(tables.Table):
         return format_html('{} <span class="muted">(k={})</span>', f"{value[-1]:.3f}", len(value))
 
     def render_cost_nanousd(self, value: int, record: BenchmarkRun) -> str:
-        return format_html('{} <span class="muted">{}</span>', money.dollars(value), record.cost_source)
+        return format_html('{} <span class="muted">{}</span>', cost_of(record), cost_source_label(record.cost_source))
 
 
 class TaskGridTable(tables.Table):
@@ -160,14 +166,14 @@ class TraceTable(tables.Table):
         linkify=("reports:trace", {"pk": A("pk")}),
         attrs={"td": {"class": "nowrap"}},
     )
-    request_id = tables.Column(verbose_name="Request id")
+    request_id = tables.Column(verbose_name="Request id", attrs={"td": {"class": "nowrap"}})
     key_name = tables.Column(verbose_name="Key")
     requested_model = tables.Column(verbose_name="Model")
     formation_label = tables.Column(verbose_name="Formation label")
     session = tables.Column()
     status = tables.Column()
     http_status = tables.Column(verbose_name="HTTP")
-    duration_ms = NumberColumn(verbose_name="ms")
+    duration_ms = tables.Column(verbose_name="Duration", attrs=NumberColumn.attrs)
     prompt_tokens = NumberColumn(verbose_name="Prompt")
     completion_tokens = NumberColumn(verbose_name="Completion")
     cost_nanousd = UsdColumn(verbose_name="Cost")
@@ -179,6 +185,15 @@ class TraceTable(tables.Table):
         per_page = 50
         empty_text = "No traces match."
         row_attrs = {"class": lambda record: f"status-{record.status}"}
+
+    def render_duration_ms(self, value: float) -> str:
+        return duration(value)
+
+    def render_requested_model(self, value: str) -> str:
+        return breakable(value)
+
+    def render_formation_label(self, value: str) -> str:
+        return breakable(value)
 
     def render_status(self, value: str) -> str:
         return format_html('<span class="badge badge-{}">{}</span>', value, value)

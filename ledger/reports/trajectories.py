@@ -119,7 +119,8 @@ class SideBySide:
 
 def reward_rows(breakdown: dict[str, Any]) -> list[dict[str, Any]]:
     """τ²'s reward breakdown as rows: DB check, communicated info, actions, and
-    any other component τ² scored (NL assertions, environment assertions)."""
+    any other component τ² scored (NL assertions, environment assertions). Every row
+    has `missed` (the expected actions' tool names not met; empty but for actions)."""
     rows: list[dict[str, Any]] = []
     components = breakdown.get("components")
     components = components if isinstance(components, dict) else {}
@@ -127,17 +128,20 @@ def reward_rows(breakdown: dict[str, Any]) -> list[dict[str, Any]]:
     basis = basis if isinstance(basis, list) else list(components)
     db = breakdown.get("db")
     if isinstance(db, dict):
-        rows.append({"check": "DB check", "result": "match" if db.get("match") else "no match", "reward": db.get("reward"),
-                     "counts": "DB" in basis})  # fmt: skip
+        rows.append({"check": "DB check", "result": "match" if db.get("match") else "no match", "missed": [],
+                     "reward": db.get("reward"), "counts": "DB" in basis})  # fmt: skip
     for key, name in (("communicate", "communicated info"), ("actions", "actions")):
         part = breakdown.get(key)
         if isinstance(part, dict) and "total" in part:
+            missed = part.get("missed")
             rows.append({"check": name, "result": f"{part.get('met', 0)} of {part['total']} met",
+                         "missed": [m for m in missed if isinstance(m, str)] if isinstance(missed, list) else [],
                          "reward": components.get(key.upper()), "counts": key.upper() in basis})  # fmt: skip
     shown = {"DB", "COMMUNICATE", "ACTION", "ACTIONS"}
     for key, value in components.items():
         if key not in shown:
-            rows.append({"check": key.lower().replace("_", " "), "result": "", "reward": value, "counts": key in basis})
+            rows.append({"check": key.lower().replace("_", " "), "result": "", "missed": [], "reward": value,
+                         "counts": key in basis})  # fmt: skip
     return rows
 
 

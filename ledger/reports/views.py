@@ -18,12 +18,13 @@ from django_tables2.paginators import LazyPaginator
 
 from kernel import money
 from kernel.redact import redact
-from ledger.benchmarks import experiments, stopping
+from ledger.benchmarks import callers, experiments, stopping
 from ledger.benchmarks.compare import CompareError, compare_groups, compare_runs
+from ledger.benchmarks.cost_sources import cost_source_label
 from ledger.demo import demo_present
-from ledger.models import BenchmarkRun, Experiment, Trace
+from ledger.models import BenchmarkItem, BenchmarkRun, Experiment, Trace
 from ledger.reports import live, overview, selectors, spendcsv
-from ledger.reports.access import EXPERIMENTS, RUNS, SPEND, TRACES, needs
+from ledger.reports.access import EXPERIMENTS, RUNS, SPEND, TRACES, TRAJECTORIES, may_see, needs
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
 from ledger.reports.insight_views import disagreement_table
@@ -85,15 +86,20 @@ def index(request: HttpRequest) -> HttpResponse:
         max_labels=8,
     )
     runs = overview.latest_runs(10)
-    charted = [r for r in reversed(runs) if r.pass_hat_k]
-    runs_chart = stacked_bar_chart(
-        [f"#{r.pk}" for r in charted],
-        [Stack("pass^1", [r.pass_hat_k[0] for r in charted], colour="#0072B2")],
-        title="pass^1 of the latest runs",
-        y_format=_rate,
-        width=640,
-        height=280,
-    )
+    # One chart per benchmark: an airline pass^1 beside a retail one compares nothing.
+    runs_charts = []
+    for benchmark in dict.fromkeys(r.benchmark for r in runs):
+        charted = [r for r in reversed(runs) if r.pass_hat_k and r.benchmark == benchmark]
+        if charted:
+            chart = stacked_bar_chart(
+                [f"#{r.pk}" for r in charted],
+                [Stack("pass^1", [r.pass_hat_k[0] for r in charted], colour="#0072B2")],
+                title=f"pass^1 of the latest {benchmark} runs",
+                y_format=_rate,
+                width=460,
+                height=240,
+            )
+            runs_charts.append(mark_safe(chart))  # built from escaped text only (ledger.reports.charts)
     decisions = overview.formation_decisions()
     for row in decisions.rows:
         row["share"] = row["count"] / decisions.total
@@ -109,7 +115,7 @@ def index(request: HttpRequest) -> HttpResponse:
         # Built from escaped text only (ledger.reports.charts).
         "spend_svg": mark_safe(spend_chart),
         "hourly_svg": mark_safe(hourly_chart),
-        "runs_svg": mark_safe(runs_chart) if charted else "",
+        "runs_svgs": runs_charts,
         "any_requests": any(h.ok or h.errors for h in hours),
     }
     return render(request, "ledger/index.html", context)
@@ -132,7 +138,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     report = selectors.run_report(run)
     grid = TaskGridTable(
         report.grid,
-        extra_columns=[(f"t{n}", OutcomeColumn(verbose_name=f"trial {n}", orderable=False)) for n in report.trials],
+        extra_columns=[
+            (f"t{n}", OutcomeColumn(verbose_name=f"trial {n}", orderable=False, linked=may_see(request.user, (TRACES,))))
+            for n in report.trials
+        ],
     )
     RequestConfig(request, paginate=False).configure(grid)
     curve = line_chart(
@@ -148,8 +157,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "grid": grid,
         "terminations": TerminationTable(report.terminations),
         "curve_svg": mark_safe(curve),  # built from escaped text only (ledger.reports.charts)
-        "cost_source": selectors.cost_source_label(run.cost_source),
+        "cost_source": cost_source_label(run.cost_source),
         "experiment_runs": run.experiment_runs.select_related("experiment"),
+        "callers": [c for c in callers.by_caller(run) if c.calls],  # the agent's, the user's, τ²'s own calls
         # Import strips credentials; redact again so a page never shows one.
         "agent_args": redact(run.agent_args),
         "user_args": redact(run.user_args),
@@ -180,7 +190,6 @@ def spend(request: HttpRequest) -> HttpResponse:
         "data": data,
         "table": table,
         "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
-        "total_usd": money.plain(data.totals["cost_nanousd"]),
         "csv_query": form.query_string(),
     }
     return render(request, "ledger/spend.html", context)
@@ -215,7 +224,9 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     table = TraceTable(selectors.traces(**{k: v for k, v in filters.items() if v}))
     # LazyPaginator: no COUNT(*) over a table that grows by one row per request.
     RequestConfig(request, paginate={"per_page": 50, "paginator_class": LazyPaginator}).configure(table)
-    context = {"form": form, "table": table, "known": selectors.trace_suggestions()}
+    # A grid cell's link (?item=) filters by a benchmark item the form does not show: say which.
+    item = BenchmarkItem.objects.select_related("run").filter(pk=filters["item"]).first() if filters.get("item") else None
+    context = {"form": form, "table": table, "known": selectors.trace_suggestions(), "item": item}
     return render(request, "ledger/trace_list.html", context)
 
 
@@ -279,11 +290,13 @@ def compare(request: HttpRequest) -> HttpResponse:
             y_format=_rate,
         )
         context |= {
+            "headline": selectors.compare_verdict(comparison),
             "side_names": names,
             "comparison": comparison,
             "view": view,
             "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
-            "disagreements": disagreement_table(view.disagreements, data),  # each task linked to its trajectories
+            # Each task linked to its trajectories, for whom may open them.
+            "disagreements": disagreement_table(view.disagreements, data, linked=may_see(request.user, TRAJECTORIES)),
         }
     elif form.is_bound:  # a pick the page cannot use (unknown run or group, one side, the same twice): 400, as the filters
         return render(request, "ledger/compare.html", context, status=400)
@@ -302,17 +315,13 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     and each arm against the baseline on this experiment's runs."""
     experiment = get_object_or_404(Experiment, pk=pk)
     table = experiments.arm_table(experiment)
-    spent = spend_selectors.key_spend(experiment.key_name)
     context = {
         "experiment": experiment,
-        # The key's spend; its unpriced calls make it a lower bound, or unknown when all were.
-        "spent_shown": money.with_unpriced(
-            None if spent.calls and spent.calls == spent.unpriced_calls else experiment.spent_nanousd, spent.unpriced_calls
-        ),
         "arms": table,
         "replicates": sorted({r.replicate for row in table for r in row.runs}),
         "comparisons": experiments.arm_comparisons(experiment),
-        "live": live.experiment_progress(experiment),  # per arm: progress, spend, pass^1 so far, errors, ETA
+        # per arm: progress, spend, pass^1 so far, errors, ETA; and the one spend figure with its basis
+        "live": live.experiment_progress(experiment),
         "power": stopping.plan_progress(experiment),  # the --detect plan and how far it has come (issue 46)
         "stopping": stopping.state(experiment),  # each arm's anytime interval and whether it decides
     }

@@ -59,6 +59,9 @@ class TraceRecord:
     conv_opening: str = ""
     conv_system: str = ""
     client_request_id: str = ""  # the client's x-request-id, if it sent one
+    # The provider's id of a Responses answer (its span's detail["response_id"]):
+    # which key made it, for the next call's previous_response_id (passthru/response_owners.py).
+    response_id: str = ""
 
     @property
     def upstream_cost_nanousd(self) -> int:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
-from django.db.models import F, Q, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Substr
+from django.db.models.lookups import Exact
 
 from ledger.models import SpendDaily
 
@@ -51,7 +53,21 @@ def spent_by_key(key_name: str) -> int:
 def owned_by(owner: str) -> Q:
     """The rows of one key: its own name, and its callers' `<name>/…` when it is
     an operator key (passthru/auth.py; no key name holds a `/`)."""
-    return Q(key_name=owner) | Q(key_name__startswith=owner + "/")
+    return Q(key_name=owner) | key_name_under(owner + "/")
+
+
+def key_name_under(prefix: str) -> Q:
+    """Key names that begin with `prefix`, letter case and all. SQLite's LIKE
+    (Django's startswith) ignores case: `ops`'s spend included `OPS/…`'s. The
+    LIKE stays for PostgreSQL's index; the SUBSTR comparison is exact on both."""
+    return Q(key_name__startswith=prefix) & Q(Exact(Substr("key_name", 1, len(prefix)), Value(prefix)))
+
+
+def response_key(response_id: str) -> str | None:
+    """The key whose call a Responses answer with this id was, if recorded."""
+    from ledger.models import Trace
+
+    return Trace.objects.filter(response_id=response_id).values_list("key_name", flat=True).first()
 
 
 def owns(owner: str, key_name: str) -> bool:
@@ -118,14 +134,15 @@ def recent_models(limit: int = 50) -> list[str]:
     return [r["requested_model"] for r in rows]
 
 
-def recent_providers(limit: int = 50) -> dict[str, set[str]]:
+def recent_providers(limit: int = 50, owner: str | None = None) -> dict[str, set[str]]:
     """Requested model ids served in the last week (most used first) with the
     providers that served them, so /v1/models can drop ids whose provider is gone.
     Served means answered: an id whose every call failed (a typo the provider
-    answered 404) is not offered to clients."""
+    answered 404) is not offered to clients. With `owner`, only that key's
+    calls (owned_by): one key does not learn the ids another called."""
     since = date.fromordinal(utc_today().toordinal() - 7)
     rows = (
-        SpendDaily.objects.filter(day__gte=since)
+        SpendDaily.objects.filter(owned_by(owner) if owner is not None else Q(), day__gte=since)
         .values("requested_model", "provider")
         .annotate(n=Sum("calls"), answered=Sum(F("calls") - F("errors")))
         .filter(answered__gt=0)

@@ -29,7 +29,7 @@ from ledger.models import SpendDaily, Trace
 from ledger.spend import partitions, retention
 from ledger.spend.keys import Active, KeyNameTaken, active_keys, listed, revoke, store_key
 from ledger.spend.records import TraceRecord
-from ledger.spend.selectors import recent_providers, utc_today
+from ledger.spend.selectors import owns, recent_providers, response_key, utc_today
 from ledger.spend.spool import RETRY_SECONDS, spool
 from ledger.spend.trace_writer import insert_traces, one_statement_each
 
@@ -38,7 +38,8 @@ __all__ = [  # the writer's own names, re-exported: callers know this module onl
     "arecord_request", "add_observer", "remove_observer", "WriterObserver", "NotRecorded", "recover",
     # what passthru reads and keeps (below, and re-exported from keys and selectors)
     "Active", "KeyNameTaken", "active_keys", "listed", "revoke", "store_key", "recent_providers", "utc_today",
-    "MAX_MODEL_CHARS", "spooled_spend", "spool_nearly_full",
+    "owns", "response_key",
+    "MAX_MODEL_CHARS", "spooled_spend", "spool_nearly_full", "spool_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,9 @@ class WriterObserver:
 
     def spool_full(self, traces: int) -> None:
         """`traces` are lost: the database did not answer and the spool could not keep them."""
+
+    def refusals_counted(self, traces: int) -> None:
+        """`traces` of refused calls were counted, not kept: the spool kept its room for calls admitted."""
 
 
 _observers: list[WriterObserver] = []
@@ -180,13 +184,16 @@ def _commit(traces: list[TraceRecord]) -> list[BaseException | str | None]:
 
 
 def _to_spool(traces: list[TraceRecord]) -> list[BaseException | str | None]:
+    counted_before = spool.refusals_counted
     kept = spool.append(traces)
     _retry_later()
     if _observers:
-        held, lost = len(spool), len(kept) - sum(kept)
-        _tell(lambda o: o.spooled(sum(kept), held))
+        held, lost, counted = len(spool), len(kept) - sum(kept), spool.refusals_counted - counted_before
+        _tell(lambda o: o.spooled(sum(kept) - counted, held))
         if lost:
             _tell(lambda o: o.spool_full(lost))
+        if counted:
+            _tell(lambda o: o.refusals_counted(counted))
     return [_SPOOLED if ok else NotRecorded("the database did not answer and the ledger's spool is full") for ok in kept]
 
 
@@ -319,3 +326,8 @@ def spooled_spend(day: date) -> int:
 def spool_nearly_full() -> bool:
     """Whether the spool may not keep the records of the calls in flight (the daily cap then refuses calls)."""
     return spool.nearly_full()
+
+
+def spool_problem() -> str:
+    """Why this process's spool cannot keep records ("" if it can): /v1/health and the cap's 503 say it."""
+    return spool.problem()

@@ -27,6 +27,13 @@ it was before the spool (logged, and counted by the writer's observers:
 marina_ledger_spool_full_total). The daily cap counts the spend the
 spool holds (`pending_spend`), as if it were in spend_daily.
 
+The last HEADROOM_BYTES are the calls already admitted: the cap refuses new
+calls once less is left (`nearly_full`), and a record of a call that reached
+no provider (a refusal: the cap's own 503s, a 401, a 400) is journaled only
+while it leaves that room whole. Past it a refusal is counted, not journaled
+(`refusals_counted`, marina_ledger_refusals_counted_total): 469 refusals once
+filled the room that six answered streams needed, and four were lost.
+
 Journals are kept per database (a hash of its vendor, host, port and name in
 the directory's name), so a server pointed at another database never
 replays into it what was meant for the first."""
@@ -55,6 +62,10 @@ log = logging.getLogger(__name__)
 
 RESERVE_BYTES = 4 << 20  # allocated ahead of the journal's end (~2,000 traces without bodies)
 HEADROOM_BYTES = 256 << 10  # with less room than this left, the daily cap refuses new calls (~150 traces in flight fit)
+# The least MARINA_SPOOL_MAX_BYTES that serves a call: the headroom, and room
+# for records before it (below it every call would be refused at once;
+# marina/settings.py refuses it at start-up).
+MIN_MAX_BYTES = HEADROOM_BYTES + (32 << 10)
 RETRY_SECONDS = 1.0  # how often a spool that holds records tries the database again
 SUFFIX = ".journal"
 
@@ -83,10 +94,35 @@ def loads(line: bytes) -> TraceRecord:
     return TraceRecord(**{**values, "started_at": datetime.fromisoformat(values["started_at"]), "spans": spans})
 
 
+def _admitted(trace: TraceRecord) -> bool:
+    """Whether the record is of a call that reached a provider (else a refusal)."""
+    return any(span.is_upstream_call for span in trace.spans)
+
+
 def _spend_by_day(trace: TraceRecord) -> Iterator[tuple[date, int]]:
     for span in trace.spans:
         if span.is_upstream_call and span.cost_nanousd:
             yield span.started_at.date(), span.cost_nanousd
+
+
+def unwritable(directory: Path) -> str:
+    """Why a spool could not be kept under `directory` ("" if it can): made if
+    missing, and a file created, written, synced and removed in it. gunicorn's
+    master asks at start-up (gunicorn.conf.py), so that a spool that cannot
+    be written stops the server with one line instead of refusing every call."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".probe-{os.getpid()}-{secrets.token_hex(4)}"
+        fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b"{}\n")
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+            probe.unlink()
+    except OSError as exc:
+        return f"MARINA_SPOOL_DIR={directory} cannot be written ({exc.strerror or exc})"
+    return ""
 
 
 # --- Journals -------------------------------------------------------------------
@@ -133,7 +169,10 @@ class Spool:
         self._looked_at: float = 0.0
         self._pid = 0
         self._broken = False  # the journal could not be opened, or its last append failed
+        self._broken_why = ""
         self.full_logged = False
+        self.refusals_counted = 0  # refusals counted, not journaled, since start (room kept for admitted calls)
+        self.refusals_logged = False
 
     # -- figures
     def __len__(self) -> int:
@@ -150,8 +189,17 @@ class Spool:
         own = self._own
         if own is None or self._broken:
             return self._broken
-        room = settings.MARINA_SPOOL_MAX_BYTES if own.allocated is None else min(settings.MARINA_SPOOL_MAX_BYTES, own.allocated)
-        return room - own.end < HEADROOM_BYTES
+        return self._room(own) - own.end < HEADROOM_BYTES
+
+    def problem(self) -> str:
+        """Why the spool cannot keep records ("" if it can): for /v1/health and the cap's 503."""
+        return self._broken_why if self._broken else ""
+
+    @staticmethod
+    def _room(journal: Journal) -> int:
+        """Where the journal must end: its bound, or what is allocated on a full disk."""
+        limit = settings.MARINA_SPOOL_MAX_BYTES
+        return limit if journal.allocated is None else min(limit, journal.allocated)
 
     def _count(self, records: Sequence[TraceRecord], sign: int) -> None:
         with self._lock:
@@ -175,8 +223,12 @@ class Spool:
         try:
             self._journal()
         except OSError as exc:
-            self._broken = True
+            self._break(exc)
             log.error("ledger spool: no journal (%s): traces the database cannot take will be lost", exc)
+
+    def _break(self, exc: OSError) -> None:
+        self._broken = True
+        self._broken_why = f"MARINA_SPOOL_DIR={settings.MARINA_SPOOL_DIR} cannot be written ({exc.strerror or exc})"
 
     def _journal(self) -> Journal:
         if self._own is not None and self._pid != os.getpid():  # forked: the parent's journal is the parent's
@@ -211,13 +263,18 @@ class Spool:
 
     # -- append
     def append(self, traces: Sequence[TraceRecord]) -> list[bool]:
-        """Append records to this process's journal and sync them; for each, whether it is kept."""
-        kept = [False] * len(traces)
+        """Append records to this process's journal and sync them; for each,
+        whether it is kept (a refusal counted, not journaled, is kept as a count)."""
+        journaled = [False] * len(traces)
+        counted = [False] * len(traces)
         try:
             journal = self._journal()
             limit = settings.MARINA_SPOOL_MAX_BYTES
             for i, trace in enumerate(traces):
                 line = dumps(trace)
+                if not _admitted(trace) and self._room(journal) - journal.end - len(line) < HEADROOM_BYTES:
+                    counted[i] = True  # a refusal never takes an admitted call's room
+                    continue
                 if journal.end + len(line) > limit:
                     self._full(f"the journal reached MARINA_SPOOL_MAX_BYTES={limit}")
                     break
@@ -227,21 +284,34 @@ class Spool:
                 if journal.allocated is not None:
                     journal.allocated = max(journal.allocated, journal.end)
                 self._own_records.append((journal.end, trace))
-                kept[i] = True
-            if any(kept):
+                journaled[i] = True
+            if any(journaled):
                 os.fdatasync(journal.fd)
             self._allocate(journal)
         except OSError as exc:
             # Not on disk, or not known to be: the callers are told it is lost (logged by them).
             self._full(f"{exc.strerror or exc}")
-            if any(kept) and not self._synced_after_error(journal if self._own else None):
-                kept = [False] * len(traces)
-        written = [trace for trace, ok in zip(traces, kept) if ok]
+            self._broken_why = f"MARINA_SPOOL_DIR={settings.MARINA_SPOOL_DIR} cannot be written ({exc.strerror or exc})"
+            if any(journaled) and not self._synced_after_error(journal if self._own else None):
+                journaled = [False] * len(traces)
+        written = [trace for trace, ok in zip(traces, journaled) if ok]
         self._count(written, +1)
-        self._broken = len(written) < len(traces)
+        kept = [a or b for a, b in zip(journaled, counted)]
+        self._broken = not all(kept)
         if written:
             self.full_logged = False
+        if any(counted):
+            self._count_refusals(sum(counted))
         return kept
+
+    def _count_refusals(self, counted: int) -> None:
+        if not self.refusals_logged:  # once a time the spool runs short
+            log.warning(
+                "ledger spool: short of room, refusals are counted, not journaled (room kept for calls admitted); %d so far",
+                self.refusals_counted + counted,
+            )
+            self.refusals_logged = True
+        self.refusals_counted += counted
 
     @staticmethod
     def _synced_after_error(journal: Journal | None) -> bool:
@@ -254,6 +324,7 @@ class Spool:
         return True
 
     def _full(self, why: str) -> None:
+        self._broken_why = f"the ledger's spool is full: {why}"
         if not self.full_logged:
             self.full_logged = True
             log.error("ledger spool full: %s; traces that cannot be written are now lost (%d held)", why, self._records)
@@ -285,7 +356,8 @@ class Spool:
             journal.pending = journal.scan()
             self._claimed.append(journal)
             self._count([trace for _, trace in journal.pending], +1)
-            log.warning("ledger spool: replaying %d records left by a process that ended (%s)", len(journal.pending), path.name)
+            if journal.pending:  # an empty journal (a clean stop) is claimed and removed without a word
+                log.warning("ledger spool: replaying %d records left by a process that ended (%s)", len(journal.pending), path.name)
 
     def replay(self, write: Callable[[list[TraceRecord]], None], batch: int) -> int:
         """Write what the spool holds, oldest journals first, `batch` records a
@@ -318,6 +390,7 @@ class Spool:
                 own.allocated = 0
             self._allocate(own)
         self._broken = False
+        self.refusals_logged = False
         return done
 
     def has_orphans(self) -> bool:

@@ -1,9 +1,14 @@
-"""Number formats shared by the report templates."""
+"""How the report pages and the admin write figures for a person: money one way (`money`,
+`money_html`: cents, the exact figure on hover), counts, rates, shares and durations, long ids
+that wrap only after separators (`breakable`), JSON fields as lists (`readable_list`) and
+formation decisions as words (`words`)."""
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+import re
 
 from django import template
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from kernel import money
 
@@ -12,7 +17,7 @@ register = template.Library()
 
 @register.filter
 def usd(nanousd: int | None) -> str:
-    """Integer nano-dollars as exact dollars with 8 decimals."""
+    """Integer nano-dollars as exact dollars with 8 decimals: for tooltips and exports."""
     return money.dollars(nanousd)
 
 
@@ -22,47 +27,56 @@ def grouped(count: int | None) -> str:
     return "—" if count is None else f"{count:,}"
 
 
-@register.filter
-def usd_grouped(nanousd: int | None) -> str:
-    """Exact dollars (8 decimals) with thousands separators: $1,234.56789012."""
-    text = money.dollars(nanousd)
-    if not text.lstrip("-").startswith("$"):
-        return text
-    sign, rest = ("-", text[2:]) if text.startswith("-") else ("", text[1:])
-    whole, _, fraction = rest.partition(".")
-    return f"{sign}${int(whole):,}" + (f".{fraction}" if fraction else "")
+def money_html(amount: money.Amount, reason: str = "", *, signed: bool = False) -> SafeString:
+    """The one way a page or the admin shows money to a person: `money.short` ($1,234.57,
+    $0.0073) with the exact figure on hover; an amount nobody priced as "—" and why
+    (`reason`, e.g. "unpriced"), never $0."""
+    if amount is None:
+        if not reason:
+            return mark_safe('<span class="money unknown" title="unknown amount">—</span>')
+        return format_html('<span class="money unknown" title="{}">— <span class="why">{}</span></span>', reason, reason)
+    exact = money.signed_dollars(amount) if signed else money.dollars(amount)
+    return format_html('<span class="money" title="{} exactly">{}</span>', exact, money.short(amount, signed=signed))
+
+
+@register.filter(name="money")
+def money_filter(amount: money.Amount, reason: str = "") -> SafeString:
+    """`{{ run.cost_nanousd|money:"unpriced" }}`: see `money_html`."""
+    return money_html(amount, reason)
 
 
 @register.filter
-def usd_short(nanousd: int | None) -> str:
-    """Integer nano-dollars as a person reads them: cents with thousands separators
-    ($1,234.57), 4 places under a dollar ($0.0073). The exact figure (`usd`) goes in
-    the element's title, the CSV and the API."""
-    if nanousd is None:
-        return money.dollars(None)
-    value = Decimal(nanousd) / Decimal(10**9)
-    size = abs(value)
-    if size and size < Decimal("0.00005"):
-        return f"{'-' if value < 0 else ''}<$0.0001"
-    places = Decimal("0.01") if size >= 1 or not size else Decimal("0.0001")
-    shown = size.quantize(places, rounding=ROUND_HALF_UP)
-    return f"{'-' if value < 0 else ''}${shown:,}"
+def cost_of(record: object) -> SafeString:
+    """A run's (or any record's) `cost_nanousd` beside its `unpriced_calls`, as `money.with_unpriced`
+    words it, the amount through `money_html`: "$1.23", "≥ $1.23 (2 unpriced)", "— unpriced (40 calls)"."""
+    amount: int | None = getattr(record, "cost_nanousd", None)
+    unpriced: int = getattr(record, "unpriced_calls", 0) or 0
+    if unpriced <= 0:
+        return money_html(amount, "unpriced")
+    if not amount:
+        return money_html(None, f"unpriced ({unpriced} call{'s' if unpriced != 1 else ''})")
+    return format_html("≥ {} ({} unpriced)", money_html(amount), unpriced)
 
 
 @register.filter
-def dollars(value: Decimal | float | None) -> str:
-    """A dollar amount (Decimal or float) with 8 decimals."""
-    return money.dollars(value)
-
-
-@register.filter
-def signed_dollars(value: Decimal | float | None) -> str:
-    return money.signed_dollars(value)
+def signed_money(amount: money.Amount) -> SafeString:
+    """A difference (+$0.0120), exact on hover."""
+    return money_html(amount, signed=True)
 
 
 @register.filter
 def rate(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
+
+
+@register.filter
+def percent(share: float | None) -> str:
+    """A 0..1 share as a whole percent; a share that rounds to 0 but is not 0 reads "<1 %"."""
+    if share is None:
+        return "—"
+    if 0 < share < 0.005:
+        return "<1 %"
+    return f"{share * 100:.0f} %"
 
 
 @register.filter
@@ -79,7 +93,44 @@ def pvalue(value: float | None) -> str:
 
 @register.filter
 def ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f} ms"
+    """A duration in milliseconds as a person reads it: "840 ms" under a second, "5.97 s" above."""
+    return duration(value)
+
+
+def duration(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if abs(value) < 1000:
+        return f"{value:,.0f} ms" if abs(value) >= 10 else f"{value:.1f} ms"
+    return f"{value / 1000:,.2f} s"
+
+
+_SEPARATORS = re.compile(r"([/:_.@;=-])")
+
+
+@register.filter
+def breakable(text: object) -> SafeString:
+    """A long id or model (`marina/verify:demo/alpha-large`, a request id) that may wrap only
+    after its separators, never inside a word or a number (`<wbr>`, escaped text)."""
+    if text is None or text == "":
+        return mark_safe("—" if text is None else "")
+    parts = _SEPARATORS.split(str(text))
+    marked = format_html_join("", "{}{}", ((part, mark_safe("<wbr>") if _SEPARATORS.fullmatch(part) else "") for part in parts))
+    return format_html('<span class="breakable">{}</span>', marked)
+
+
+def readable_list(value: object) -> SafeString:
+    """A JSON field (a span's detail, a run's comparability reasons) as a list a person reads:
+    a dict as `key: value` lines, a list as its items, each value in words (`words`)."""
+    if value in (None, {}, []):
+        return mark_safe('<span class="muted">none</span>')
+    if isinstance(value, dict):
+        rows = ((_key(k), words(v)) for k, v in value.items())
+        return format_html('<ul class="readable">{}</ul>', format_html_join("", "<li><b>{}</b>: {}</li>", rows))
+    if isinstance(value, (list, tuple)):
+        items = ((_record(v) if isinstance(v, dict) else words(v),) for v in value)
+        return format_html('<ul class="readable">{}</ul>', format_html_join("", "<li>{}</li>", items))
+    return format_html("{}", words(value))
 
 
 @register.filter

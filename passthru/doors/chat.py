@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +16,7 @@ from passthru import auth, crews, fallback, formations, ratelimit, toolcalls
 from passthru.calls import call_stream, encode
 from passthru.context import Inbound, RequestContext
 from passthru.errors import ApiError, UpstreamError, internal_error, retry_after
-from passthru.formations import lessons, streamed
+from passthru.formations import lessons, streamed, usersim
 from passthru.formations.conversation import with_trailing_note
 from passthru.lifecycle import (
     CLIENT_CLOSED_REQUEST,
@@ -31,6 +32,16 @@ from passthru.schemas import TYPED_FIELDS
 from passthru.streaming import DONE
 
 log = logging.getLogger(__name__)
+
+
+def _chosen(body: dict[str, Any], headers: Mapping[str, str]) -> tuple[Any, str, bool]:
+    """formations.choose, except for τ²'s user simulator: sent through a formation id, its tool calls are
+    the customer's, never held to the agent's rules, nor its turns given lessons; it is answered by the
+    model the id wraps (passthru/formations/usersim.py)."""
+    formation, model, lessons_prefix = formations.choose(body["model"], headers)
+    if (formation is not None or lessons_prefix) and usersim.is_tau2_user_simulator(body.get("messages")):
+        return None, formations.answer_model(model), False
+    return formation, model, lessons_prefix
 
 
 async def chat_completions(inbound: Inbound) -> Outbound:
@@ -51,7 +62,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
             ctx.body = redact(body)
         if crews.is_crew_id(body["model"]):  # marina:<crew>: its model id and defaults, then as below
             body = await crews.apply(ctx, body)
-        formation, model, lessons_prefix = formations.choose(body["model"], inbound.headers)
+        formation, model, lessons_prefix = _chosen(body, inbound.headers)
         if model != body["model"]:  # an `off` header or marina/lessons: stripped a prefix
             body = {**body, "model": model}
         if formation is not None:

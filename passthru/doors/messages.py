@@ -27,7 +27,7 @@ from passthru.doors import common
 from passthru.endpoints import Endpoint, with_model
 from passthru.errors import ApiError
 from passthru.outbound import Outbound
-from passthru.pricing import Usage, price
+from passthru.pricing import Usage, price, reported_tokens
 from passthru.providers import Plan, Route, plan
 from passthru.streaming import Meter
 
@@ -52,18 +52,14 @@ def anthropic_error(exc: ApiError) -> Outbound:
     return Outbound(exc.status, dict(exc.headers), json.dumps(payload, ensure_ascii=False).encode())
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def usage_of(reported: Any) -> Usage | None:
     """Token counts from Anthropic's `usage` (input_tokens excludes the cache's reads and writes)."""
     if not isinstance(reported, dict):
         return None
-    read, written = _int(reported.get("cache_read_input_tokens")), _int(reported.get("cache_creation_input_tokens"))
+    read, written = reported_tokens(reported.get("cache_read_input_tokens")), reported_tokens(reported.get("cache_creation_input_tokens"))
     return Usage(
-        prompt_tokens=_int(reported.get("input_tokens")) + read + written,
-        completion_tokens=_int(reported.get("output_tokens")),
+        prompt_tokens=reported_tokens(reported.get("input_tokens")) + read + written,
+        completion_tokens=reported_tokens(reported.get("output_tokens")),
         cached_tokens=read,
         cache_write_tokens=written,
     )

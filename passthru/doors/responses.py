@@ -22,13 +22,14 @@ from typing import Any
 
 from kernel.conversation import identify
 from ledger.spend.records import SpanRecord
+from passthru import response_owners
 from passthru.calls import encode
 from passthru.context import Inbound, RequestContext
 from passthru.doors import common, translate
 from passthru.endpoints import CHAT, Endpoint, with_model
 from passthru.errors import ApiError
 from passthru.outbound import Outbound
-from passthru.pricing import Usage, price
+from passthru.pricing import Usage, price, reported_tokens
 from passthru.providers import Plan, Route, plan
 from passthru.streaming import Meter
 
@@ -44,15 +45,11 @@ def usage_of(reported: Any) -> Usage | None:
     inputs = reported.get("input_tokens_details") or {}
     outputs = reported.get("output_tokens_details") or {}
     return Usage(
-        prompt_tokens=_int(reported.get("input_tokens")),
-        completion_tokens=_int(reported.get("output_tokens")),
-        cached_tokens=_int(inputs.get("cached_tokens")) if isinstance(inputs, dict) else 0,
-        reasoning_tokens=_int(outputs.get("reasoning_tokens")) if isinstance(outputs, dict) else 0,
+        prompt_tokens=reported_tokens(reported.get("input_tokens")),
+        completion_tokens=reported_tokens(reported.get("output_tokens")),
+        cached_tokens=reported_tokens(inputs.get("cached_tokens")) if isinstance(inputs, dict) else 0,
+        reasoning_tokens=reported_tokens(outputs.get("reasoning_tokens")) if isinstance(outputs, dict) else 0,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _priced(route: Route, reported: Any) -> Usage:
@@ -72,6 +69,10 @@ class ResponsesMeter(Meter):
     def keep(self, event: bytes) -> bool:
         if self.span.ttft_ms is None:
             super().keep(b"")  # the first-byte time
+        if b'"response.created"' in event and "response_id" not in self.span.detail:
+            created = _json(event)
+            if isinstance(created, dict) and isinstance(created.get("response"), dict):
+                _keep_id(self.span, created["response"].get("id"))
         if b'"usage"' in event and any(kind in event for kind in _USAGE_EVENTS):
             data = common.event_data(event)
             try:
@@ -82,6 +83,20 @@ class ResponsesMeter(Meter):
             if isinstance(response, dict) and isinstance(response.get("usage"), dict):
                 self.usage = _priced(self.route, response["usage"])
         return True
+
+
+def _keep_id(span: SpanRecord, response_id: Any) -> None:
+    """The answer's id on its span, and so on its trace: whose it is (passthru/response_owners.py)."""
+    if isinstance(response_id, str) and response_id:
+        span.detail["response_id"] = response_id[:100]
+
+
+def _json(event: bytes) -> Any:
+    data = common.event_data(event)
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
 
 
 def _meter(route: Route, span: SpanRecord, hide: bool) -> Meter:
@@ -105,6 +120,7 @@ async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     common.check_fields(body, input="str|objects", instructions="str?", tools="objects?", max_output_tokens="int?")
     model = body["model"]
     common.refuse_formations(model, ctx.inbound.headers, "/v1/responses")
+    await response_owners.check_previous(ctx, body)  # another key's response id: 404
     ctx.route = "passthru"
     routes = plan(model)
     # The conversation's identity (seed, opening and system hashes), as chat's traces carry it.
@@ -114,6 +130,8 @@ async def _respond(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     if not ctx.stream:
         route, done = await common.first_json(ctx, routes, body, RESPONSES, attempt=attempt)
         native = _served(ctx, route)
+        if native and done.ok and isinstance(done.payload, dict):
+            _keep_id(done.span, done.payload.get("id"))  # whose it is (passthru/response_owners.py)
         if native or not done.ok or done.payload is None:
             return common.plain_out(route, done)
         return common.plain_out(route, done, encode(translate.to_response(done.payload, body)))

@@ -24,7 +24,7 @@ from kernel import formations as registry
 from passthru.context import RequestContext
 from passthru.errors import ApiError
 from passthru.formations.stack import StackFormation, plan
-from passthru.formations.verify.formation import VERIFY
+from passthru.formations.verify.formation import VERIFY, split_id
 from passthru.outbound import Outbound
 from passthru.providers import DEFAULT_IDS
 
@@ -69,6 +69,15 @@ def find(model_id: str) -> Formation | None:
         if model_id.startswith(formation.prefix):
             return formation
     return None
+
+
+def answer_model(model_id: str) -> str:
+    """The plain model a formation id answers with: its stack and verify prefixes taken off
+    (`marina/obligations:marina/verify:m+checker` -> `m`)."""
+    inner = plan(model_id, {}).inner
+    if inner.startswith(VERIFY.prefix):
+        inner = split_id(inner)[0]
+    return inner
 
 
 def choose(model_id: str, headers: Mapping[str, str]) -> tuple[Formation | None, str, bool]:

@@ -84,6 +84,11 @@ _TAU2_POLICY = re.compile(
     r"#\s*(airline|retail|telecom|mock)\s+(?:agent|domain)\s+policy|as an? (airline|retail|telecom) agent, you can help users",
     re.IGNORECASE,
 )
+# banking_knowledge's policy is its retrieval config's prompt, headed by the same component whatever the
+# config (prompts/components/policy_header.md): "# Rho-Bank Customer Service Policy".
+_BANKING_POLICY = re.compile(
+    r"#\s*Rho-Bank Customer Service Policy|customer service agent for Rho-Bank", re.IGNORECASE
+)
 _SCAN_CHARS = 4000  # of the system text: the policy's heading comes early
 
 
@@ -91,9 +96,12 @@ def recognised_benchmark(messages: Sequence[Any]) -> str:
     """`tau2-<domain>` when the system text is one of τ²'s agent policies, else ''."""
     for message in messages:
         if isinstance(message, Mapping) and message.get("role") in SYSTEM_ROLES:
-            found = _TAU2_POLICY.search(text_of(message.get("content"))[:_SCAN_CHARS])
+            text = text_of(message.get("content"))[:_SCAN_CHARS]
+            found = _TAU2_POLICY.search(text)
             if found:
                 return f"tau2-{(found.group(1) or found.group(2)).lower()}"
+            if _BANKING_POLICY.search(text):
+                return "tau2-banking_knowledge"
     return ""
 
 

@@ -11,15 +11,12 @@ The key of a conversation is HKDF-SHA256 (RFC 5869) with the server secret
 (`MARINA_SECRET_KEY`, Django's SECRET_KEY) as input keying material and the
 conversation's own material as `info`:
 
-- derived keys (no `x-marina-session`, as τ² calls): the full 256-bit base
-  digest of the key chain, SHA-256 over the caller's name, the body's seed,
-  the system text, the tool schemas and the first user message. The row key
-  shows the first 96 bits of that digest; the other 160 are stored nowhere.
-  So the database alone cannot open a row, nor the database with the server
-  secret without the conversation's opening;
-- `x-marina-session` keys: a digest of the caller's name and the session id.
-  The row key holds the session id, so these rows are protected by the
-  server secret alone: whoever holds the database and the secret reads them.
+the full 256-bit base digest of the key chain, SHA-256 over the caller's
+name, the body's seed, the requested model id, the `x-marina-session` value
+(when sent), the system text, the tool schemas and the first user message.
+The row key shows the first 96 bits of that digest; the other 160 are stored
+nowhere. So the database alone cannot open a row, nor the database with the
+server secret without the conversation's opening.
 
 A row sealed under a secret listed in SECRET_KEY_FALLBACKS still opens (so
 the secret can be rotated), and is sealed under SECRET_KEY when next

@@ -12,9 +12,10 @@ most), and the argument check checks whatever the ledger returned (its retry's
 note carries the ledger's reminder too). A retry through verify is a whole
 verify run, so what goes back has always been reviewed.
 
-One conversation state row (passthru/formations/state.py) holds both checks'
-memory; it is read before the first call and the turn's changes are
-committed after the last one."""
+One conversation state row per history checkpoint (passthru/formations/state.py)
+holds both checks' memory; the checkpoint the history led to is read before the
+first call, and the state after the turn is stored under the turn's own key after
+the last one."""
 from __future__ import annotations
 
 import copy
@@ -141,7 +142,9 @@ class StackFormation:
         planned = self.plan
         turn_body = {**body, "model": planned.inner}
         turn = Turn(ctx, turn_body, span, agent, verify)
-        conv = state.conversation(ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"), body.get("seed"))
+        conv = state.conversation(
+            ctx.key_name or "open", ctx.session, body["messages"], body.get("tools"), body.get("seed"), str(body.get("model") or "")
+        )
         loaded = await state.load(conv)
         span.detail = {"key": _short(loaded.key), "state": "found" if loaded.found_key else "new"}
         if loaded.error:
@@ -170,8 +173,9 @@ class StackFormation:
         note = await ob.prepare(turn) if ob else ""
         answer = await turn.main(note, "draft")
         if not answer.ok:
+            # Nothing is stored: the client got no answer to build on, and its retry of this
+            # history reads the same checkpoint as this turn did (passthru/formations/state.py).
             span.status, span.error_kind = "error", answer.completion.span.error_kind
-            await self._commit(conv, ob, ac, span)
             return Outbound(answer.completion.status, {}, answer.completion.body, content_type="application/json")
         if answer.message is None:
             raise UpstreamError(agent.provider.name, "bad_reply", "The model's reply holds no message.")

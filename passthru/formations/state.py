@@ -1,37 +1,38 @@
 """Per-conversation state of the obligations ledger and the argument check,
 kept in the database so that every worker and host sees the same ledger.
 
-**The key.** With `x-marina-session` the key is `<who>|s:<session>`. Without
-it (τ²'s CLI sends none) a chain of keys is derived from the request itself:
-`<who>|h:<hash>` over the body's `seed`, the system text, the tool schemas and
-the first user message, then `<who>|h:<hash>@<n>` for every n = 1 … the number
-of non-system messages (a running hash of each message's role, text, tool
-calls, tool_call_id and name: a chain of prefix hashes). The state is read
-under the deepest key that exists and written under the deepest key of the
-chain (copied from the ancestor it was read under), so two conversations have
-state of their own from the first message where they differ, whatever their
-length. τ² sends each trial's seed in every request: two trials of one task
-(same opening, different seeds) never share a row, so what depends on a
-trial's own drafts (the nudge flags, argcheck's nudged signatures) cannot
-pass from one trial to another. Requests equal in seed and every message
-(a retry) are one conversation. `<who>` is the caller's key name.
+**A function of the conversation in hand.** What a request sees is the state
+its own history led to, never another conversation's, nor a later state of
+its own: the same conversation sent twice is read, judged and nudged the same
+way twice, and two runs (or two arms of one replicate) that send the same
+opening never see each other's later decisions.
 
-**Concurrent turns.** A turn reads the state, makes its upstream calls, and
-then commits its *changes* (a function of the state) in one short
-transaction: the row is locked (SELECT … FOR UPDATE on PostgreSQL; SQLite's
-BEGIN IMMEDIATE, behind the same write-turn lock the ledger writer takes),
-the changes are applied to the state as it is then, and the version grows by
-one. A turn that raced another one therefore applies its changes on top of
-the other's instead of overwriting them: no update is lost. No lock is held
-while a provider answers.
+**The key.** A chain of keys is derived from the request: `<who>|h:<hash>`
+over the body's `seed`, the requested model id, the `x-marina-session` header
+(when sent), the system text, the tool schemas and the first user message,
+then `<who>|h:<hash>@<n>` for every n = 1 … the number of non-system messages
+(a running hash of each message's role, text, tool calls, tool_call_id and
+name: a chain of prefix hashes). `<who>` is the caller's key name. τ² sends
+each trial's seed in every request, so two trials of one task never share a
+key; the kit sends a per-run session (and each arm asks for its own model id),
+so two runs or two arms never do either.
+
+**Immutable checkpoints.** A request reads the state stored under the deepest
+*strict* ancestor of its history (keys[:-1]: the checkpoint an earlier turn
+of this conversation left) and writes the state after its turn under its own
+key, once. A key already written is never overwritten: a replay of that history
+(a retry, a rerun with the same seed) reads the same ancestor, makes the same
+calls, and its result leaves the stored checkpoint as it was. A turn that
+ends in an error writes nothing (the client got no answer to build on).
+Concurrent requests of one history race only for the insert; the loser keeps
+the winner's row. No lock is held while a provider answers.
 
 **Sealed.** A row's state is stored sealed (passthru/formations/seal.py):
 AES-256-GCM under a key derived from the server secret and the
-conversation's own material (the base digest, of which the row key shows
-only 96 bits; with a session, the caller's name and the session id), so
-the words of the obligations ledger and argcheck's signatures are not
-readable in the database. A plain row (written before sealing) is read as
-it is and sealed when next written; a row no secret opens is no state.
+conversation's base digest (the row key shows only 96 bits of it), so the
+words of the obligations ledger and argcheck's signatures are not readable in
+the database. A plain row (written before sealing) is read as it is; a row
+no secret opens is no state.
 
 **Bounds.** Each state is bounded by its owners (≤ 24 obligations, ≤ 64
 signatures); rows idle for MARINA_STATE_TTL seconds are ignored and deleted
@@ -112,12 +113,14 @@ class Conversation:
         return self.keys[-1]
 
 
-def conversation(who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None) -> Conversation:
+def conversation(
+    who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None, model: str = ""
+) -> Conversation:
     """The key chain (the base, then one key per non-system message; the last
-    is the conversation's current key) and the sealer of its state."""
+    is the conversation's current key) and the sealer of its state. The
+    session and the model id only set the chain apart: a conversation is
+    still told by its history."""
     session = session.strip()[:SESSION_CHARS]
-    if session:
-        return Conversation([f"{who}|s:{session}"], Sealer(b"s\0" + _digest(who.encode(), session.encode("utf-8", "surrogatepass"))))
     dicts = [m for m in messages if isinstance(m, Mapping)]
     system = "\x01".join(text_of(m.get("content")) for m in dicts if m.get("role") in SYSTEM_ROLES)
     turns = [m for m in dicts if m.get("role") not in SYSTEM_ROLES]
@@ -125,6 +128,8 @@ def conversation(who: str, session: str, messages: Sequence[Any], tools: Any, se
     base = _digest(
         who.encode(),
         _seed(seed),
+        model.encode("utf-8", "surrogatepass"),
+        session.encode("utf-8", "surrogatepass"),
         system.encode("utf-8", "surrogatepass"),
         _json(tools),
         _text(first_user.get("content")) if first_user else b"",
@@ -147,9 +152,11 @@ def conversation(who: str, session: str, messages: Sequence[Any], tools: Any, se
     return Conversation(keys, Sealer(b"h\0" + base))
 
 
-def conversation_keys(who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None) -> list[str]:
+def conversation_keys(
+    who: str, session: str, messages: Sequence[Any], tools: Any, seed: Any = None, model: str = ""
+) -> list[str]:
     """The key chain alone (see conversation)."""
-    return conversation(who, session, messages, tools, seed).keys
+    return conversation(who, session, messages, tools, seed, model).keys
 
 
 def _chunks(keys: Sequence[str]) -> list[list[str]]:
@@ -262,18 +269,29 @@ def _deepest(keys: Sequence[str]) -> tuple[str, Any, int] | None:
 
 
 def load_sync(conv: Conversation) -> Loaded:
+    """The state this request's history led to: the deepest live checkpoint
+    strictly before its own key (its own key holds the state *after* this
+    turn, left by an earlier sending of the same history)."""
     keys = conv.keys
-    found = _deepest(keys)
+    found = _deepest(keys[:-1])
     if found is None:
         return Loaded(keys)
     key, stored, version = found
     state, unreadable = _open(stored, conv.sealer)
-    return Loaded(keys, state, key, version if key == keys[-1] else 0, unreadable=unreadable)
+    return Loaded(keys, state, key, version, unreadable=unreadable)
+
+
+def checkpoint_sync(conv: Conversation) -> State | None:
+    """The state stored after a turn with exactly this history (None: no such turn)."""
+    found = _deepest(conv.keys[-1:])
+    return None if found is None else _open(found[1], conv.sealer)[0]
 
 
 def commit_sync(conv: Conversation, change: Callable[[State], State]) -> State:
-    """Apply `change` to the conversation's current state and store it, sealed,
-    under the deepest key, in one transaction (see the module doc)."""
+    """Store the state after this turn, sealed, under the conversation's own
+    key: `change` applied to the checkpoint the turn read. A key already
+    written keeps its state (immutable checkpoints, see the module doc); the
+    state stored is returned."""
     keys, current = conv.keys, conv.key
     for attempt in range(3):
         try:
@@ -281,47 +299,30 @@ def commit_sync(conv: Conversation, change: Callable[[State], State]) -> State:
                 postgres = connection.vendor == "postgresql"
                 now = datetime.now(UTC)
                 cursor = _cursor()
-                # The conversation's row and its deepest live ancestor's (one round trip for
-                # a chain of up to CHUNK keys), locked on PostgreSQL.
-                rows: dict[str, tuple[Any, ...]] = {}
-                ancestor = None
-                for chunk in _chunks(keys):
-                    marks = ", ".join(["%s"] * len(chunk))
-                    cursor.execute(
-                        _sql(f'SELECT "key", id, state, version, expires_at > %s FROM {TABLE} WHERE "key" IN ({marks})')
-                        + (" FOR UPDATE" if postgres else ""),
-                        [_when(now), *chunk],
-                    )
-                    rows.update({row[0]: row[1:] for row in cursor.fetchall()})
-                    ancestor = next((rows[k] for k in chunk if k != current and k in rows and rows[k][3]), None)
-                    if ancestor is not None or (current in rows and rows[current][3]):
-                        break
-                mine = rows.get(current)
-                row_id: int | None
-                if mine is not None and mine[3]:
-                    row_id, state, version = mine[0], _open(mine[1], conv.sealer)[0], mine[2]
-                else:
-                    # New under this key (or expired): start from the deepest live ancestor's copy.
-                    state = _open(ancestor[1], conv.sealer)[0] if ancestor else {}
-                    row_id, version = (mine[0] if mine else None), 0
+                cursor.execute(_sql(f'SELECT id, state, expires_at > %s FROM {TABLE} WHERE "key" = %s'), [_when(now), current])
+                mine = cursor.fetchone()
+                if mine is not None and mine[2]:
+                    return _open(mine[1], conv.sealer)[0]  # written by an earlier sending of this history
+                found = _deepest(keys[:-1])
+                state = _open(found[1], conv.sealer)[0] if found else {}
                 new_state = change(state)
                 sealed = conv.sealer.seal(_dumps(new_state).encode())
                 as_json = "CAST(%s AS jsonb)" if postgres else "%s"
-                stamps = [version + 1, _when(now), _when(now + _ttl())]
-                if row_id is None:
+                stamps = [len(keys) - 1, _when(now), _when(now + _ttl())]  # version: the checkpoint's depth
+                if mine is None:
                     cursor.execute(
                         _sql(f'INSERT INTO {TABLE} ("key", state, version, updated_at, expires_at) VALUES (%s, {as_json}, %s, %s, %s)'),
                         [current, sealed, *stamps],
                     )
-                else:
+                else:  # an expired row under this key: the conversation starts afresh here
                     cursor.execute(
                         _sql(f"UPDATE {TABLE} SET state = {as_json}, version = %s, updated_at = %s, expires_at = %s WHERE id = %s"),
-                        [sealed, *stamps, row_id],
+                        [sealed, *stamps, mine[0]],
                     )
             _maybe_sweep()
             return new_state
         except (IntegrityError, connection.Database.IntegrityError):  # type: ignore[attr-defined]  # Django's, and the raw driver's
-            # Another host inserted this key first (PostgreSQL): lock its row and apply on top.
+            # Another request with this history inserted first: the next attempt reads its row.
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")

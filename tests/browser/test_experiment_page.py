@@ -48,7 +48,7 @@ def test_an_experiment_is_one_unit_with_its_arms_side_by_side(marina_url: str, p
     assert problems.seen == [], problems.seen
 
     expect(page.locator("#arms thead th")).to_have_text(["", "single (baseline)", "verify", "argcheck"])
-    expect(page.locator('[data-figure="spent"]')).to_have_text("$21.00000000")
+    expect(page.locator('[data-figure="spent"]')).to_have_text("$21.00")  # cents; the exact figure in the API
     expect(page.locator("#arms")).to_contain_text("INVALID: 3 infrastructure error(s)")
     # The stopping rule's state per arm (issue 46): verify has an interval that holds 0; argcheck has none yet.
     stop_rows = page.locator("#stopping tbody tr")

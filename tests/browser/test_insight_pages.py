@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
+from kernel import money
 from ledger import demo, demo_arms
 from ledger.models import BenchmarkRun, Experiment
 from tests.browser.conftest import ADMIN_PASSWORD, PageProblems, screenshot
@@ -51,12 +53,17 @@ def test_frontier_trajectories_and_a_live_experiment(marina_url: str, page) -> N
     expect(page.locator("svg.chart path.frontier")).to_have_count(1)
     for point in api["points"]:
         row = page.locator(f'#frontier tr[data-key="{point["key"]}"]')
-        cost = "unknown" if point["cost_per_simulation_usd"] is None else f"${point['cost_per_simulation_usd']}"
-        expect(row.locator('[data-figure="cost"]')).to_have_text(cost)
+        # Shown in cents, exact on hover (the API's figure); an unknown cost says so, never $0.
+        if point["cost_per_simulation_usd"] is None:
+            expect(row.locator('[data-figure="cost"]')).to_have_text("— unknown")
+        else:
+            exact = point["cost_per_simulation_usd"]
+            expect(row.locator('[data-figure="cost"]')).to_have_text(money.short(Decimal(exact)))
+            expect(row.locator('[data-figure="cost"] .money')).to_have_attribute("title", f"${exact} exactly")
         expect(row.locator('[data-figure="pass"]')).to_have_text(f"{point['pass_hat_k']:.3f}")
         expect(row).to_have_attribute("data-frontier", "true" if point["on_frontier"] else "false")
     local = page.locator("#frontier tr", has_text="demo/gamma-local")
-    expect(local.locator('[data-figure="cost"]')).to_have_text("unknown")
+    expect(local.locator('[data-figure="cost"]')).to_have_text("— unknown")
     # Neighbouring frontier points: told apart or not, as /api/frontier says (issue 46).
     pairs = page.locator("#frontier-neighbours tbody tr")
     expect(pairs).to_have_count(len(api["neighbours"]))
@@ -90,8 +97,9 @@ def test_frontier_trajectories_and_a_live_experiment(marina_url: str, page) -> N
     expect(turns).to_have_count(max(len(trajectory["a"]["turns"]), len(trajectory["b"]["turns"])))
     for n, (a, b) in enumerate(zip(trajectory["a"]["turns"], trajectory["b"]["turns"])):
         cells = turns.nth(n).locator("td.turn")
-        expect(cells.nth(0).locator('[data-figure="turn-cost"]')).to_have_text(f"${a['cost_usd']}")
-        expect(cells.nth(1).locator('[data-figure="turn-cost"]')).to_have_text(f"${b['cost_usd']}")
+        for cell, turn in ((cells.nth(0), a), (cells.nth(1), b)):  # cents, the API's exact figure on hover
+            expect(cell.locator('[data-figure="turn-cost"]')).to_have_text(money.short(Decimal(turn["cost_usd"])))
+            expect(cell.locator('[data-figure="turn-cost"] .money')).to_have_attribute("title", f"${turn['cost_usd']} exactly")
     expect(page.locator('#turns [data-kind="revised"]')).to_have_count(1)
     expect(page.locator('#turns [data-kind="review"]').first).to_be_visible()
     expect(page.locator("#turns")).to_contain_text('"cabin": "economy"')
@@ -117,7 +125,8 @@ def test_frontier_trajectories_and_a_live_experiment(marina_url: str, page) -> N
         expect(row.locator('[data-figure="finished"]')).to_have_text(f"{arm['finished']} / {arm['planned']}")
         expect(row.locator('[data-figure="pass1"]')).to_have_text(f"{arm['pass_hat_1']:.3f}")
         expect(row.locator('[data-figure="infra"]')).to_have_text(str(arm["infra_errors"]))
-        expect(row.locator('[data-figure="arm-spent"]')).to_have_text(f"${arm['spent_usd']}")
+        expect(row.locator('[data-figure="arm-spent"]')).to_have_text(money.short(Decimal(arm["spent_usd"])))
+        expect(row.locator('[data-figure="arm-spent"] .money')).to_have_attribute("title", f"${arm['spent_usd']} exactly")
         assert arm["running"] and arm["eta_seconds"] and arm["started_in_traces"] > arm["finished"]
     expect(page.locator(".invalid-warning")).to_have_text(
         "Arm verify: 1 infrastructure error(s) so far: this run will be INVALID; fix the cause."

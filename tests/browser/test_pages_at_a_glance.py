@@ -118,7 +118,7 @@ def test_the_overview_shows_cents_exact_on_hover_and_the_grid_a_legend(marina_ur
     figure = page.locator('[data-figure="spend_today"]')
     exact = f"${today / 1e9:.8f}"
     assert figure.inner_text().strip() == f"${today / 1e9:,.2f}" and len(figure.inner_text().split(".")[1]) == 2
-    assert figure.get_attribute("title") == f"{exact} exactly"
+    assert figure.locator(".money").get_attribute("title") == f"{exact} exactly"
     yesterday = spend_totals(since=utc_today() - timedelta(days=1), until=utc_today() - timedelta(days=1)).cost_nanousd
     expect(page.locator('[data-figure="spend_yesterday"]')).to_have_text(f"${yesterday / 1e9:.4f}")  # under a dollar
     run = data["a"]

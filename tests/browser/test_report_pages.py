@@ -12,11 +12,11 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
+from kernel import money
 from ledger.benchmarks.compare import compare_groups, compare_runs
 from ledger.benchmarks.importers import import_tau2
 from ledger.models import BenchmarkRun, SpendDaily, Trace
 from ledger.spend.selectors import spend_totals, utc_today
-from ledger.templatetags.ledger_format import usd_short
 from tests.browser.conftest import ADMIN_PASSWORD, PageProblems, screenshot
 from tests.ledger.report_builders import record_trace
 from tests.ledger.tau2files import results
@@ -63,6 +63,11 @@ def _figure(page: Page, name: str) -> str:
     return page.locator(f'[data-figure="{name}"]').inner_text().strip()
 
 
+def _exact(page: Page, name: str) -> str | None:
+    """A money figure's exact amount: the title of the `money` filter's span."""
+    return page.locator(f'[data-figure="{name}"] .money').get_attribute("title")
+
+
 def _visit(page: Page, problems: PageProblems, url: str, shot: str) -> None:
     page.goto(url)
     page.wait_for_load_state("networkidle")
@@ -91,8 +96,8 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     _visit(page, problems, f"{marina_url}/reports/", "01-reports-index")
     yesterday = utc_today() - timedelta(days=1)
     spent_yesterday = spend_totals(since=yesterday, until=yesterday).cost_nanousd
-    assert _figure(page, "spend_yesterday") == usd_short(spent_yesterday)  # exact on hover:
-    assert page.locator('[data-figure="spend_yesterday"]').get_attribute("title") == f"${spent_yesterday / 1e9:.8f} exactly"
+    assert _figure(page, "spend_yesterday") == money.short(spent_yesterday)  # exact on hover:
+    assert _exact(page, "spend_yesterday") == f"${spent_yesterday / 1e9:.8f} exactly"
     assert _figure(page, "calls_today") == str(spend_totals(since=utc_today(), until=utc_today()).calls)
     expect(page.locator("#spend-chart svg.chart")).to_be_visible()
     expect(page.locator("#hourly-chart svg.chart")).to_be_visible()
@@ -111,9 +116,9 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     table = page.locator("#yesterday-spend")
     for model in ("openrouter/openai/gpt-5.2", "marina/verify:openrouter/openai/gpt-5.2"):
         cost = sum(r.cost_nanousd for r in SpendDaily.objects.filter(day=yesterday, requested_model=model))
-        expect(table.locator(f'tr:has(td:text-is("{model}"))')).to_contain_text(usd_short(cost))
+        expect(table.locator(f'tr:has(td:text-is("{model}"))')).to_contain_text(money.short(cost))
     total = spend_totals(since=yesterday, until=yesterday).cost_nanousd
-    expect(table.locator("tfoot")).to_contain_text(usd_short(total))
+    expect(table.locator("tfoot")).to_contain_text(money.short(total))
 
     # Runs list: every imported run with its pass^1; filter by group.
     _visit(page, problems, f"{marina_url}/reports/runs/", "02-runs")
@@ -134,12 +139,13 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     assert _figure(page, "mean_reward") == f"{run_b.mean_reward:.3f}"
     assert [_figure(page, f"pass^{k}") for k in (1, 2, 3)] == [f"{v:.3f}" for v in run_b.pass_hat_k]
     assert _figure(page, "infra_errors") == "2"
-    assert _figure(page, "cost_per_item") == f"${run_b.cost_per_item_usd:.8f}"
+    assert _figure(page, "cost_per_item") == money.short(run_b.cost_per_item_usd)
+    assert _exact(page, "cost_per_item") == f"${run_b.cost_per_item_usd:.8f} exactly"
     expect(page.locator("td.outcome .cell-infra")).to_have_count(2)
     expect(page.locator("#comparability")).to_contain_text("infrastructure_error")
     _visit(page, problems, f"{marina_url}/reports/runs/{run_a.pk}/", "05-run")
     assert [_figure(page, f"pass^{k}") for k in (1, 2, 3, 4)] == ["0.700", "0.517", "0.400", "0.300"]
-    assert _figure(page, "cost") == "$0.80000000"
+    assert (_figure(page, "cost"), _exact(page, "cost")) == ("$0.8000", "$0.80000000 exactly")
     expect(page.locator("td.outcome .cell")).to_have_count(40)
     page.click("th >> text=Pass rate")
     page.wait_for_load_state("networkidle")
@@ -182,7 +188,7 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     # Spend: chart, totals and the CSV download.
     _visit(page, problems, f"{marina_url}/reports/spend/", "10-spend")
     totals = spend_totals(since=utc_today() - timedelta(days=13), until=utc_today())
-    assert _figure(page, "total") == f"${totals.cost_nanousd / 1e9:.8f}"
+    assert (_figure(page, "total"), _exact(page, "total")) == (money.short(totals.cost_nanousd), f"${totals.cost_nanousd / 1e9:.8f} exactly")
     assert _figure(page, "calls") == str(totals.calls)
     assert _figure(page, "unpriced") == "1"
     expect(page.locator("svg.chart g.bar")).to_have_count(14)
@@ -205,7 +211,8 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     screenshot(page, "12-trace")
     trace = data["verify_trace"]
     assert isinstance(trace, Trace)
-    assert _figure(page, "cost") == f"${trace.cost_nanousd / 1e9:.8f}" == "$0.01050000"
+    assert (_figure(page, "cost"), _exact(page, "cost")) == ("$0.0105", f"${trace.cost_nanousd / 1e9:.8f} exactly")
+    assert trace.cost_nanousd == 10_500_000
     expect(page.locator("#span-tree tbody tr[data-seq]")).to_have_count(4)
     expect(page.locator("#span-tree")).to_contain_text("cite the baggage rule")
     assert problems.seen == [], problems.seen
@@ -224,5 +231,7 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     _visit(page, problems, f"{admin}/span/", "24-admin-spans")
     _visit(page, problems, f"{admin}/spenddaily/", "25-admin-spend")
     all_spend = spend_totals()
-    expect(page.locator("#spend-totals")).to_contain_text(f"${all_spend.cost_nanousd / 1e9:.8f}")
+    expect(page.locator("#spend-totals")).to_contain_text(money.short(all_spend.cost_nanousd))
+    exact = page.locator("#spend-totals .money").get_attribute("title")
+    assert exact == f"${all_spend.cost_nanousd / 1e9:.8f} exactly"
     assert problems.seen == [], problems.seen

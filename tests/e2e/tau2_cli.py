@@ -22,6 +22,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,55 @@ def require_tau2() -> Path:
             pytest.fail(message, pytrace=False)
         pytest.skip(message, allow_module_level=True)
     return tau2
+
+
+# sierra-research/tau2-bench's τ², the board's reference, as .ci/install-tau2-sierra installs it (a
+# non-editable install: it finds its task data only through TAU2_DATA_DIR). The tests read only what
+# the installer made, never its source.
+SIERRA_CACHE = Path.home() / ".cache/marina"
+
+
+@dataclass(frozen=True)
+class Sierra:
+    tau2: Path  # its bin/tau2
+    data_dir: Path  # its TAU2_DATA_DIR
+
+    @property
+    def python(self) -> Path:
+        return self.tau2.parent / "python"
+
+    def tasks_file(self, domain: str) -> Path:
+        return self.data_dir / "tau2" / "domains" / domain / "tasks.json"
+
+    def env(self) -> dict[str, str]:
+        return {"TAU2_DATA_DIR": str(self.data_dir)}
+
+
+def find_sierra() -> Sierra | None:
+    venv = Path(os.environ.get("MARINA_TAU2_SIERRA_VENV") or SIERRA_CACHE / "tau2-sierra-venv")
+    src = Path(os.environ.get("MARINA_TAU2_SIERRA_SRC") or SIERRA_CACHE / "tau2-sierra-src")
+    tau2 = Path(os.environ.get("MARINA_TAU2_SIERRA_BIN") or venv / "bin" / "tau2")
+    if not (tau2.is_file() and os.access(tau2, os.X_OK) and (src / "data" / "tau2" / "domains").is_dir()):
+        return None
+    return Sierra(tau2, src / "data")
+
+
+def require_sierra() -> Sierra:
+    """Sierra's τ²; skips the calling module, saying why, when it is absent (a clone without its source
+    cannot install it: the installer says so in tau2-sierra.absent). Where the source is, scripts/test
+    installs it, and a failed install stops scripts/test before any test runs."""
+    import pytest
+
+    found = find_sierra()
+    if found is not None:
+        return found
+    note = Path(os.environ.get("MARINA_TAU2_SIERRA_VENV") or SIERRA_CACHE / "tau2-sierra-venv").parent / "tau2-sierra.absent"
+    why = note.read_text().strip() if note.is_file() else "not installed: run .ci/install-tau2-sierra (scripts/test does)"
+    pytest.skip(
+        f"sierra's τ² is not here ({why}): the tests that need banking_knowledge, telecom's user tools or sierra's "
+        "submission layout skip",
+        allow_module_level=True,
+    )
 
 
 class Tau2RunError(RuntimeError):
@@ -130,6 +180,48 @@ def run_tau2(
             f"tau2 run exited {proc.returncode} after {elapsed:.1f}s; results file "
             f"{'present' if results.is_file() else 'missing'}. Last log lines ({log}):\n{tail}"
         )
+    return results
+
+
+def run_sierra(
+    sierra: Sierra,
+    *,
+    domain: str,
+    task_ids: Sequence[str],
+    num_trials: int,
+    agent_llm: str,
+    user_llm: str,
+    agent_args: Mapping[str, Any],
+    user_args: Mapping[str, Any],
+    save_dir: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    seed: int = 300,
+    max_concurrency: int = 2,
+    timeout: float = 900.0,
+) -> Path:
+    """Sierra's ``tau2 run`` to completion: ``--save-to DIR`` (absolute) writes ``DIR/results.json``,
+    returned. Its cwd is ``DIR``'s parent (banking's embedding cache, ``data/.embeddings_cache``, lands
+    there: two runs in two directories share none). Keys go in the llm args, as sierra takes them."""
+    save_dir = Path(save_dir).resolve()
+    save_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+    run_env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "TZ": "UTC", **sierra.env(), **(env or {})})
+    cmd = [
+        str(sierra.tau2), "run", "--domain", domain, "--task-ids", *task_ids, "--num-trials", str(num_trials),
+        "--agent-llm", agent_llm, "--agent-llm-args", json.dumps(dict(agent_args)),
+        "--user-llm", user_llm, "--user-llm-args", json.dumps(dict(user_args)),
+        "--seed", str(seed), "--max-concurrency", str(max_concurrency), "--save-to", str(save_dir), *extra_args,
+    ]  # fmt: skip
+    log = save_dir.with_suffix(".log")
+    started = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.run(cmd, env=run_env, cwd=save_dir.parent, stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=timeout)  # fmt: skip
+    results = save_dir / "results.json"
+    if proc.returncode != 0 or not results.is_file():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise Tau2RunError(f"sierra tau2 run exited {proc.returncode} after {time.monotonic() - started:.1f}s ({log}):\n{tail}")
     return results
 
 

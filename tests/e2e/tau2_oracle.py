@@ -12,6 +12,18 @@ on 127.0.0.1 without any real LLM:
   ``communicate_info`` string. For a seeded ``spoil_rate`` share of (task, trial) pairs it silently
   skips the last write action, so τ²'s DB check fails and the reward is 0.
 
+Dual control (telecom's device tools, banking's user tools; sierra's τ²): the agent replays only the
+actions whose ``requestor`` is the assistant; the user simulator, once the agent has answered, calls
+the task's ``requestor: user`` actions one per turn with the tools τ² offers it, then stops. A
+scripted user tells tasks apart only by their scenario: telecom's 114 base tasks share 15, so a run
+loads only tasks whose scenarios differ (``task_ids``). Where τ² offers a ``KB_search*`` tool
+(banking_knowledge), the agent searches once before acting, so a dense retrieval config embeds a
+query; ``/v1/embeddings`` answers with deterministic vectors (a hash of each text).
+
+Formation side calls (body ``model`` ends with ``oracle-ledger``, for a server whose
+``MARINA_OBLIGATIONS_MODEL`` / ``MARINA_ARGCHECK_MODEL`` name it): the obligations extraction reads
+nothing owed (``{"add": [], "cancel": []}``), the argument judge finds every value supported.
+
 The trial is identified by the ``seed`` in the body (τ² sends one seed per trial in every request).
 Stdlib only. Run: ``python tests/e2e/tau2_oracle.py --port 8765 [--spoil-rate 0.25] [--spoil-seed S]``.
 """
@@ -19,15 +31,17 @@ Stdlib only. Run: ``python tests/e2e/tau2_oracle.py --port 8765 [--spoil-rate 0.
 from __future__ import annotations
 
 import argparse
+import base64
 import glob
 import hashlib
 import json
 import os
 import re
+import struct
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -48,7 +62,12 @@ AIRLINE_WRITE_TOOLS = frozenset(
 )
 STOP = "###STOP###"
 DONE_MARKER = "[oracle:done]"
-REF_RE = re.compile(r"\(ref (\w+)/([\w-]+)\)")
+REF_RE = re.compile(r"\(ref (\w+)/(\S+?)\)(?:\s|$)")  # telecom's ids hold [ ] | and :
+EMBEDDING_DIMENSIONS = 16
+# The openings of Marina's formation prompts (passthru/formations/*/prompts.py; this module stays
+# stdlib-only, tests/e2e/test_repro_tau2.py checks they still match).
+LEDGER_EXTRACT = "You keep the obligations ledger"
+ARGCHECK_JUDGE = "You check the arguments of a tool call"
 TASKS_RELPATH = "tau2/data/tau2/domains/airline/tasks.json"
 
 
@@ -84,6 +103,14 @@ class Task:
     instructions: Json  # user_scenario.instructions (structured form)
 
     @property
+    def agent_actions(self) -> list[Json]:
+        return [a for a in self.actions if a.get("requestor", "assistant") != "user"]
+
+    @property
+    def user_actions(self) -> list[Json]:
+        return [a for a in self.actions if a.get("requestor") == "user"]
+
+    @property
     def opening(self) -> str:
         ins = self.instructions
         return f"Hi! {ins['reason_for_call']} {ins.get('known_info') or ''}".strip()
@@ -103,9 +130,13 @@ class Task:
         return _squash("".join(f"{label}{text}" for label, text in labelled if text) + "</scenario>")
 
 
-def load_tasks(path: str | os.PathLike[str]) -> dict[str, Task]:
+def load_tasks(path: str | os.PathLike[str], task_ids: Collection[str] | None = None) -> dict[str, Task]:
+    """The tasks of τ²'s tasks.json (only `task_ids` when given: a scripted user tells apart only
+    tasks whose scenarios differ)."""
     tasks: dict[str, Task] = {}
     for raw in json.loads(Path(path).read_text()):
+        if task_ids is not None and str(raw["id"]) not in task_ids:
+            continue
         criteria = raw.get("evaluation_criteria") or {}
         instructions = raw["user_scenario"]["instructions"]
         if isinstance(instructions, str):  # unstructured form: keep it matchable all the same
@@ -122,17 +153,20 @@ def load_tasks(path: str | os.PathLike[str]) -> dict[str, Task]:
 def is_spoiled(task: Task, seed: int | None, spoil_rate: float, spoil_seed: int) -> bool:
     """Deterministic per-(task, trial) coin: sha256 of (spoil_seed, task id, trial seed).
 
-    Only tasks with a write action can be spoiled (skipping a lookup would not change the DB).
+    Only tasks with a write action can be spoiled (skipping a lookup would not change the DB), or,
+    in a dual-control domain, a user action (the user then skips its last one: the device or the
+    database ends in the wrong state).
     """
-    if spoil_rate <= 0 or not any(a["name"] in AIRLINE_WRITE_TOOLS for a in task.actions):
+    writes = any(a["name"] in AIRLINE_WRITE_TOOLS for a in task.agent_actions)
+    if spoil_rate <= 0 or not (writes or task.user_actions):
         return False
     digest = hashlib.sha256(f"{spoil_seed}:{task.id}:{seed}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < spoil_rate
 
 
 def planned_actions(task: Task, spoiled: bool) -> list[Json]:
-    actions = list(task.actions)
-    if spoiled:
+    actions = list(task.agent_actions)
+    if spoiled and any(a["name"] in AIRLINE_WRITE_TOOLS for a in actions):
         last_write = max(i for i, a in enumerate(actions) if a["name"] in AIRLINE_WRITE_TOOLS)
         del actions[last_write]
     return actions
@@ -183,10 +217,20 @@ class Oracle:
         model = str(body.get("model", ""))
         messages: list[Json] = body.get("messages") or []
         if model.endswith("oracle-user"):
-            return self._user_turn(messages)
+            return self._user_turn(messages, _tool_names(body), body.get("seed"))
         if model.endswith("oracle-agent"):
-            return self._agent_turn(messages, body.get("seed"), model)
-        raise ValueError(f"unknown model {model!r}: expected …oracle-agent or …oracle-user")
+            return self._agent_turn(messages, body.get("seed"), model, _tool_names(body))
+        if model.endswith("oracle-ledger"):
+            return self._ledger_turn(messages)
+        raise ValueError(f"unknown model {model!r}: expected …oracle-agent, …oracle-user or …oracle-ledger")
+
+    def _ledger_turn(self, messages: list[Json]) -> Json:
+        system = " ".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
+        if system.startswith(ARGCHECK_JUDGE):
+            return {"content": json.dumps({"supported": True})}
+        if system.startswith(LEDGER_EXTRACT):
+            return {"content": json.dumps({"add": [], "cancel": []})}
+        raise ValueError("a ledger call the oracle does not play")
 
     def task_of(self, body: Json) -> str:
         """The id of the task a request belongs to, as the oracle itself tells (for tests)."""
@@ -205,11 +249,19 @@ class Oracle:
             raise ValueError(f"user prompt matches {len(found)} tasks, expected exactly one")
         return found[0]
 
-    def _user_turn(self, messages: list[Json]) -> Json:
+    def _user_turn(self, messages: list[Json], tools: Collection[str] = (), seed: int | None = None) -> Json:
         # τ² flips roles for its user simulator: the user's own earlier turns arrive as "assistant".
         task = self._user_task(messages)
         if not any(m.get("role") == "assistant" for m in messages):
             return {"content": f"{task.opening} (ref {self.domain}/{task.id})"}
+        # Dual control: the task's own user actions, one per turn, with the tools τ² gave the user.
+        issued = _tool_calls(messages)
+        pending = [a for a in task.user_actions if a["name"] in tools]
+        if pending and self.spoiled(task.id, seed) and not any(a["name"] in AIRLINE_WRITE_TOOLS for a in task.agent_actions):
+            pending = pending[:-1]  # a spoiled trial: the user leaves its last action undone
+        done = _replayed(issued, pending)
+        if done < len(pending) and len(issued) < len(pending) + 3:
+            return _call(pending[done]["name"], pending[done]["arguments"])
         return {"content": f"Thank you, that is all I needed. {STOP}"}
 
     def _identify_for_agent(self, messages: list[Json]) -> Task:
@@ -225,39 +277,83 @@ class Oracle:
             raise ValueError(f"agent conversation matches {len(found)} tasks, expected exactly one")
         return found[0]
 
-    def _agent_turn(self, messages: list[Json], seed: int | None, model: str = "") -> Json:
+    def _agent_turn(self, messages: list[Json], seed: int | None, model: str = "", tools: Collection[str] = ()) -> Json:
         task = self._identify_for_agent(messages)
         plan = planned_actions(task, self.spoiled(task.id, seed, model))
         # Which gold actions are done: walk the tool calls already in the history, in order.
-        issued = [
-            (tc["function"]["name"], json.loads(tc["function"].get("arguments") or "{}"))
-            for m in messages
-            if m.get("role") == "assistant"
-            for tc in m.get("tool_calls") or []
-        ]
-        done = 0
-        for name, args in issued:
-            if done < len(plan) and (name, args) == (plan[done]["name"], plan[done]["arguments"]):
-                done += 1
+        issued = _tool_calls(messages)
+        search = sorted(t for t in tools if t.startswith("KB_search"))
+        if search and not any(name.startswith("KB_search") for name, _ in issued):
+            # banking_knowledge: look the request up once (a dense config embeds this query).
+            return _call(search[0], {"query": task.opening[:200]})
+        done = _replayed(issued, plan)
         # The second condition is a guard against looping if the history holds foreign calls.
-        if done < len(plan) and len(issued) < len(plan) + 3:
+        if done < len(plan) and len(issued) < len(plan) + 4:
             action = plan[done]
-            return {
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{uuid.uuid4().hex[:24]}",
-                        "type": "function",
-                        "function": {"name": action["name"], "arguments": json.dumps(action["arguments"])},
-                    }
-                ],
-            }
+            return _call(action["name"], action["arguments"])
         info = ", ".join(task.communicate_info)
         note = f" For your information: {info}." if info else ""
         return {
             "content": f"I have taken care of your request.{note} "
             f"Is there anything else I can help you with? {DONE_MARKER}"
         }
+
+
+def _tool_names(body: Json) -> set[str]:
+    return {t["function"]["name"] for t in body.get("tools") or [] if isinstance(t, dict) and t.get("function")}
+
+
+def _tool_calls(messages: list[Json]) -> list[tuple[str, Json]]:
+    """The calls the requester itself made so far (its own turns are "assistant" in its view)."""
+    return [
+        (tc["function"]["name"], json.loads(tc["function"].get("arguments") or "{}"))
+        for m in messages
+        if m.get("role") == "assistant"
+        for tc in m.get("tool_calls") or []
+    ]
+
+
+def _replayed(issued: list[tuple[str, Json]], plan: list[Json]) -> int:
+    """How many of the plan's actions the issued calls have made, in order."""
+    done = 0
+    for name, args in issued:
+        if done < len(plan) and (name, args) == (plan[done]["name"], plan[done]["arguments"]):
+            done += 1
+    return done
+
+
+def _call(name: str, arguments: Json) -> Json:
+    return {
+        "content": None,
+        "tool_calls": [
+            {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}},
+        ],
+    }  # fmt: skip
+
+
+def embedding(text: str) -> list[float]:
+    """A deterministic unit-free vector for a text: its SHA-256 read as 16 signed bytes."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [(b - 128) / 128 for b in digest[:EMBEDDING_DIMENSIONS]]
+
+
+def _embeddings(body: Json, report_cost: bool = True) -> Json:
+    texts = body.get("input")
+    texts = [texts] if isinstance(texts, str) else list(texts or [])
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("input must be a string or a list of strings")
+    as_base64 = body.get("encoding_format") == "base64"  # the openai SDK's default: float32, little-endian
+    data = []
+    for i, text in enumerate(texts):
+        vector = embedding(text)
+        value: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode() if as_base64 else vector
+        data.append({"object": "embedding", "index": i, "embedding": value})
+    tokens = sum(_estimate_tokens(t) for t in texts)
+    usage: Json = {"prompt_tokens": tokens, "total_tokens": tokens}
+    if report_cost:
+        usage["cost"] = tokens / 1_000_000 * 0.13  # text-embedding-3-large's list price, OpenRouter-style
+    return {"object": "list", "data": data, "model": body.get("model", ""), "usage": usage}
 
 
 # --- HTTP ----------------------------------------------------------------------------------------
@@ -336,6 +432,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0].rstrip("/")
+        if path in ("/v1/embeddings", "/embeddings"):
+            self._embed()
+            return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
@@ -367,6 +466,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+    def _embed(self) -> None:
+        oracle = self.server.oracle
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            oracle.record(body, {k.lower(): v for k, v in self.headers.items()})
+            self._send_json(200, _embeddings(body, oracle.report_cost))
+        except (json.JSONDecodeError, ValueError) as exc:
+            self._send_json(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+
+
 class _OracleServer(ThreadingHTTPServer):
     daemon_threads = True
     oracle: Oracle
@@ -375,19 +484,23 @@ class _OracleServer(ThreadingHTTPServer):
 def start_oracle(
     port: int = 0,
     *,
-    tasks_file: str | os.PathLike[str] | None = None,
+    tasks_file: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     spoil_rate: float = 0.25,
     spoil_seed: int = 0,
     host: str = "127.0.0.1",
     report_cost: bool = True,
     spoil_rates: dict[str, float] | None = None,
+    domain: str = "airline",
+    task_ids: Collection[str] | None = None,
 ) -> tuple[_OracleServer, str]:
     """Serve an Oracle in a daemon thread. Returns (server, base_url ending in /v1).
 
     ``server.oracle`` holds the recorded requests; stop with ``server.shutdown(); server.server_close()``.
     """
     server = _OracleServer((host, port), _Handler)
-    server.oracle = Oracle(load_tasks(tasks_file or find_tasks_file()), spoil_rate, spoil_seed, report_cost=report_cost,
+    files = [tasks_file] if isinstance(tasks_file, (str, os.PathLike)) else list(tasks_file or [find_tasks_file()])
+    tasks = {k: v for f in files for k, v in load_tasks(f, task_ids).items()}  # several domains: ids differ
+    server.oracle = Oracle(tasks, spoil_rate, spoil_seed, domain=domain, report_cost=report_cost,
                            spoil_rates=dict(spoil_rates or {}))
     threading.Thread(target=server.serve_forever, name="tau2-oracle", daemon=True).start()
     return server, f"http://{host}:{server.server_address[1]}/v1"

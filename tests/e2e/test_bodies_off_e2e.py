@@ -69,5 +69,5 @@ def test_two_servers_keep_one_sealed_state_and_store_no_words(servers, upstream,
     opening = [{"role": "system", "content": POLICY}, {"role": "user", "content": ASKED}]
     raw = ledger.one("SELECT state FROM formation_state ORDER BY version DESC, updated_at DESC LIMIT 1")
     settings.SECRET_KEY = SERVER_SECRET
-    kept = open_state(raw, state.conversation("tester", "", opening, TOOLS, SEED))
+    kept = open_state(raw, state.conversation("tester", "", opening, TOOLS, SEED, STACK))
     assert kept["obligations"]["items"][0]["what"] == OWED["what"]

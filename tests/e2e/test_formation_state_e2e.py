@@ -125,7 +125,7 @@ def test_two_trials_of_one_task_run_at_once_keep_their_own_state(servers, upstre
     assert sorted(extractions) == ["address", "opening", "opening", "other"]
     assert server.ledger is not None
     rows = server.ledger.rows("SELECT state FROM formation_state")
-    trials = [conversation("tester", "", OPENING, TOOLS, seed) for seed in SEEDS.values()]
+    trials = [conversation("tester", "", OPENING, TOOLS, seed, MODEL) for seed in SEEDS.values()]
     states = [open_state(r[0], *trials) for r in rows]  # stored sealed, each under its own trial
     owing_address = [s for s in states if any(i["what"] == ADDRESS["what"] for i in s.get("obligations", {}).get("items", []))]
     assert len(owing_address) == 1, "only trial a's row owes the address"

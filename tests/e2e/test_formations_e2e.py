@@ -92,7 +92,7 @@ def test_one_conversation_alternating_between_two_servers_on_one_postgres_keeps_
 
     # One ledger in the shared database: the newest row holds every turn's changes.
     raw, version = ledger.rows("SELECT state, version FROM formation_state ORDER BY updated_at DESC LIMIT 1")[0]
-    state = open_state(raw, conversation("tester", "", history, TOOLS))  # stored sealed
+    state = open_state(raw, conversation("tester", "", history, TOOLS, model=OB))  # stored sealed
     items = state["obligations"]["items"]
     assert [(i["id"], i["status"], i["by"]) for i in items] == [
         ("o1", "satisfied", "tool:cancel_pending_order"),

@@ -182,3 +182,13 @@ def test_prometheus_scrapes_every_worker_and_agrees_with_the_ledger(servers, ups
     # The dead worker's live gauge was removed (child_exit), its counters kept.
     assert not list(metrics_dir.glob(f"gauge_livesum_{victim}.db"))
     assert (metrics_dir / f"counter_{victim}.db").exists()
+
+
+def test_a_count_of_trusted_proxies_does_not_open_metrics_to_a_forwarded_client(servers):
+    """Issue 42 E1, through gunicorn: MARINA_TRUSTED_PROXIES=1 with the proxy on
+    this host (the peer is 127.0.0.1): a forwarded outside client gets 403, a
+    scrape from this host without a proxy still 200."""
+    server = servers.start(MARINA_TRUSTED_PROXIES="1")
+    outside = httpx.get(f"{server.base_url}/metrics", headers={"x-forwarded-for": "203.0.113.9"}, timeout=10)
+    assert outside.status_code == 403 and "marina_" not in outside.text
+    assert httpx.get(f"{server.base_url}/metrics", timeout=10).status_code == 200

@@ -104,7 +104,12 @@ def test_two_arms_run_import_and_compare(servers, oracle, tmp_path):
     (key_name, revoked), = experiment_keys(server)
     assert key_name == f"repro-{name}" and revoked is not None
     assert ledger.rows("SELECT DISTINCT key_name FROM ledger_trace") == [(key_name,)]
-    assert int(spent) == int(ledger.one("SELECT SUM(cost_nanousd) FROM spend_daily WHERE key_name = %s", (key_name,))) > 0
+    # Recorded as spent: what the budget counted, the priced calls at their cost and any unpriced one
+    # (τ²'s own helper calls may be) at the fallback price.
+    priced, unpriced = ledger.rows(
+        "SELECT SUM(cost_nanousd), SUM(unpriced_calls) FROM spend_daily WHERE key_name = %s", (key_name,)
+    )[0]
+    assert int(priced) > 0 and (int(spent) > int(priced) if int(unpriced) else int(spent) == int(priced))
 
     # The leaderboard's settings reached the upstream: the agent's effort (sent in extra_body), the
     # user simulator's stated effort; τ² recorded the eval header in the agent's args only.
@@ -114,7 +119,9 @@ def test_two_arms_run_import_and_compare(servers, oracle, tmp_path):
     results = sorted((tmp_path / "runs" / name).glob(f"{name}-*-r1.json"))
     assert len(results) == 2
     info = json.loads(results[0].read_text())["info"]
-    assert info["agent_info"]["llm_args"]["extra_headers"] == {"x-marina-eval": "benchmark=tau2-airline; mode=measure"}
+    assert info["agent_info"]["llm_args"]["extra_headers"] == {
+        "x-marina-eval": "benchmark=tau2-airline; mode=measure", "x-marina-session": f"{name}-single-r1",
+    }
     assert "extra_headers" not in info["user_info"]["llm_args"]
     assert_no_secret(server, done.stdout, done.stderr)
 
@@ -123,6 +130,45 @@ def test_two_arms_run_import_and_compare(servers, oracle, tmp_path):
         env=clean_environ({"DATABASE_URL": ledger.url}), capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert f"{name}  complete  arms single,verify  2/2 run(s) imported" in listed.stdout
+
+
+def test_two_formation_arms_of_one_replicate_share_no_state(servers, oracle, tmp_path):
+    # Once, the second arm found the first one's state (same key, seed and openings): it made no
+    # extraction, no judgement and no nudge, and looked inactive and cheaper.
+    from passthru.formations.argcheck.prompts import JUDGE_MARKER
+    from passthru.formations.obligations.prompts import EXTRACT_MARKER
+    from tests.e2e import tau2_oracle
+
+    assert (tau2_oracle.LEDGER_EXTRACT, tau2_oracle.ARGCHECK_JUDGE) == (EXTRACT_MARKER, JUDGE_MARKER)
+    _, url = oracle
+    ledger_model = "openrouter/oracle-ledger"
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url, MARINA_OBLIGATIONS_MODEL=ledger_model,
+                           MARINA_ARGCHECK_MODEL=ledger_model, MARINA_ARGCHECK_TRIGGER="all-writes")  # fmt: skip
+    done = repro(server, tmp_path, "--arm", "obligations,obligations+argcheck", "--task-ids", "7", "11",
+                 "--num-trials", "1", "--budget-usd", "5")  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ledger = server.ledger
+    name = ledger.one("SELECT name FROM ledger_experiment")
+    first, second = f"{name}-obligations-r1", f"{name}-obligations_argcheck-r1"
+
+    def side_calls(span: str) -> dict[str, int]:
+        return dict(ledger.rows(
+            "SELECT t.session, COUNT(*) FROM ledger_span s JOIN ledger_trace t ON s.trace_id = t.id "
+            "WHERE s.name = %s GROUP BY t.session", (span,),
+        ))  # fmt: skip
+
+    # Every formation call of a run carried the run's own session (sent through τ²'s llm args).
+    assert {s for (s,) in ledger.rows("SELECT DISTINCT session FROM ledger_trace WHERE route LIKE 'obligations%'")} == {first, second}
+    # One extraction per simulation's opening (2 tasks x 1 trial) in each arm: the second arm read
+    # nothing the first one left.
+    assert side_calls("extract") == {first: 2, second: 2}
+    # The second arm judged each of its write calls (all-writes), each answered supported.
+    judged = side_calls("argcheck-judge")
+    supported = dict(ledger.rows(
+        "SELECT session, COUNT(*) FROM ledger_trace WHERE formation_label LIKE %s GROUP BY session",
+        ("%argcheck=judged-supported%",),
+    ))  # fmt: skip
+    assert set(judged) == {second} and judged[second] > 0 and supported == judged
 
 
 def test_arm_with_infrastructure_errors_is_refused_and_the_others_report(servers, oracle, tmp_path):
@@ -211,10 +257,10 @@ def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, 
 def test_a_tau2_that_fails_is_reported_and_the_key_revoked(servers, oracle, tmp_path):
     _, url = oracle
     server = servers.start(MARINA_OPENROUTER_BASE_URL=url)
-    done = repro(server, tmp_path, "--arm", "single", "--domain", "no-such-domain", "--num-tasks", "1",
-                 "--num-trials", "1")  # fmt: skip
+    # The kit refuses an unknown domain before τ² runs; a task id no domain has gets past it to τ².
+    done = repro(server, tmp_path, "--arm", "single", "--task-ids", "no-such-task", "--num-trials", "1")
     assert done.returncode == 1
-    assert re.search(r"\[single r1\] failed: τ² exited 2 \(.*invalid choice: 'no-such-domain'", done.stdout)
+    assert re.search(r"\[single r1\] failed: τ² exited 1 \(.*Not all tasks were found", done.stdout)
     assert server.ledger.one("SELECT status FROM ledger_experiment") == "failed"
     (_, revoked), = experiment_keys(server)
     assert revoked is not None
@@ -283,6 +329,15 @@ def test_replicates_have_their_own_seeds_pair_by_seed_and_unpriced_is_unknown(se
     settings = json.loads(ledger.one("SELECT settings FROM ledger_experiment"))
     assert settings["replicate_seeds"] == [300, 301]
     assert_no_secret(server, done.stdout, done.stderr)
+    # What the budget counted of these unpriced calls says it is the fallback price, never a bill.
+    assert re.search(r"simulations · spent \$\d+\.\d+ at the fallback price of \$5\.00", done.stderr)
+    assert "at the fallback price (--unpriced-usd-per-mtok)" in out
+    listed = subprocess.run(
+        [sys.executable, "manage.py", "repro_tau2", "list"], cwd=PROJECT_ROOT,
+        env=clean_environ({"DATABASE_URL": ledger.url}), capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert re.search(r"spent \$\d+\.\d+ at the fallback price \(\d+ unpriced call\(s\) counted at the fallback price "
+                     r"of \$0\.5 per million tokens", listed.stdout), listed.stdout
 
 
 def add_crew(server: Gunicorn, name: str, model_id: str) -> None:

@@ -222,3 +222,33 @@ def test_a_blank_prometheus_folder_as_in_env_example_writes_no_files_here(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     assert list(work.iterdir()) == []
+
+
+def test_a_spool_bound_below_the_room_calls_in_flight_need_stops_start_up():
+    """Issue 42 A7: 65536 was accepted, and then every call was refused 503 naming the database."""
+    done = run(["manage.py", "check"], {"MARINA_SPOOL_MAX_BYTES": "65536"})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "Marina's configuration: MARINA_SPOOL_MAX_BYTES must be at least 294912 (256 KiB kept for the calls "
+        "in flight and room for records beside it), not 65536"
+    ]
+
+
+@pytest.mark.e2e
+def test_a_spool_directory_that_cannot_be_written_stops_gunicorn_with_one_line(tmp_path: Path):
+    """Issue 42 A6: a spool that cannot be written made every call 503 with the
+    database well; now the server does not start. (As root a mode of 0500 is
+    still writable: the directory sits under a regular file instead.)"""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = clean_environ({
+        "MARINA_BIND": f"127.0.0.1:{free_port()}", "DATABASE_URL": f"sqlite:///{tmp_path}/db",
+        "MARINA_SPOOL_DIR": str(blocker / "spool"),
+    })
+    done = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "marina.asgi:application"],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1
+    assert f"Error: Marina's configuration: MARINA_SPOOL_DIR={blocker / 'spool'} cannot be written (Not a directory)" in done.stderr
+    assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr

@@ -20,6 +20,8 @@ def record_trace(
     formation_label: str = "",
     session: str = "",
     calls: list[tuple[str, int | None]] | None = None,
+    path: str = "/v1/chat/completions",
+    conv_seed: int | None = None,
 ) -> Trace:
     """One request through the real ledger writer (trace, spans and spend).
     `calls` lists (upstream model, cost in nano-dollars) per upstream call; more
@@ -44,7 +46,8 @@ def record_trace(
         TraceRecord(
             request_id=request_id,
             started_at=start,
-            path="/v1/chat/completions",
+            path=path,
+            conv_seed=conv_seed,
             duration_ms=300.0 * len(calls) + 20,
             overhead_ms=4.5,
             key_name=key,

@@ -42,3 +42,15 @@ def truncated(name: str, dst: Path, fraction: float = 0.6) -> Path:
     data = results(name).read_bytes()
     dst.write_bytes(data[: int(len(data) * fraction)])
     return dst
+
+
+def banking_copy(dst: Path, retrieval_config: str | None, kwargs: dict[str, Any] | None = None) -> Path:
+    """The sierra fixture (airline-infra-errors, written by sierra's τ² a2c0247) as a banking_knowledge
+    run: its domain and, where sierra's τ² writes them, `info.retrieval_config` and its kwargs. Only
+    `info` changes (the reader takes nothing else from a domain), so the figures stay the fixture's."""
+    data = json.loads(results("airline-infra-errors").read_text())
+    data["info"]["environment_info"]["domain_name"] = "banking_knowledge"
+    data["info"]["retrieval_config"] = retrieval_config
+    data["info"]["retrieval_config_kwargs"] = kwargs
+    dst.write_text(json.dumps(data))
+    return dst

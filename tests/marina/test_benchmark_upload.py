@@ -10,7 +10,7 @@ import pytest
 from ledger.benchmarks.importers import convert_tau2
 from ledger.models import BenchmarkItem, BenchmarkRun
 from tests.conftest import MARINA_KEY
-from tests.ledger.tau2files import FAKE_KEY, expected, intended_pass_hat_k, results
+from tests.ledger.tau2files import FAKE_KEY, banking_copy, expected, intended_pass_hat_k, results
 
 AUTH = {"Authorization": f"Bearer {MARINA_KEY}"}
 
@@ -102,3 +102,76 @@ def test_an_upload_and_the_command_line_share_the_import_key(marina_url):
     again = import_tau2(results("retail-oracle"), target="y")
     assert (again.created, again.run.pk) == (False, filed.json()["run_id"])
     assert BenchmarkRun.objects.count() == 2
+
+
+BOB_KEY = "sk-marina-bob-key-0000000000000000"
+BOB = {"Authorization": f"Bearer {BOB_KEY}"}
+READER_KEY = "sk-marina-reader-key-000000000000"
+
+
+def test_a_run_is_its_keys_another_key_neither_reads_nor_writes_into_it(marina_url, settings):
+    """Issue 42 C3: Bob filed into Alice's replicate group (201) and got her run
+    back by uploading the same result (200). Now the run and its group are the
+    key's that filed them; Bob reads them only with a read-all key."""
+    from passthru import auth
+
+    settings.MODEL_API_KEYS = f"{MARINA_KEY}:alice,{BOB_KEY}:bob"
+    auth.forget()
+    alices = {"result": json.loads(results("airline-oracle").read_text()), "targetKind": "model", "target": "m",
+              "replicateGroup": "alice-group"}  # fmt: skip
+    filed = _post(marina_url, alices)
+    assert filed.status_code == 201, filed.text
+    run = BenchmarkRun.objects.get(pk=filed.json()["run_id"])
+    assert run.key_name == "alice"
+
+    into_hers = _post(marina_url, {**alices, "result": json.loads(results("retail-oracle").read_text())}, BOB)
+    assert into_hers.status_code == 403, into_hers.text
+    assert into_hers.json()["error"]["param"] == "replicateGroup"
+    assert into_hers.json()["error"]["message"] == (  # which key's, it does not say
+        "The replicate group 'alice-group' holds runs another key filed: file into a group of your own."
+    )
+    same_file = _post(marina_url, {**alices, "replicateGroup": None}, BOB)
+    assert same_file.status_code == 409 and str(run.pk) not in same_file.text and "run_id" not in same_file.text
+    assert list(BenchmarkRun.objects.values_list("pk", flat=True)) == [run.pk]  # nothing written
+
+    def read(path: str, headers: dict[str, str]) -> int:
+        return httpx.get(f"{marina_url}{path}", headers=headers, timeout=30).status_code
+
+    assert read(f"/api/runs/{run.pk}", AUTH) == 200
+    assert read(f"/api/runs/{run.pk}", BOB) == 404
+    listed = httpx.get(f"{marina_url}/api/runs", headers=BOB, timeout=30).json()
+    assert (listed["count"], listed["runs"]) == (0, [])
+    assert httpx.get(f"{marina_url}/api/runs", headers=AUTH, timeout=30).json()["count"] == 1
+    assert read("/api/compare?group_a=alice-group&group_b=alice-group", BOB) == 404
+    assert read(f"/api/compare?a={run.pk}&b={run.pk}", BOB) == 404
+    frontier = httpx.get(f"{marina_url}/api/frontier", headers=BOB, timeout=30).json()
+    assert (frontier["total"], frontier["points"]) == (0, [])
+    assert httpx.get(f"{marina_url}/api/frontier", headers=AUTH, timeout=30).json()["total"] == 1
+    reader = auth.create_key("auditor", reads_all=True)
+    assert read(f"/api/runs/{run.pk}", {"Authorization": f"Bearer {reader}"}) == 200
+    # Bob files into a group of his own, and Alice's key then cannot write there.
+    bobs = _post(marina_url, {**alices, "result": json.loads(results("retail-oracle").read_text()), "replicateGroup": "bob-group"}, BOB)
+    assert bobs.status_code == 201 and BenchmarkRun.objects.get(pk=bobs.json()["run_id"]).key_name == "bob"
+    assert read(f"/api/runs/{bobs.json()['run_id']}", AUTH) == 404
+
+
+def test_a_group_the_command_line_filled_takes_no_keys_run(marina_url):
+    from ledger.benchmarks.importers import import_tau2
+
+    operators = import_tau2(results("airline-oracle"), target="m", group="operators").run
+    body = {"result": json.loads(results("retail-oracle").read_text()), "targetKind": "model", "target": "m",
+            "replicateGroup": "operators"}  # fmt: skip
+    assert _post(marina_url, body).status_code == 403
+    assert _post(marina_url, {**body, "replicateGroup": "mine"}).status_code == 201
+    # The operator's own run uploaded again writes nothing: recognised, as before owners (every key reads it).
+    again = _post(marina_url, {**body, "result": json.loads(results("airline-oracle").read_text())})
+    assert (again.status_code, again.json()["run_id"]) == (200, operators.pk)
+
+
+def test_a_banking_upload_answers_with_its_retrieval_config(marina_url, tmp_path):
+    data = json.loads(banking_copy(tmp_path / "b.json", "bm25", {"top_k": 5, "api_key": FAKE_KEY}).read_text())
+    reply = _post(marina_url, {"result": data, "targetKind": "model", "target": "openrouter/oracle-agent"})
+    assert reply.status_code == 201, reply.text
+    assert (reply.json()["retrieval_config"], reply.json()["retrieval_config_kwargs"]) == ("bm25", {"top_k": 5})
+    assert BenchmarkRun.objects.get(pk=reply.json()["run_id"]).retrieval_config == "bm25"
+    assert FAKE_KEY not in reply.text

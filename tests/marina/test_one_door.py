@@ -383,7 +383,7 @@ def test_client_gone_while_waiting_on_a_plain_call_past_the_drain(urls, upstream
 
 def test_other_v1_routes_and_unknown_paths(urls):
     for base in urls.values():
-        assert httpx.get(f"{base}/v1/health").json() == {"status": "ok", "engine": "marina"}
+        assert httpx.get(f"{base}/v1/health").json() == {"status": "ok", "engine": "marina", "spool": "ok"}
         # Each path has its own match (the API's handler keeps them: marina/mounts.py), asked twice.
         for path in ("/v1/chat/completions/extra", "/v1/nope", "/v1/chat/completions/extra", "/v1/nope"):
             missing = httpx.get(f"{base}{path}")

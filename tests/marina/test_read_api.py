@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,9 +17,10 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
+from kernel import money
 from ledger.models import BenchmarkRun
 from ledger.spend.selectors import utc_today
-from ledger.templatetags.ledger_format import dollars, rate, signed
+from ledger.templatetags.ledger_format import duration, rate, signed
 from tests.conftest import MARINA_KEY
 from tests.ledger.conftest import READ_PERMISSIONS, import_fixture, readers_account
 from tests.ledger.report_builders import record_trace
@@ -65,7 +67,8 @@ def get(client: Client, url: str, **extra: Any) -> tuple[int, Any]:
 
 
 def figure(html: str, name: str) -> str:
-    match = re.search(rf'data-figure="{re.escape(name)}">([^<]*)<', html)
+    # The text shown, inside the `money` filter's span when there is one (its title holds the exact figure).
+    match = re.search(rf'data-figure="{re.escape(name)}">(?:<span[^>]*>)*([^<]*)<', html)
     assert match, f"no figure {name!r} on the page"
     return match.group(1)
 
@@ -183,8 +186,10 @@ def test_one_run_matches_its_page(keyed, runs):
     assert [figure(html, f"pass^{p['k']}") for p in points] == [rate(p["value"]) for p in points]
     assert body["figures"]["pass_hat_k"] == pytest.approx(run.pass_hat_k, abs=1e-9)
     assert figure(html, "infra_errors") == str(body["infra_errors"]) == "2"
-    assert figure(html, "cost") == dollars(body["cost_usd"] and float(body["cost_usd"])) == "$1.14000000"
-    assert figure(html, "cost_per_item") == "$" + body["cost_per_item_usd"][:10]
+    # The page shows cents (4 places under a dollar), the API the exact figure, which is the page's tooltip.
+    assert figure(html, "cost") == money.short(Decimal(body["cost_usd"])) == "$1.14" and body["cost_usd"].startswith("1.14000000")
+    assert 'title="$1.14000000 exactly"' in html
+    assert figure(html, "cost_per_item") == money.short(Decimal(body["cost_per_item_usd"]))
     assert all(p["lo"] <= p["value"] <= p["hi"] for p in points)
     assert body["agent_args"]["temperature"] == 0.0 and FAKE_KEY not in json.dumps(body)  # the file held it
     items = body["items"]
@@ -221,11 +226,14 @@ def test_spend_is_the_commands_and_the_pages(keyed, db):
     call_command("spend", "--since", since, "--json", stdout=out)
     cli = json.loads(out.getvalue())
     assert (body["models"], body["total"]) == (cli["models"], cli["total"])
-    assert body["total"]["cost_usd"] == "0.00125033" and body["total"]["unpriced_calls"] == 1
+    # r3 failed without a cost: an error, not an unpriced call (issue 42)
+    assert body["total"]["cost_usd"] == "0.00125033" and body["total"]["unpriced_calls"] == 0
+    assert body["total"]["errors"] == 1
     assert body["days"] == [since, today.isoformat()]
     assert body["cost_usd_by_day"]["openrouter/b"] == ["0.00000033", "0.00000000"]
     html = staff_client().get(f"/reports/spend/?since={since}&until={today}").content.decode()
-    assert figure(html, "total") == "$" + body["total"]["cost_usd"]
+    assert figure(html, "total") == money.short(Decimal(body["total"]["cost_usd"]))  # cents; exact on hover
+    assert f'data-figure="total"><span class="money" title="${body["total"]["cost_usd"]} exactly">' in html
     assert figure(html, "calls") == str(body["total"]["calls"]) == "3"
     # without a range: the page's last 14 days
     assert get(keyed, "/api/spend", **KEY)[1]["days"][0] == (today - timedelta(days=13)).isoformat()
@@ -248,7 +256,7 @@ def test_a_trace_and_its_span_tree_as_the_trace_page_shows_them(keyed, db):
     html = staff_client().get(f"/reports/traces/{trace.pk}/").content.decode()
     # the page's rows, in order: (seq, name, offset)
     rows = re.findall(r'data-seq="(\d+)">.*?<b>([^<]+)</b>.*?<td class="num">\+([^<]+)</td>', html, re.S)
-    assert rows == [(str(s["seq"]), s["name"], f"{s['offset_ms']:,.1f} ms") for s in spans]
+    assert rows == [(str(s["seq"]), s["name"], duration(s["offset_ms"])) for s in spans]
     assert body["items"] == []
 
 
@@ -327,3 +335,16 @@ def test_report_pages_ask_the_admins_permissions(tenants):
     assert [full.get(page).status_code for page in pages] == [200] * len(pages)
     tracer = staff_client(permissions=("view_trace",))
     assert [tracer.get(p).status_code for p in pages[1:4]] == [200, 200, 403]
+
+
+def test_operator_names_are_matched_with_their_letter_case(tenants, settings):
+    """Issue 42 C6: SQLite's LIKE ignores case, and `ops`'s /api/spend counted `OPS/…`'s calls."""
+    shouty_key = "mk-" + "S" * 40
+    settings.MODEL_API_KEYS += f",{shouty_key}:OPS/*"
+    record_trace(request_id="dave-1", model="openrouter/d", key="OPS/dave", calls=[("d", 4_000_000)])
+    shouty = {"HTTP_AUTHORIZATION": f"Bearer {shouty_key}"}
+    assert get(tenants, "/api/spend", **OPS)[1]["total"]["cost_usd"] == "0.00030000"
+    assert get(tenants, "/api/spend", **shouty)[1]["total"]["cost_usd"] == "0.00400000"
+    assert get(tenants, "/api/traces/dave-1", **OPS)[0] == 404
+    assert get(tenants, "/api/traces/carol-1", **shouty)[0] == 404
+    assert get(tenants, "/api/traces/dave-1", **shouty)[0] == 200

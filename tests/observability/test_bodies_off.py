@@ -167,7 +167,8 @@ def test_formation_state_and_spans_hold_no_words_and_the_formations_still_work(m
     [row] = ConversationState.objects.filter(key__endswith="@3").values_list("state", flat=True)
     assert set(row) == {"sealed"}
     opening = [{"role": "system", "content": POLICY}, {"role": "user", "content": ASKED}]
-    kept = state.load_sync(state.conversation("tester", "", opening, PLAY_TOOLS, SEED)).state
+    kept = state.checkpoint_sync(state.conversation("tester", "", opening, PLAY_TOOLS, SEED, STACK))
+    assert kept is not None
     assert kept["obligations"]["items"][0]["what"] == OWED["what"]
     assert kept["argcheck"]["nudged"] == [signature(*INVENTED)]
     # What the spans keep: ids, labels, argument names.

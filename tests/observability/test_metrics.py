@@ -117,6 +117,22 @@ def test_metrics_answer_loopback_only_without_a_token(db, settings):
     assert refused.status_code == 403 and b"MARINA_METRICS_TOKEN" in refused.content
 
 
+@pytest.mark.parametrize("trusted", ["1", "2", "127.0.0.1/32"])
+def test_metrics_behind_a_trusted_proxy_answer_only_a_loopback_client(db, settings, trusted):
+    """Issue 42 E1: with a count of proxies, the peer is the proxy (127.0.0.1 on
+    the same host) and /metrics answered a forwarded outside client."""
+    client = Client()
+    settings.MARINA_METRICS_TOKEN = ""
+    settings.MARINA_TRUSTED_PROXIES = trusted
+    assert client.get("/metrics").status_code == 200  # Prometheus on this host, no proxy between
+    outside = client.get("/metrics", headers={"x-forwarded-for": "203.0.113.9"})
+    assert outside.status_code == 403 and b"spend" not in outside.content
+    # A left part the client wrote itself (with one proxy; with two, the second hop is the client).
+    chain = client.get("/metrics", headers={"x-forwarded-for": "127.0.0.1, 203.0.113.9"})
+    assert chain.status_code == (200 if trusted == "2" else 403)
+    assert client.get("/metrics", headers={"x-forwarded-for": "127.0.0.1"}).status_code == 200
+
+
 def test_metrics_token_is_required_when_set(db, settings):
     client = Client()
     settings.MARINA_METRICS_TOKEN = "scrape-secret-123"

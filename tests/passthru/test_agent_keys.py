@@ -101,7 +101,7 @@ def test_formation_state_follows_the_real_principal(marina_url, keys, upstream):
 
     ask(MARINA_KEY, None)
     ask(OPS_KEY, "alice")
-    assert sorted(ConversationState.objects.values_list("key", flat=True)) == ["alice|s:s2", "ops/alice|s:s2"]
+    assert sorted(k.partition("|")[0] for k in ConversationState.objects.values_list("key", flat=True)) == ["alice", "ops/alice"]
     # the operator's caller started a ledger of its own: its extraction saw none of alice's open items
     extractions = [r for r in upstream.requests if extract_marker in r.body["messages"][0]["content"]]
     assert len(extractions) == 2

@@ -46,9 +46,11 @@ def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] = OPEN
     return client.chat.completions.with_raw_response.create(model=model, messages=messages, extra_headers=extra, **kwargs)
 
 
-def session_state(session: str = "s1") -> dict[str, Any]:
-    """The conversation's stored state, opened (the row holds it sealed)."""
-    return state.load_sync(state.conversation("tester", session, [], None)).state
+def stored_state(messages: list[dict[str, Any]], model: str, session: str = "s1") -> dict[str, Any]:
+    """The state stored after the turn that sent `messages`, opened (the row holds it sealed)."""
+    kept = state.checkpoint_sync(state.conversation("tester", session, messages, TOOLS, model=model))
+    assert kept is not None, "a checkpoint after that turn"
+    return kept
 
 
 def trace_of(raw) -> Trace:
@@ -170,7 +172,7 @@ def test_a_successful_write_settles_and_a_transfer_hands_off(client, upstream):
     raw = ask(client, OB, history)
     assert play.calls == ["main"], "nothing open: no judgement"
     assert raw.headers["x-marina-obligations"] == "on;open=0;satisfied=1;declined=1;nudges=0;check=none-open"
-    stored = session_state()["obligations"]
+    stored = stored_state(history, OB)["obligations"]
     assert [(i["id"], i["status"], i["by"]) for i in stored["items"]] == [
         ("o1", "satisfied", "tool:cancel_pending_order"),
         ("o2", "declined", "transfer:transfer_to_human_agents"),
@@ -197,7 +199,7 @@ def test_observe_records_without_note_or_retry(client, upstream):
     assert play.bodies["main"][0]["messages"] == OPENING, "no note in observe mode"
     assert raw.headers["x-marina-obligations"] == "observe;open=1;satisfied=0;declined=0;nudges=0;extract=ok;check=observe"
     assert ConversationState.objects.count() == 1
-    assert session_state()["obligations"]["items"][0]["what"] == "cancel order #W1234567"
+    assert stored_state(OPENING, "openrouter/agent")["obligations"]["items"][0]["what"] == "cancel order #W1234567"
 
 
 def test_without_tools_the_ledger_is_skipped(client, upstream):
@@ -256,6 +258,46 @@ def test_the_derived_key_keeps_two_conversations_apart_once_they_diverge(client,
     assert raw_a.headers["x-marina-obligations"].startswith("on;open=1;"), "b's cancellation did not reach a"
 
 
+STACKED = "marina/obligations:marina/argcheck:openrouter/agent"
+
+
+@pytest.mark.parametrize("session", [None, "run-1"], ids=["derived-key", "session"])
+def test_a_conversation_sent_twice_is_extracted_judged_and_nudged_the_same_way_twice(client, upstream, session):
+    # Two runs with one key and τ²'s default seed: the second once read the first's later state,
+    # made no extraction and passed its cancel call unjudged.
+    def run() -> list[tuple[list[str], str, str]]:
+        seen = []
+        play = Play(
+            upstream,
+            extract=extracted(CANCEL_OBLIGATION),
+            main=calls(CANCEL_INVENTED),
+            argjudge=json_reply({"supported": False, "doubt": "order_id"}),
+            retry=calls(CANCEL_INVENTED),
+        )
+        history = list(OPENING)
+        for turn in range(2):
+            raw = client.chat.completions.with_raw_response.create(
+                model=STACKED, messages=history, tools=TOOLS, seed=300,
+                extra_headers={"x-marina-session": session} if session else {},
+            )
+            seen.append((list(play.calls), raw.headers["x-marina-obligations"], raw.headers["x-marina-argcheck"]))
+            history += [
+                {"role": "assistant", "content": None, "tool_calls": [tool_call(*CANCEL_INVENTED, f"t{turn}")]},
+                {"role": "tool", "tool_call_id": f"t{turn}", "content": "Error: order not found"},
+            ]
+            play.script(main=calls(CANCEL_INVENTED))
+        return seen
+
+    first = run()
+    assert first[0] == (
+        ["extract", "main", "argjudge", "retry"],
+        "on;open=1;satisfied=0;declined=0;nudges=0;extract=ok;check=tool-call",
+        "on;writes=1;checked=1;flagged=1;judged=1;nudges=1;check=nudged-kept",
+    )
+    assert first[1][0] == ["main"] and first[1][2].endswith("judged=0;nudges=1;check=repeat"), "the turn's own nudge, remembered"
+    assert run() == first, "the same extraction, judgement and nudge the second time"
+
+
 # --- Argument check -------------------------------------------------------------------
 CANCEL_INVENTED = ("cancel_pending_order", {"order_id": "#W7654321", "reason": "mistake"})
 CANCEL_STATED = ("cancel_pending_order", {"order_id": "#W1234567", "reason": "mistake"})
@@ -270,9 +312,14 @@ def test_argcheck_flags_an_unstated_value_judges_and_retries_naming_it(client, u
     assert "#W1234567" not in note.split(argcheck_prompts.NOTE_MARKER)[1], "the note proposes no value"
     assert raw.headers["x-marina-argcheck"] == "on;writes=1;checked=1;flagged=1;judged=1;nudges=1;check=nudged-kept"
     assert raw.headers["x-marina-argcheck-cost-usd"] == "0.00110000"
-    # The same call issued again passes, unjudged.
+    # The same call issued again, in the conversation's next turn, passes unjudged.
     play.script(main=calls(CANCEL_INVENTED))
-    raw = ask(client, AC)
+    later = [
+        *OPENING,
+        {"role": "assistant", "content": None, "tool_calls": [tool_call(*CANCEL_INVENTED, "c0")]},
+        {"role": "tool", "tool_call_id": "c0", "content": "Error: order not found"},
+    ]
+    raw = ask(client, AC, later)
     assert play.calls == ["main"]
     assert raw.headers["x-marina-argcheck"] == "on;writes=1;checked=0;flagged=0;judged=0;nudges=1;check=repeat"
 
@@ -395,12 +442,16 @@ def test_n_above_one_is_refused_with_a_400(client, upstream, stream):
     assert upstream.requests == []
 
 
-def test_an_agent_error_is_relayed(client, upstream):
+def test_an_agent_error_is_relayed_and_its_retry_starts_from_the_same_state(client, upstream):
     Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=Reply(status=429, json={"error": {"message": "slow"}}))
     with pytest.raises(openai.RateLimitError):
         ask(client, OB)
-    assert ConversationState.objects.count() == 1
-    assert session_state()["obligations"]["turns"] == 1, "the extraction is kept"
+    assert ConversationState.objects.count() == 0, "no answer, nothing to build on: nothing stored"
+    play = Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=text(ASK_CONFIRM), judge=json_reply({"o1": "waiting"}))
+    raw = ask(client, OB)
+    assert play.calls == ["extract", "main", "judge"], "the retry reads what the failed turn read"
+    assert raw.headers["x-marina-obligations"].startswith("on;open=1;")
+    assert stored_state(OPENING, OB)["obligations"]["turns"] == 1
 
 
 def test_models_lists_only_callable_ids_and_api_formations_the_templates(client, upstream, settings):

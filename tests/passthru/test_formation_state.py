@@ -1,5 +1,6 @@
-"""The conversation state store: the derived key chain, expiry, and concurrent
-turns of one conversation that never lose an update."""
+"""The conversation state store: the derived key chain, immutable checkpoints
+(a history sent twice reads the same state twice), expiry, and concurrent
+sendings of one history."""
 from __future__ import annotations
 
 import json
@@ -28,9 +29,17 @@ def stored(key: str, conv: state.Conversation) -> dict[str, Any]:
     return json.loads(conv.sealer.open(raw) or b"null")
 
 
-def test_the_session_header_is_the_key():
-    assert state.conversation_keys("alice", "  sim-7 ", history(5), TOOLS) == ["alice|s:sim-7"]
-    assert state.conversation_keys("alice", "x" * 300, [], None) == ["alice|s:" + "x" * 128]
+def test_the_session_and_the_model_set_a_chain_apart():
+    # The kit sends a session per run, and each arm asks for its own model id: two runs or two
+    # arms with one opening and one seed never share a key. The history still tells the turns apart.
+    plain = state.conversation_keys("alice", "", history(5), TOOLS, 300, "marina/obligations:m")
+    run_a = state.conversation_keys("alice", "  run-a ", history(5), TOOLS, 300, "marina/obligations:m")
+    run_b = state.conversation_keys("alice", "run-b", history(5), TOOLS, 300, "marina/obligations:m")
+    other_arm = state.conversation_keys("alice", "run-a", history(5), TOOLS, 300, "marina/obligations:marina/argcheck:m")
+    assert len(run_a) == len(plain) == 6
+    assert not set(plain) & set(run_a) and not set(run_a) & set(run_b) and not set(run_a) & set(other_arm)
+    assert state.conversation_keys("alice", "run-a", history(5), TOOLS, 300, "marina/obligations:m") == run_a
+    assert state.conversation_keys("alice", "x" * 300, [], None) == state.conversation_keys("alice", "x" * 128 + "y", [], None)
 
 
 def test_the_derived_chain_has_a_key_per_message():
@@ -59,7 +68,7 @@ def test_the_chain_depends_on_caller_system_tools_and_history():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_state_is_read_under_the_deepest_key_and_copied_forward():
+def test_a_turn_reads_the_checkpoint_its_history_led_to_and_stores_its_own():
     shallow = state.conversation("alice", "", history(2), None)
     state.commit_sync(shallow, lambda s: {**s, "n": 1})
     deeper = state.conversation("alice", "", history(3), None)
@@ -68,36 +77,57 @@ def test_state_is_read_under_the_deepest_key_and_copied_forward():
     state.commit_sync(deeper, lambda s: {**s, "n": s["n"] + 1})
     assert stored(deeper.key, deeper) == {"n": 2}
     assert stored(shallow.key, deeper) == {"n": 1}, "the ancestor stays for a sibling"
+    assert state.load_sync(state.conversation("alice", "", history(5), None)).state == {"n": 2}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_history_sent_again_reads_what_it_read_the_first_time():
+    # The rerun that once found the first run's later state and made no extraction.
+    shallow = state.conversation("alice", "", history(2), None)
+    state.commit_sync(shallow, lambda s: {"turns": 1})
+    deeper = state.conversation("alice", "", history(3), None)
+    first = state.load_sync(deeper)
+    assert state.commit_sync(deeper, lambda s: {"turns": s["turns"] + 1, "judged": ["cancel"]}) == {"turns": 2, "judged": ["cancel"]}
+    again = state.load_sync(state.conversation("alice", "", history(3), None))
+    assert (again.found_key, again.state) == (first.found_key, first.state) == (shallow.key, {"turns": 1})
+    # The replay's result leaves the checkpoint as the first sending stored it.
+    assert state.commit_sync(deeper, lambda s: {"turns": 99}) == {"turns": 2, "judged": ["cancel"]}
+    assert state.checkpoint_sync(deeper) == {"turns": 2, "judged": ["cancel"]}
+    assert state.checkpoint_sync(state.conversation("alice", "", history(4), None)) is None
 
 
 @pytest.mark.django_db(transaction=True)
 def test_expired_state_is_ignored(settings):
-    keys = state.conversation("alice", "old", [], None)
+    keys = state.conversation("alice", "old", history(2), None)
     state.commit_sync(keys, lambda s: {"n": 1})
     ConversationState.objects.update(expires_at=datetime.now(UTC) - timedelta(seconds=1))
-    assert state.load_sync(keys).state == {}
-    assert state.commit_sync(keys, lambda s: {"n": s.get("n", 0) + 1}) == {"n": 1}
+    later = state.conversation("alice", "old", history(3), None)
+    assert state.load_sync(later).state == {}
+    assert state.commit_sync(keys, lambda s: {"n": s.get("n", 0) + 2}) == {"n": 2}, "an expired row is written afresh"
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_turns_never_lose_an_update():
-    keys = state.conversation("alice", "busy", [], None)
-    turns, per_thread = 4, 10
+def test_concurrent_sendings_of_one_history_store_one_checkpoint():
+    opening = state.conversation("alice", "busy", history(1), None)
+    state.commit_sync(opening, lambda s: {"n": 1})
+    keys = state.conversation("alice", "busy", history(3), None)
+    senders = 4
+    kept: list[dict[str, Any]] = []
 
-    def worker() -> None:
+    def worker(i: int) -> None:
         try:
-            for _ in range(per_thread):
-                state.commit_sync(keys, lambda s: {**s, "n": s.get("n", 0) + 1})
+            kept.append(state.commit_sync(keys, lambda s: {"n": s["n"] + 1, "by": i}))
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=worker) for _ in range(turns)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(senders)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     row = ConversationState.objects.get(key=keys.key)
-    assert stored(keys.key, keys) == {"n": turns * per_thread} and row.version == turns * per_thread
+    assert len(kept) == senders and all(k == kept[0] for k in kept), "every sender gets the stored checkpoint"
+    assert stored(keys.key, keys) == kept[0] and kept[0]["n"] == 2 and row.version == 3
 
 
 def diverging(n: int, at: int, tail: str) -> list[dict[str, str]]:
@@ -119,8 +149,8 @@ def test_conversations_diverging_at_any_message_have_their_own_state(at):
     loaded = state.load_sync(second)
     assert loaded.state == {"shared": True}, "the common prefix's state, not the other conversation's"
     state.commit_sync(second, lambda s: {**s, "owed": "refund"})
-    assert state.load_sync(first).state == {"shared": True, "owed": "update the user's address"}
-    assert state.load_sync(second).state == {"shared": True, "owed": "refund"}
+    assert state.checkpoint_sync(first) == {"shared": True, "owed": "update the user's address"}
+    assert state.checkpoint_sync(second) == {"shared": True, "owed": "refund"}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -130,6 +160,7 @@ def test_a_long_chain_is_read_past_the_first_lookup_statement():
     state.commit_sync(early, lambda s: {"n": 1})
     late = state.conversation("alice", "", history(3 + state.CHUNK + 5), TOOLS)
     assert state.load_sync(late).state == {"n": 1}
+    assert state.load_sync(state.conversation("alice", "", history(3 + 2 * state.CHUNK + 5), TOOLS)).state == {"n": 1}
     assert state.commit_sync(late, lambda s: {"n": s["n"] + 1}) == {"n": 2}
 
 
@@ -165,7 +196,7 @@ def test_a_row_holds_only_sealed_text_and_the_conversation_opens_it():
     assert state.load_sync(later).state == OWED
     # A conversation with another opening whose key chain were made to find this row cannot open it.
     other = state.conversation("alice", "", [SYSTEM, {"role": "user", "content": "Refund order 9981 to my card."}], TOOLS)
-    forged = state.Conversation(conv.keys, other.sealer)
+    forged = state.Conversation(later.keys, other.sealer)
     loaded = state.load_sync(forged)
     assert (loaded.found_key, loaded.state, loaded.unreadable) == (conv.key, {}, True)
 
@@ -175,23 +206,27 @@ def test_without_the_server_secret_the_row_does_not_open_and_a_fallback_secret_d
     settings.SECRET_KEY = "first-secret-0123456789"
     conv = state.conversation("alice", "", OPENING, TOOLS)
     state.commit_sync(conv, lambda s: OWED)
+    later = [*OPENING, {"role": "assistant", "content": "ok"}]
     settings.SECRET_KEY = "second-secret-0123456789"
-    assert state.load_sync(state.conversation("alice", "", OPENING, TOOLS)).unreadable, "another secret: no state"
+    assert state.load_sync(state.conversation("alice", "", later, TOOLS)).unreadable, "another secret: no state"
     settings.SECRET_KEY_FALLBACKS = ["first-secret-0123456789"]
-    rotated = state.conversation("alice", "", OPENING, TOOLS)
+    rotated = state.conversation("alice", "", later, TOOLS)
     assert state.load_sync(rotated).state == OWED
     state.commit_sync(rotated, lambda s: {**s, "n": 1})  # sealed under the new secret when written
     settings.SECRET_KEY_FALLBACKS = []
-    assert state.load_sync(state.conversation("alice", "", OPENING, TOOLS)).state == {**OWED, "n": 1}
+    assert state.load_sync(state.conversation("alice", "", [*later, {"role": "user", "content": "go"}], TOOLS)).state == {**OWED, "n": 1}
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_session_row_is_sealed_too():
+def test_a_session_row_is_sealed_by_the_conversation_too():
     conv = state.conversation("alice", "s-77", OPENING, TOOLS)
     state.commit_sync(conv, lambda s: OWED)
-    assert "4417" not in row_text("alice|s:s-77")
-    assert state.load_sync(state.conversation("alice", "s-77", [], None)).state == OWED, "the session alone names it"
-    assert state.load_sync(state.Conversation(["alice|s:s-77"], state.conversation("bob", "s-77", [], None).sealer)).unreadable
+    assert "4417" not in row_text(conv.key) and "s-77" not in conv.key
+    later = [*OPENING, {"role": "assistant", "content": "ok"}]
+    assert state.load_sync(state.conversation("alice", "s-77", later, TOOLS)).state == OWED
+    assert state.load_sync(state.conversation("alice", "s-78", later, TOOLS)).state == {}, "another session: another chain"
+    forged = state.Conversation(state.conversation("alice", "s-77", later, TOOLS).keys, state.conversation("bob", "s-77", later, TOOLS).sealer)
+    assert state.load_sync(forged).unreadable
 
 
 @pytest.mark.django_db(transaction=True)
@@ -199,7 +234,8 @@ def test_a_row_written_before_sealing_is_read_and_sealed_when_next_written():
     conv = state.conversation("alice", "", OPENING, TOOLS)
     now = datetime.now(UTC)
     ConversationState.objects.create(key=conv.key, state=OWED, version=3, updated_at=now, expires_at=now + timedelta(hours=1))
-    assert state.load_sync(conv).state == OWED
-    state.commit_sync(conv, lambda s: {**s, "n": 1})
-    assert "4417" not in row_text(conv.key)
-    assert state.load_sync(conv).state == {**OWED, "n": 1}
+    later = state.conversation("alice", "", [*OPENING, {"role": "assistant", "content": "ok"}], TOOLS)
+    assert state.load_sync(later).state == OWED
+    state.commit_sync(later, lambda s: {**s, "n": 1})
+    assert "4417" not in row_text(later.key)
+    assert state.checkpoint_sync(later) == {**OWED, "n": 1}

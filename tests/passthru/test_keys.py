@@ -86,6 +86,19 @@ def test_a_name_stays_taken_after_revocation(db) -> None:
         auth.revoke_key("bob")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_new_keys_message_on_a_terminal_is_not_coloured_as_an_error(db) -> None:
+    """Django colours stderr bold red on a terminal; making a key is a success."""
+    err = _Terminal()
+    call_command("create_key", "coloured", stdout=io.StringIO(), stderr=err, force_color=True)
+    assert err.getvalue().startswith("\x1b[32;1mMade key 'coloured'")  # SUCCESS: green, not ERROR's 31 (red)
+    assert "\x1b[31" not in err.getvalue()
+
+
 def test_the_commands_print_the_secret_once_and_only_on_stdout(db) -> None:
     out, err = io.StringIO(), io.StringIO()
     call_command("create_key", "nightly", stdout=out, stderr=err)

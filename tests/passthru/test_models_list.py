@@ -18,9 +18,9 @@ def client(marina_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
-def _served(model: str, provider: str, days_ago: int = 0, errors: int = 0) -> None:
+def _served(model: str, provider: str, days_ago: int = 0, errors: int = 0, key: str = "tester") -> None:
     SpendDaily.objects.create(
-        day=utc_today() - timedelta(days=days_ago), key_name="tester", requested_model=model, provider=provider,
+        day=utc_today() - timedelta(days=days_ago), key_name=key, requested_model=model, provider=provider,
         upstream_model=model.partition("/")[2], calls=3, errors=errors,
     )  # fmt: skip
 
@@ -74,3 +74,27 @@ def test_other_parts_add_their_ids_through_the_hook(client, monkeypatch) -> None
     monkeypatch.setattr(models_list, "EXTRA_SOURCES", [crews])
     listed = {m.id: m.owned_by for m in client.models.list()}
     assert listed["crew/support-desk"] == "marina"
+
+
+def test_a_key_is_listed_the_ids_it_called_not_anothers(marina_url, client, marina_config, transactional_db) -> None:
+    """Issue 42 C5: Bob was listed the ids only Alice had called. A key sees
+    the recent ids of its own calls (an operator key: its callers'); a
+    read-all key sees every key's, as it reads every key's spend."""
+    from passthru import auth
+
+    bob_key, ops_key = "sk-marina-bob-key-3333333333333333", "sk-marina-ops-key-4444444444444444"
+    marina_config.MODEL_API_KEYS = f"{MARINA_KEY}:tester,{bob_key}:bob,{ops_key}:ops/*"
+    auth.forget()
+    _served("openrouter/alice/secret-finetune", "openrouter")  # the `tester` key's
+    _served("openrouter/bob/own-model", "openrouter", key="bob")
+    _served("openrouter/carol/agent-model", "openrouter", key="ops/carol")
+
+    def listed(key: str) -> set[str]:
+        ids = {m.id for m in openai.OpenAI(base_url=f"{marina_url}/v1", api_key=key, max_retries=0).models.list()}
+        return ids & {"openrouter/alice/secret-finetune", "openrouter/bob/own-model", "openrouter/carol/agent-model"}
+
+    assert listed(MARINA_KEY) == {"openrouter/alice/secret-finetune"}
+    assert listed(bob_key) == {"openrouter/bob/own-model"}
+    assert listed(ops_key) == {"openrouter/carol/agent-model"}
+    auditor = auth.create_key("auditor", reads_all=True)
+    assert len(listed(auditor)) == 3

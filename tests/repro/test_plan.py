@@ -32,6 +32,19 @@ def test_agent_effort_in_extra_body_user_effort_stated_header_on_the_agent_only(
 
 
 @pytest.mark.django_db
+def test_each_run_sends_its_own_session_on_the_agent_calls(tmp_path: Path) -> None:
+    # The formations keep state per conversation within a session: two runs or two arms never meet.
+    options = Options(**{**OPTIONS.__dict__, "run_dir": str(tmp_path), "arms": "obligations,obligations+argcheck", "replicates": 2})
+    plan = build(options, SIERRA, name="exp")
+    sessions = [json.loads(flag(plan.invocation(r, KEY).argv, "--agent-llm-args"))["extra_headers"] for r in plan.runs]
+    assert [h["x-marina-session"] for h in sessions] == [r.name for r in plan.runs] == [
+        "exp-obligations-r1", "exp-obligations_argcheck-r1", "exp-obligations-r2", "exp-obligations_argcheck-r2",
+    ]
+    assert all(h["x-marina-eval"] == "benchmark=tau2-airline; mode=measure" for h in sessions)
+    assert "extra_headers" not in json.loads(flag(plan.invocation(plan.runs[0], KEY).argv, "--user-llm-args"))
+
+
+@pytest.mark.django_db
 def test_nvidia_run_gets_the_key_through_its_environment(tmp_path: Path) -> None:
     plan = build(Options(**{**OPTIONS.__dict__, "run_dir": str(tmp_path)}), NVIDIA, name="exp")
     assert [(r.arm.name, r.replicate, r.name) for r in plan.runs] == [("single", 1, "exp-single-r1"), ("verify", 1, "exp-verify-r1")]
@@ -130,3 +143,15 @@ def test_the_budget_watch_counts_unpriced_calls_at_the_fallback_price() -> None:
     assert spent_by_key("repro-x") == 7_000, "without a fallback only the priced calls count"
     # 1,000,000 unpriced tokens at $2 per million: $2 more.
     assert spent_by_key("repro-x", 2_000_000_000) == 7_000 + 2_000_000_000
+
+
+@pytest.mark.django_db
+def test_an_estimate_at_the_fallback_price_says_so() -> None:
+    # Once the per-arm figure read as a plain dollar amount, like a price.
+    options = Options(**{**OPTIONS.__dict__, "arms": "single", "unpriced_usd_per_mtok": "0.5"})
+    plan = build(options, NVIDIA, name="exp")
+    (single,) = plan.estimates
+    assert single.source == "fallback price" and "--unpriced-usd-per-mtok, not a bill" in single.note
+    assert single.per_simulation_nanousd and single.per_simulation_nanousd > 0
+    printed = "\n".join(render(plan))
+    assert "/simulation (fallback price)" in printed and "--unpriced-usd-per-mtok, not a bill" in printed

@@ -32,6 +32,8 @@ def to_ledger(results: Tau2Results) -> Ledger:
         started_at=first,
         ended_at=last,
         task_ids=results.task_ids,
+        retrieval_config=results.retrieval_config,
+        retrieval_config_kwargs=results.retrieval_config_kwargs,
     )
     items = [
         LedgerItem(

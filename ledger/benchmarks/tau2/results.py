@@ -141,6 +141,8 @@ class Tau2Results:
     # Each task's expected actions as τ²'s metrics count them (the order its pass^k is summed in).
     num_actions: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    retrieval_config: str | None = None  # banking_knowledge: info.retrieval_config (sierra's τ²)
+    retrieval_config_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def infra_errors(self) -> int:
@@ -439,13 +441,15 @@ class _Reader:
             simulations=self.simulations,
             num_actions=self.num_actions if self.tasks_kind == "array" else {},
             warnings=warnings,
+            retrieval_config=checks.text_or_none(info.get("retrieval_config")),
+            retrieval_config_kwargs=_retrieval_kwargs(info.get("retrieval_config_kwargs")),
         )
 
 
 def summarise_reward_info(info: dict[str, Any]) -> dict[str, Any]:
     """τ²'s reward_info as numbers only: the per-basis rewards and, for each
-    check list, how many were met. Justifications, action arguments and
-    assertion texts stay behind."""
+    check list, how many were met (for actions, also the tool names of those
+    missed). Justifications, action arguments and assertion texts stay behind."""
     out: dict[str, Any] = {}
     basis = info.get("reward_basis")
     if isinstance(basis, list):
@@ -467,6 +471,12 @@ def summarise_reward_info(info: dict[str, Any]) -> dict[str, Any]:
         if isinstance(checks, list) and checks:
             met = sum(1 for c in checks if isinstance(c, dict) and c.get(flag) is True)
             out[name] = {"met": met, "total": len(checks)}
+            if name == "actions":  # the missed actions' tool names (never their arguments): what a reader asks first
+                out[name]["missed"] = [
+                    c["action"]["name"] for c in checks
+                    if isinstance(c, dict) and c.get(flag) is not True and isinstance(c.get("action"), dict)
+                    and isinstance(c["action"].get("name"), str)
+                ]  # fmt: skip
     return out
 
 
@@ -490,6 +500,11 @@ def _side(raw: Any) -> Side:
         implementation=checks.text_or_none(raw.get("implementation")) or "",
         args=strip_secrets(args) if isinstance(args, dict) else {},
     )
+
+
+def _retrieval_kwargs(raw: Any) -> dict[str, Any]:
+    """info.retrieval_config_kwargs, credentials removed (it may name an embedder's key)."""
+    return strip_secrets(raw) if isinstance(raw, dict) else {}
 
 
 def _number(value: Any) -> float | None:

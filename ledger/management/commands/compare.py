@@ -27,6 +27,10 @@ class Command(BaseCommand):
             "--group", action="append", default=[], metavar="GROUP", help="give twice: group A, then group B"
         )
         parser.add_argument("--tasks", action="store_true", help="add the per-task difference table")
+        parser.add_argument(
+            "--across-benchmarks", action="store_true",
+            help="compare runs of different benchmarks or domains (refused without it: their items match only by task id)",
+        )  # fmt: skip
         parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
         parser.add_argument(
@@ -46,14 +50,16 @@ class Command(BaseCommand):
                 if runs or len(groups) != 2:
                     raise CommandError("give either two run ids or --group A --group B", returncode=2)
                 result = compare_groups(
-                    groups[0], groups[1], seed=options["seed"], resamples=options["resamples"]
-                )
+                    groups[0], groups[1], seed=options["seed"], resamples=options["resamples"],
+                    across_benchmarks=options["across_benchmarks"],
+                )  # fmt: skip
             else:
                 if len(runs) != 2:
                     raise CommandError("give either two run ids or --group A --group B", returncode=2)
                 result = compare_runs(
-                    _run_id(runs[0]), _run_id(runs[1]), seed=options["seed"], resamples=options["resamples"]
-                )
+                    _run_id(runs[0]), _run_id(runs[1]), seed=options["seed"], resamples=options["resamples"],
+                    across_benchmarks=options["across_benchmarks"],
+                )  # fmt: skip
         except CompareError as exc:
             raise CommandError(str(exc), returncode=2) from None
         if options["json"]:

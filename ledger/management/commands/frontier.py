@@ -25,7 +25,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--benchmark", default="", help="e.g. tau2-airline (default: the newest run's)")
+        parser.add_argument("--benchmark", default="", help="e.g. tau2-airline (default: the one with the most runs)")
         parser.add_argument("--domain", default="")
         parser.add_argument("--group", default="")
         parser.add_argument("--since", type=_day, help="imported on or after (UTC day)")
@@ -48,9 +48,11 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"{result.benchmark or 'no runs'}: pass^{result.k}, a point per {result.by}, "
                           f"{len(result.points)} of {result.total} shown")  # fmt: skip
+        if result.cohort:
+            self.stdout.write(f"frontier over points of {result.cohort}; others shown apart with the reason")
         width = max((len(p.label) for p in result.points), default=10)
         for p in sorted(result.points, key=lambda p: (p.cost_per_simulation_nanousd is None, p.cost_per_simulation_nanousd or 0)):
             cost = "unknown" if p.cost_per_simulation_nanousd is None else money.dollars(p.cost_per_simulation_nanousd)
             value = "—" if p.value is None else f"{p.value:.3f} [{p.lo:.3f}, {p.hi:.3f}]"
-            mark = " *frontier*" if p.on_frontier else ""
+            mark = " *frontier*" if p.on_frontier else (f"  apart: {p.apart}" if p.apart else "")
             self.stdout.write(f"  {p.label:<{width}}  {cost:>14}/sim  {value}  n={p.simulations}  ({p.cost_basis}){mark}")

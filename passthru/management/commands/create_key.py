@@ -29,6 +29,7 @@ class Command(BaseCommand):
         self.stderr.write(
             f"Made key {options['name']!r}. Its secret is printed once, below; Marina keeps only its hash.\n"
             "Call /v1 with: Authorization: Bearer <secret>. Revoke it with: manage.py revoke_key "
-            f"{options['name']}"
+            f"{options['name']}",
+            style_func=self.style.SUCCESS,  # stderr keeps stdout to the secret alone; a success, not an error's red
         )
         self.stdout.write(secret)

@@ -8,9 +8,9 @@ from django.db.utils import OperationalError, ProgrammingError
 
 from kernel import money
 from ledger.benchmarks import experiments
-from repro import doctor, submission, tau2cli
+from repro import doctor, retrieval, submission, tau2cli
 from repro.arms import ArmError
-from repro.plan import Options, build, render
+from repro.plan import BOARD_DOMAINS, Options, build, render
 from repro.power import plan_power
 from repro.power import render as render_power
 from repro.runner import ReproError, Runner
@@ -20,6 +20,17 @@ def unmigrated(exc: Exception) -> bool:
     """A missing table (SQLite: "no such table"; PostgreSQL: "relation … does not exist")."""
     text = str(exc)
     return "no such table" in text or ("relation" in text and "does not exist" in text)
+
+
+def _domains(o: dict[str, Any]) -> tuple[str, ...]:
+    """--board, else --domains (comma-separated), else () for --domain alone."""
+    if o["board"] and o["domains"]:
+        raise CommandError("give --board or --domains, not both", returncode=2)
+    if o["board"]:
+        return BOARD_DOMAINS
+    if o["domains"]:
+        return tuple(d.strip() for d in o["domains"].split(",") if d.strip())
+    return ()
 
 
 class Command(BaseCommand):
@@ -38,6 +49,17 @@ class Command(BaseCommand):
             "argcheck, obligations+argcheck, lessons, marina:<crew>",
         )  # fmt: skip
         parser.add_argument("--domain", default=d.domain)
+        parser.add_argument(
+            "--domains", metavar="D,D,…",
+            help="several domains in one experiment, a run per domain and arm (e.g. airline,retail,telecom,banking_knowledge)",
+        )  # fmt: skip
+        parser.add_argument("--board", action="store_true",
+                            help=f"the board's four domains: --domains {','.join(BOARD_DOMAINS)}")  # fmt: skip
+        parser.add_argument(
+            "--retrieval-config", default=d.retrieval_config, metavar="CONFIG",
+            help=f"banking_knowledge's knowledge-base search (default {retrieval.DEFAULT}, τ²'s own; "
+            f"{', '.join(retrieval.NOTHING_MORE)} need nothing beyond τ²; see `doctor`)",
+        )  # fmt: skip
         parser.add_argument("--split", default=d.split, help="τ²'s task split (default base, the board's)")
         parser.add_argument("--model", default=d.model, help=f"the answer model (default {d.model})")
         parser.add_argument("--checker", help="verify's checker (default: the server's, else the model)")
@@ -92,7 +114,7 @@ class Command(BaseCommand):
 
     def _handle(self, **o: Any) -> None:
         if o["action"] == "doctor":
-            return self._doctor(o["server_url"])
+            return self._doctor(o["server_url"], o["retrieval_config"])
         if o["action"] == "list":
             return self._list()
         options = Options(
@@ -102,6 +124,7 @@ class Command(BaseCommand):
             max_concurrency=o["max_concurrency"], budget_usd=o["budget_usd"], server_url=o["server_url"],
             run_dir=o["run_dir"], arms=o["arms"], unpriced_usd_per_mtok=o["unpriced_usd_per_mtok"],
             detect=o["detect"], alpha=o["alpha"], power=o["power"], stop_when_decided=o["stop_when_decided"],
+            domains=_domains(o), retrieval_config=o["retrieval_config"],
         )  # fmt: skip
         try:
             install = tau2cli.detect()
@@ -115,7 +138,9 @@ class Command(BaseCommand):
             self.stdout.write("\n".join(render_power(plan.power, plan)))
         refused = plan.refusal()
         if o["dry_run"]:
-            if refused:
+            if plan.cannot_run:
+                self.stdout.write(f"dry run: the real run would be refused: {plan.cannot_run}")
+            elif refused:
                 self.stdout.write(f"dry run: the real run would be refused by its own budget: {refused.rsplit(':', 1)[0]}")
             return None
         if refused:
@@ -152,8 +177,8 @@ class Command(BaseCommand):
             worst = max(worst, code)
         return worst
 
-    def _doctor(self, server_url: str) -> None:
-        found = doctor.checks(server_url)
+    def _doctor(self, server_url: str, retrieval_config: str = retrieval.DEFAULT) -> None:
+        found = doctor.checks(server_url, retrieval_config)
         for check in found:
             self.stdout.write(f"{check.status:<4} {check.name}: {check.detail}")
         if any(c.status == doctor.FAIL for c in found):
@@ -168,6 +193,7 @@ class Command(BaseCommand):
             e = row.experiment
             self.stdout.write(
                 f"{e.started_at:%Y-%m-%d %H:%M} {e.name}  {e.status}  arms {','.join(e.arms)}  "
-                f"{row.imported}/{row.planned} run(s) imported  spent {money.dollars(e.spent_nanousd)} of "
-                f"{money.dollars(e.budget_nanousd)}" + (f"  ({e.note})" if e.note else "")
+                f"{row.imported}/{row.planned} run(s) imported  spent {row.spent.shown()}"
+                + (f" ({row.spent.basis_note})" if row.spent.basis_note else "") + f"  budget {money.dollars(e.budget_nanousd)}"
+                + (f"  ({e.note})" if e.note else "")
             )

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from ledger.benchmarks.compare import CompareError, SameSides, compare_groups, compare_runs
+from ledger.benchmarks.compare import AcrossBenchmarks, CompareError, SameSides, compare_groups, compare_runs
 from ledger.benchmarks.compare_text import render_text
 from ledger.benchmarks.stats import (
     mcnemar_exact_p,
@@ -147,12 +147,28 @@ def test_warns_on_every_setting_that_differs(oracle: dict[str, float | None]) ->
     ]
 
 
-def test_different_domains_pair_only_clashing_ids_and_say_so(oracle: dict[str, float | None]) -> None:
-    # airline and retail both have a task "11": the ids pair, the warning says why not to trust it.
+def test_runs_of_different_domains_are_refused_unless_asked_for(oracle: dict[str, float | None]) -> None:
+    # airline and retail both have a task "11": once the ids paired and only a warning said why not to trust it.
+    airline = make_run(oracle)
     retail = make_run(fixture_rewards("retail-oracle"), benchmark="tau2-retail", domain="retail")
-    c = compare_runs(make_run(oracle), retail)
+    refused = f"^run #{airline.pk} is tau2-airline and run #{retail.pk} is tau2-retail: runs of different benchmarks"
+    with pytest.raises(AcrossBenchmarks, match=refused):
+        compare_runs(airline, retail)
+    retail.group, airline.group = "g-retail", "g-airline"
+    retail.save()
+    airline.save()
+    with pytest.raises(AcrossBenchmarks, match="^group 'g-airline' is tau2-airline and group 'g-retail' is tau2-retail"):
+        compare_groups("g-airline", "g-retail")
+    c = compare_runs(airline, retail, across_benchmarks=True)
     assert (c.shared_items, c.shared_tasks) == (4, 1)
     assert c.warnings[0] == "runs differ in benchmark: A tau2-airline, B tau2-retail"
+    # The command: exit 2 naming both, unless --across-benchmarks.
+    with pytest.raises(CommandError, match=f"run #{airline.pk} is tau2-airline and run #{retail.pk} is tau2-retail") as exc:
+        call_command("compare", str(airline.pk), str(retail.pk))
+    assert exc.value.returncode == 2
+    out = StringIO()
+    call_command("compare", str(airline.pk), str(retail.pk), "--across-benchmarks", "--resamples", "50", stdout=out)
+    assert "runs differ in benchmark: A tau2-airline, B tau2-retail" in out.getvalue()
 
 
 def test_same_run_on_both_sides_is_refused(oracle: dict[str, float | None]) -> None:

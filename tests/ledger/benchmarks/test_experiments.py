@@ -79,7 +79,7 @@ def test_experiment_pages_show_the_arms_side_by_side(user_client: Client) -> Non
     assert header and re.findall(r"<th>(\w+)", header.group(1)) == ["single", "verify"]
     assert len(re.findall(r'href="/reports/runs/\d+/"', page)) == 3
     assert 'data-outcome="refused"' in page and "INVALID: 1 infrastructure error(s)" in page
-    assert 'data-figure="spent">$0.04200000<' in page
+    assert 'title="$0.04200000 exactly" data-figure="spent">$0.0420<' in page  # cents; exact on hover
     assert re.search(r'data-figure="diff-verify">[+−-]0\.0[0-9]+<', page)
 
 

@@ -143,6 +143,20 @@ def test_a_user_simulator_whose_args_differ_between_domains_fails(tmp_path):
     )
 
 
+def test_the_kits_per_run_session_is_not_a_difference_in_the_agent(tmp_path):
+    # The kit sends each run's name as x-marina-session: one agent configuration all the same.
+    def session(name: str) -> Any:
+        def mutate(data: dict[str, Any]) -> None:
+            for side in ("agent_info", "user_info"):
+                data["info"][side]["llm_args"]["api_base"] = "http://127.0.0.1:3300/v1"
+            data["info"]["agent_info"]["llm_args"]["extra_headers"] = {"x-marina-session": name}
+        return mutate
+
+    airline = complete_airline(tmp_path, mutate=session("exp-a-single-r1"))
+    retail = imported(widened("retail-oracle", tmp_path / "retail.json", tasks=114, mutate=session("exp-b-single-r1")))
+    assert lines_of([airline, retail])["same agent and user simulator"].status == "PASS"
+
+
 def test_a_formation_is_custom_and_refused_as_standard(tmp_path):
     def verify(data: dict[str, Any]) -> None:
         data["info"]["agent_info"]["llm"] = f"openai/marina/verify:{AGENT}"

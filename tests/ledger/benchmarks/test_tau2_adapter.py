@@ -73,7 +73,7 @@ def test_run_metadata_and_item_numbers():
         "basis": ["DB", "COMMUNICATE"],
         "components": {"DB": 1.0, "COMMUNICATE": 1.0},
         "db": {"match": True, "reward": 1.0},
-        "actions": {"met": 1, "total": 1},
+        "actions": {"met": 1, "total": 1, "missed": []},
         "communicate": {"met": 1, "total": 1},
     }
     assert first.duration_s == pytest.approx(4.3495, abs=1e-4)
@@ -274,6 +274,20 @@ def test_scrub_masks_keys_in_free_text_and_refuses_bad_input(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.json", "results.json", "results.scrubbed.json"]
 
 
+def test_scrubbed_copies_of_two_runs_hold_one_agent_configuration(tmp_path):
+    # τ²'s submission check hashes llm_args: the kit's per-run x-marina-session would split them.
+    copies = []
+    for run in ("exp-single-r1", "exp-single-r2"):
+        data = json.loads(fixture("airline-oracle").read_text())
+        data["info"]["agent_info"]["llm_args"]["extra_headers"] = {"x-marina-eval": "benchmark=tau2-airline; mode=measure",
+                                                                   "x-marina-session": run}
+        src = tmp_path / f"{run}.json"
+        src.write_text(json.dumps(data))
+        copies.append(json.loads(scrub(src).out.read_text())["info"]["agent_info"]["llm_args"])
+    assert copies[0] == copies[1]
+    assert copies[0]["extra_headers"] == {"x-marina-eval": "benchmark=tau2-airline; mode=measure", "x-marina-session": "[per run]"}
+
+
 def test_progress_bar_and_hash():
     data = b"x" * 300_000
     bar = io.StringIO()
@@ -283,3 +297,12 @@ def test_progress_bar_and_hash():
     metered.close_bar()
     assert metered.sha256 == hashlib.sha256(data).hexdigest()
     assert "reading t [" in bar.getvalue() and "100%" in bar.getvalue()
+
+
+def test_a_missed_action_is_kept_by_its_tool_name_only():
+    """What a reader of a failed trajectory asks first: which action was missed (its
+    arguments, a customer's data, stay behind)."""
+    res = read_results(fixture("airline-oracle"))
+    missed = next(s for s in res.simulations if s.item_id == "17#0")
+    assert missed.breakdown["actions"] == {"met": 2, "total": 3, "missed": ["update_reservation_flights"]}
+    assert "arguments" not in json.dumps(missed.breakdown)

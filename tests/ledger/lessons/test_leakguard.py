@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.lessons import leakguard
+from ledger.lessons import leakguard, spellings
 from ledger.lessons.failures import failures, read
 from tests.ledger.tau2files import results
 
@@ -126,3 +126,91 @@ def test_general_rules_pass_the_ground_truth_check(truth):
         "Basic economy reservations cannot change flights; say so and offer a cancellation instead.",
     ):
         assert leakguard.truth_refusal(rule, truth) == "", rule
+
+
+# --- Other spellings of one value (ledger/lessons/spellings.py) --------------------------
+CRITERIA = {
+    "actions": [
+        {"name": "update_reservation_flights", "arguments": {"reservation_id": "K1NW8N", "date": "2024-05-26", "payment_id": "credit_card_4421"}},
+        {"name": "send_certificate", "arguments": {"user_id": "mia_li_3668", "amount": 348}},
+    ],
+}
+CONVERSATION = [
+    {"role": "user", "content": "I need to move my trip, reservation K1NW8N."},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "name": "search_direct_flight", "arguments": {}}]},
+    {"role": "tool", "id": "c1", "content": '[{"flight_number": "HAT041", "origin": "ATL", "destination": "PHL", "price": 348}]'},
+    {"role": "assistant", "content": "The later flight leaves Atlanta in the evening. Shall I book it?"},
+]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "Book the later flight on 26 May when the user asks for the evening.",  # 2024-05-26
+        "Book the later flight on the 26th of May when the user asks for the evening.",
+        "Charge the remaining three hundred forty-eight dollars to the card on file.",  # 348
+        "Charge the remaining three hundred and forty eight dollars to the card on file.",
+        "Reservations like K1N-W8N need their flights read before any change.",  # K1NW8N
+        "Reservations like K1N W8N need their flights read before any change.",
+    ],
+)
+def test_the_ground_truth_in_another_spelling_is_refused(rule):
+    truth = leakguard.ground_truth(CRITERIA, None, CONVERSATION)
+    assert leakguard.truth_refusal(rule, truth) == "holds a ground-truth value", rule
+
+
+@pytest.mark.parametrize(
+    "rule, reason",
+    [
+        ("Book the later flight on 26 May when the user asks for the evening.", "names a date"),
+        ("Charge the remaining three hundred forty-eight dollars to the card on file.", "quotes an amount from the conversation"),
+        ("Reservations like K1N-W8N need their flights read before any change.", "quotes an id from the conversation"),
+        ("Flights from ATL to PHL sell out: offer the later one at once.", "names a code from the conversation's tool results"),
+    ],
+)
+def test_the_conversation_in_another_spelling_is_refused(rule, reason):
+    assert leakguard.refusal(rule, leakguard.evidence_of(CONVERSATION)) == reason
+
+
+def test_general_rules_still_pass_the_normalised_checks():
+    truth = leakguard.ground_truth(CRITERIA, None, CONVERSATION)
+    evidence = leakguard.evidence_of(CONVERSATION)
+    for rule in (
+        "Read the reservation before changing flights, and confirm the new date with the user.",
+        "Offer one certificate at most, and only to a user whose flight was delayed.",
+        "Charge a fare difference only after the user says yes; refund within 24 hours.",
+        "Check the IATA code of each airport against the search result before booking.",  # no code of the results
+        "Allow at most three free bags and twenty-four hours for a free cancellation.",  # small counts in words
+    ):
+        assert leakguard.truth_refusal(rule, truth) == "", rule
+        assert leakguard.refusal(rule, evidence) == "", rule
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2024-05-26", {(5, 26)}), ("26 May", {(5, 26)}), ("the 26th of May, 2024", {(5, 26)}),
+        ("May 26th", {(5, 26)}), ("Sept. 3", {(9, 3)}), ("05/26", {(5, 26)}), ("26.05.2024", {(5, 26)}),
+        ("05/06", {(5, 6), (6, 5)}), ("12.50 dollars", set()), ("3 markets", set()), ("13/13", set()),
+    ],
+)
+def test_dates_read_in_any_order_and_spelling(text, expected):
+    assert spellings.dates(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("three hundred forty-eight dollars", {348}), ("three hundred and forty eight", {348}),
+        ("twelve thousand five hundred", {12500}), ("a hundred dollars", {100}), ("nineteen hundred", {1900}),
+        ("one reservation and two bags", {1, 2}), ("seventy-five thousand", {75000}), ("often", set()),
+    ],
+)
+def test_numbers_in_words(text, expected):
+    assert spellings.numbers_in_words(text) == expected
+
+
+def test_ids_compact_and_codes():
+    assert spellings.compact("K1N-W8N") == spellings.compact("k1n_w8n") == "k1nw8n"
+    assert "k1nw8n" in spellings.compact_windows("like K1N W8N here")
+    assert spellings.codes("Flights from ATL to PHL, OK, Atlanta") == {"ATL", "PHL"}

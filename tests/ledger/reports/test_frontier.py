@@ -81,8 +81,80 @@ def test_groups_pool_their_runs_and_filters_and_k_apply(db) -> None:
             frontier(**bad)
 
 
+def test_a_run_on_a_task_subset_is_shown_apart_and_never_pushes_the_full_run_off(db) -> None:
+    # Once a 1-simulation run (task 11: 1.000 [0.000, 1.000]) was the only frontier point.
+    full = _spend(make_run(flipped(BASE, "1#1", "2#1"), target="m/full", group="full"), 2.0)
+    one = _spend(make_run({"11#0": 1.0}, target="m/one", group="one"), 0.01)
+    other_split = _spend(make_run({k: v for k, v in BASE.items() if not k.startswith("10#")}, target="m/test", group="test", task_split="test"), 1.0)
+    fewer_trials = _spend(make_run({k: v for k, v in BASE.items() if k.endswith(("#0", "#1"))}, target="m/two", group="two"), 0.5)
+    result = frontier()
+    points = {p.key: p for p in result.points}
+    assert [p.key for p in result.frontier] == [f"run:{full.pk}"]
+    assert points[f"run:{one.pk}"].apart == "1 task(s), not the frontier's 10; trials 1, not 4"
+    assert points[f"run:{other_split.pk}"].apart == "9 task(s), not the frontier's 10; split test, not base"
+    assert points[f"run:{fewer_trials.pk}"].apart == "trials 2, not 4"
+    assert not any(points[f"run:{r.pk}"].on_frontier for r in (one, other_split, fewer_trials))
+    assert result.cohort == "10 task(s), split base, trials 4, retrieval config none"
+    data = as_json(result)
+    assert data["cohort"] == result.cohort
+    assert {d["key"]: d["apart"] for d in data["points"]}[f"run:{full.pk}"] == ""
+    # Another set of as many tasks: one frontier holds one of the two sets (in a tie, the newest's).
+    shifted = {f"{int(k.split('#')[0]) + 10}#{k.split('#')[1]}": v for k, v in BASE.items()}
+    moved = _spend(make_run(shifted, target="m/moved", group="moved"), 0.1)
+    apart = {p.key: p.apart for p in frontier().points}
+    assert (apart[f"run:{moved.pk}"], apart[f"run:{full.pk}"]) == ("", "another set of 10 tasks")
+    # The page says why, the command too.
+    html = staff_client().get("/reports/frontier/").content.decode()
+    assert "1 task(s), not the frontier&#x27;s 10" in html or "1 task(s), not the frontier's 10" in html
+    out = io.StringIO()
+    call_command("frontier", stdout=out)
+    assert "apart: 9 task(s), not the frontier's 10; split test, not base" in out.getvalue()
+
+
+def test_runs_of_another_retrieval_config_are_apart(db) -> None:
+    banking = {"benchmark": "tau2-banking_knowledge", "domain": "banking_knowledge"}
+    bm25 = _spend(make_run(BASE, target="m/a", group="a", retrieval_config="bm25", **banking), 1.0)
+    dense = _spend(make_run(BASE, target="m/b", group="b", retrieval_config="openai_embeddings", **banking), 1.0)
+    dense2 = _spend(make_run(flipped(BASE, "1#0"), target="m/c", group="c", retrieval_config="openai_embeddings", **banking), 0.5)
+    points = {p.key: p for p in frontier(benchmark="tau2-banking_knowledge").points}
+    assert points[f"run:{bm25.pk}"].apart == "retrieval config bm25, not openai_embeddings"
+    assert points[f"run:{dense.pk}"].apart == points[f"run:{dense2.pk}"].apart == ""
+
+
+def test_a_group_filed_with_several_models_is_a_point_per_model(db) -> None:
+    a = _spend(make_run(BASE, target="m/a", group="tau2-airline-single"), 1.0)
+    b = _spend(make_run(flipped(BASE, "3#0"), target="m/b", group="tau2-airline-single"), 1.0)
+    points = {p.key: p for p in frontier(by="group").points}
+    assert set(points) == {"group:tau2-airline-single|m/a", "group:tau2-airline-single|m/b"}
+    assert points["group:tau2-airline-single|m/a"].run_ids == [a.pk] and points["group:tau2-airline-single|m/b"].run_ids == [b.pk]
+
+
+@pytest.mark.parametrize(
+    "per_task",
+    [[[1, 2], [1, 2]], [[2, 2]], [[2, 2], [2, 2]], [[1, 1], [1, 1], [0, 1]], [[4, 4]] * 29, [[0, 4]] * 12],
+    ids=["0.5-from-4", "one-task", "all-passed-2", "three-tasks", "29-all-passed", "12-all-failed"],
+)
+def test_no_interval_on_few_simulations_has_zero_width(per_task) -> None:
+    from ledger.reports.frontier import pass_k_interval
+
+    value, lo, hi = pass_k_interval(per_task, 1)
+    assert value is not None and lo is not None and hi is not None
+    assert lo <= value <= hi and hi - lo > 0.05, (value, lo, hi)
+
+
+def test_many_tasks_keep_the_normal_interval() -> None:
+    from ledger.benchmarks.stats import Z95
+    from ledger.reports.frontier import pass_k_interval
+
+    per_task = [[1, 2]] * 20 + [[2, 2]] * 20
+    value, lo, hi = pass_k_interval(per_task, 1)
+    sd = (sum((v - 0.75) ** 2 for v in [0.5] * 20 + [1.0] * 20) / 39) ** 0.5
+    assert value == pytest.approx(0.75) and (lo, hi) == pytest.approx((0.75 - Z95 * sd / 40**0.5, 0.75 + Z95 * sd / 40**0.5))
+
+
 def _page_rows(html: str) -> dict[str, tuple[str, str]]:
-    rows = re.findall(r'<tr data-key="([^"]+)" data-frontier="(true|false)">.*?data-figure="cost">([^<]*)<.*?data-figure="pass">([^<]*)<', html, re.S)
+    # A cost's exact figure is its title ("$0.00450000 exactly"; "unknown" for an unknown one).
+    rows = re.findall(r'<tr data-key="([^"]+)" data-frontier="(true|false)">.*?data-figure="cost"><span class="money[^"]*" title="([^"]*)".*?data-figure="pass">([^<]*)<', html, re.S)
     return {key: (cost, value) for key, _, cost, value in rows}
 
 
@@ -101,7 +173,7 @@ def test_the_page_the_api_and_the_command_give_the_same_figures_on_the_demo(db) 
     assert set(rows) == {p["key"] for p in api["points"]}
     for p in api["points"]:
         cost, value = rows[p["key"]]
-        assert cost == ("unknown" if p["cost_per_simulation_usd"] is None else f"${p['cost_per_simulation_usd']}")
+        assert cost == ("unknown" if p["cost_per_simulation_usd"] is None else f"${p['cost_per_simulation_usd']} exactly")
         assert value == f"{p['pass_hat_k']:.3f}"
     # the unpriced local arm is shown as unknown and drawn apart; the frontier is drawn
     local = next(p for p in api["points"] if p["target"] == "demo/gamma-local")
@@ -122,9 +194,9 @@ def test_the_command_prints_unknown_for_an_unpriced_run(db) -> None:
     assert "unknown/sim" in out.getvalue() and "$0.00000000" not in out.getvalue()
 
 
-# session, user, the user's permissions (2), the form's choices (4), benchmarks, newest, count, runs, item totals, arms;
-# by group one more (the groups, then their runs)
-FRONTIER_QUERIES = 15
+# session, user, the user's permissions (2), the form's choices (4), benchmarks, newest, count, runs, item totals, arms,
+# task sets; by group one more (the groups, then their runs)
+FRONTIER_QUERIES = 16
 
 
 def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
@@ -137,7 +209,7 @@ def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
 
     def make_ledger(runs: int, start: int = 0) -> None:
         for n in range(start, start + runs):
-            run = _spend(make_run(flipped(BASE, f"{n % 10 + 1}#0"), target=f"m/{n}", group=f"arm-{n % 3}"), 1.0 + n)
+            run = _spend(make_run(flipped(BASE, f"{n % 10 + 1}#0"), target=f"m/{n % 3}", group=f"arm-{n % 3}"), 1.0 + n)
             BenchmarkItem.objects.filter(run=run).update(link_status="linked", trace_cost_nanousd=1_000)
 
     client = staff_client()
@@ -158,6 +230,15 @@ def test_the_frontier_runs_the_same_few_queries_whatever_the_ledger_holds(
     assert api["shown"] == 27 and all(p["tasks"] == 10 and p["simulations"] == 40 for p in api["points"])
     assert {p["key"] for p in json.loads(client.get("/api/frontier?by=group").content)["points"]} == {
         "group:arm-0", "group:arm-1", "group:arm-2"}
+
+
+def test_the_default_benchmark_is_the_one_with_the_most_runs(db) -> None:
+    for n in range(2):
+        make_run({"1#0": 1.0}, group=f"retail-{n}", benchmark="tau2-retail", domain="retail")
+    make_run({"1#0": 1.0}, group="airline-newest")  # the newest run, of a benchmark with one run
+    assert frontier().benchmark == "tau2-retail"
+    make_run({"1#0": 1.0}, group="airline-second")  # a tie: the newest run's benchmark
+    assert frontier().benchmark == "tau2-airline"
 
 
 def test_neighbouring_frontier_points_say_whether_they_are_told_apart(db) -> None:

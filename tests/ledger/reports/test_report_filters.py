@@ -35,7 +35,7 @@ def test_spend_page_bad_filters_are_400_with_the_error_on_the_page(user_client: 
     html = response.content.decode()
     if error is None:
         assert response.status_code == 200
-        assert 'data-figure="total">$0.00000000<' in html
+        assert 'data-figure="total"><span class="money" title="$0.00000000 exactly">$0.00</span>' in html
     else:
         assert response.status_code == 400
         assert 'class="errors" role="alert"' in html and error in html

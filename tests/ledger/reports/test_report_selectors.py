@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ledger.benchmarks.stats import pass_hat_k_intervals
+from ledger.benchmarks.stats import pass_hat_k_intervals, wilson_of_mean
 from ledger.models import Span, Trace
 from ledger.reports.selectors import span_tree, task_key
 
@@ -22,9 +22,21 @@ def test_intervals_are_reproducible_and_contain_the_estimate() -> None:
     assert first[0][1] - first[0][0] > 0.2  # five tasks: a wide interval
 
 
-def test_identical_tasks_give_a_zero_width_interval() -> None:
-    assert pass_hat_k_intervals([[True, False]] * 6, max_k=2, resamples=50) == [(0.5, 0.5), (0.0, 0.0)]
+def test_identical_or_few_tasks_never_give_a_zero_width_interval() -> None:
+    # Once [(0.5, 0.5), (0.0, 0.0)]: six tasks alike resample to one mean. Now at least Wilson's over six.
+    (lo1, hi1), (lo2, hi2) = pass_hat_k_intervals([[True, False]] * 6, max_k=2, resamples=50)
+    assert (lo1, hi1) == pytest.approx(wilson_of_mean(0.5, 6)) and lo1 < 0.5 < hi1
+    assert lo2 == 0.0 and hi2 == pytest.approx(wilson_of_mean(0.0, 6)[1]) and hi2 > 0.3
+    (lo, hi), = pass_hat_k_intervals([[True, True]] * 2, max_k=1, resamples=50)
+    assert hi == 1.0 and lo < 0.5, "two tasks that passed: not [1.000, 1.000]"
     assert pass_hat_k_intervals([], max_k=2) == []
+
+
+def test_many_tasks_keep_the_bootstrap_interval() -> None:
+    tasks = [[True, False]] * 20 + [[True, True]] * 20
+    (lo, hi), = pass_hat_k_intervals(tasks, max_k=1, resamples=400, seed=1)
+    assert 0.75 - lo < 0.12 and hi - 0.75 < 0.12, "narrower than Wilson's over 40 tasks"
+    assert (lo, hi) != pytest.approx(wilson_of_mean(0.75, 40))
 
 
 def test_task_ids_sort_naturally() -> None:

@@ -18,9 +18,16 @@ PAGES = ["/reports/", "/reports/runs/", "/reports/compare/", "/reports/spend/", 
 
 
 def figure(html: str, name: str) -> str:
-    """The text of the element marked data-figure=name."""
-    match = re.search(rf'data-figure="{re.escape(name)}">([^<]*)<', html)
+    """The text of the element marked data-figure=name (inside the `money` filter's span when there is one)."""
+    match = re.search(rf'data-figure="{re.escape(name)}">(?:<span[^>]*>)*([^<]*)<', html)
     assert match, f"no figure {name!r} on the page"
+    return match.group(1)
+
+
+def exact(html: str, name: str) -> str:
+    """The exact amount on hover of a money figure: its title."""
+    match = re.search(rf'data-figure="{re.escape(name)}"><span class="money" title="([^"]*) exactly">', html)
+    assert match, f"no money figure {name!r} on the page"
     return match.group(1)
 
 
@@ -44,8 +51,8 @@ def test_run_page_shows_the_ledgers_figures(user_client: Client, runs) -> None:
     assert [figure(html, f"pass^{k}") for k in (1, 2, 3, 4)] == ["0.700", "0.517", "0.400", "0.300"]
     assert [f"{v:.3f}" for v in run.pass_hat_k] == ["0.700", "0.517", "0.400", "0.300"]
     assert figure(html, "infra_errors") == "0"
-    assert figure(html, "cost") == "$0.80000000"
-    assert figure(html, "cost_per_item") == "$0.02000000"  # 0.8 / 40 evaluated
+    assert (figure(html, "cost"), exact(html, "cost")) == ("$0.8000", "$0.80000000")
+    assert (figure(html, "cost_per_item"), exact(html, "cost_per_item")) == ("$0.0200", "$0.02000000")  # 0.8 / 40 evaluated
     assert "given at import (--cost-usd)" in html
     assert "not comparable to the leaderboard" in html
     assert "The agent&#x27;s reasoning effort is not set" in html
@@ -63,7 +70,7 @@ def test_run_page_excludes_infrastructure_errors(user_client: Client, runs) -> N
     assert 'data-figure="pass^4"' not in html
     assert figure(html, "infra_errors") == "2"
     assert figure(html, "evaluated") == "38"
-    assert figure(html, "cost_per_item") == "$0.03000000"  # 1.14 / 38 evaluated
+    assert (figure(html, "cost_per_item"), exact(html, "cost_per_item")) == ("$0.0300", "$0.03000000")  # 1.14 / 38 evaluated
     assert "2 simulation(s) ended in infrastructure_error" in html  # the importer's comparability reason
     assert html.count('class="cell cell-infra" title') == 2
     assert "infrastructure_error" in html
@@ -122,12 +129,12 @@ def test_spend_page_totals_and_chart(user_client: Client, db) -> None:
     _spend(today, "openai/gpt-5.2", 1_000, calls=1, key="other")
     _spend(today - timedelta(days=40), "openai/gpt-5.2", 9_000_000_000)  # outside the default 14 days
     html = user_client.get("/reports/spend/").content.decode()
-    assert figure(html, "total") == "$1.75000100"
+    assert (figure(html, "total"), exact(html, "total")) == ("$1.75", "$1.75000100")
     assert figure(html, "calls") == "6"
     assert html.count('<g class="bar"') == 14  # one bar per day, zeros included
     assert 'data-category="' + yesterday.strftime("%m-%d") + '" data-total="1.75"' in html
     html = user_client.get("/reports/spend/", {"since": yesterday, "until": yesterday}).content.decode()
-    assert figure(html, "total") == "$1.75000000"
+    assert (figure(html, "total"), exact(html, "total")) == ("$1.75", "$1.75000000")
     assert "$1.50000000" in html and "$0.25000000" in html
 
 
@@ -172,7 +179,7 @@ def test_trace_list_filters(user_client: Client, db) -> None:
     record_trace(request_id="req-failed", model="openrouter/openai/gpt-5.2", status="error", started_at=now)
     def ids(**params: str) -> set[str]:
         html = user_client.get("/reports/traces/", params).content.decode()
-        return set(re.findall(r"<td >(req-[a-z]+)</td>", html))
+        return set(re.findall(r'<td class="nowrap">(req-[a-z]+)</td>', html))
     assert ids() == {"req-plain", "req-verify", "req-failed"}
     assert ids(key="ci") == {"req-verify"}
     assert ids(session="sess-42") == {"req-verify"}
@@ -187,14 +194,14 @@ def test_trace_page_shows_the_span_tree(user_client: Client, db) -> None:
         calls=[("openrouter/openai/gpt-5.2", 1_000_000), ("openrouter/openai/gpt-4.1", 500_000), ("openrouter/openai/gpt-5.2", 1_000_000)],
     )  # fmt: skip
     html = user_client.get(reverse("reports:trace", args=[trace.pk])).content.decode()
-    assert figure(html, "cost") == "$0.00250000"
-    assert figure(html, "tokens") == "3000 + 600"
+    assert (figure(html, "cost"), exact(html, "cost")) == ("$0.0025", "$0.00250000")
+    assert figure(html, "tokens") == "3,000 + 600"
     seqs = re.findall(r'data-seq="(\d+)"', html)
     assert seqs == ["1", "2", "3", "4"]
     # children are indented one level under the formation span
     assert html.count('style="padding-left: 1.8rem"><span class="branch">') == 3
     assert "cite the baggage rule" in html and "held_write" in html  # the review's decision
-    assert "+300.0 ms" in html and "280.0 ms" in html
+    assert "+300 ms" in html and "280 ms" in html
 
 
 def test_trace_page_says_where_the_spans_are_with_the_otel_store(user_client: Client, db, settings) -> None:
@@ -271,7 +278,8 @@ def test_compare_explains_what_cannot_be_compared(user_client: Client, runs) -> 
     from tests.ledger.builders import fixture_rewards, make_run
 
     html = user_client.get("/reports/compare/", {"mode": "groups", "group_a": "arm-a", "group_b": "retail"}).content.decode()
-    assert "runs differ in benchmark" in html  # they share task 11's items, with a warning
+    # They share task 11's items only by id: refused, naming both.
+    assert "group &#x27;arm-a&#x27; is tau2-airline and group &#x27;retail&#x27; is tau2-retail" in html
     broken = make_run(dict.fromkeys(fixture_rewards("airline-oracle")), group="broken")
     html = user_client.get("/reports/compare/", {"mode": "runs", "run_a": runs["oracle"].pk, "run_b": broken.pk}).content.decode()
     assert f"run #{runs['oracle'].pk} and run #{broken.pk} share no evaluated items" in html

@@ -94,7 +94,7 @@ def _page_turn_costs(html: str, side: int) -> list[str]:
     costs = []
     for row in rows:
         cells = re.findall(r'<td class="turn">(.*?)</td>', row, re.S)
-        match = re.search(r'data-figure="turn-cost">([^<]*)<', cells[side])
+        match = re.search(r'data-figure="turn-cost"><span class="money[^"]*" title="([^"]*)"', cells[side])  # the exact figure
         if match:
             costs.append(match.group(1))
     return costs
@@ -118,13 +118,13 @@ def test_page_and_api_agree_on_the_demo_and_compare_links_to_it(db) -> None:
     assert len(revised) == 1
     assert '"cabin": "business"' in revised[0]["messages"][-1]["tool_calls"][0]["arguments"]
     assert any("keep the business cabin" in i["text"] for i in revised[0]["interventions"] if i["kind"] == "review")
-    assert api["a"]["reward_breakdown"][0] == {"check": "DB check", "result": "no match", "reward": 0.0, "counts": True}
+    assert api["a"]["reward_breakdown"][0] == {"check": "DB check", "result": "no match", "missed": [], "reward": 0.0, "counts": True}
 
     response = client.get(f"/reports/trajectories/?a={plain.pk}&b={verify.pk}&task=23")
     assert response.status_code == 200
     html = response.content.decode()
     for side, letter in ((0, "a"), (1, "b")):
-        assert _page_turn_costs(html, side) == [f"${t['cost_usd']}" for t in api[letter]["turns"]]
+        assert _page_turn_costs(html, side) == [f"${t['cost_usd']} exactly" for t in api[letter]["turns"]]
     assert html.count('data-kind="revised"') == 1 and "A failed where B passed" in html
     assert unescape(html).count('"cabin": "economy"') >= 1
 
@@ -201,3 +201,24 @@ def test_the_trajectories_run_the_same_few_queries_however_long_the_simulations(
     # each turn: the agent's draft and review, and the user simulator's call before it
     assert all(t["cost_usd"] == money.plain(3_500) and t["user_calls"] == 1 for t in api["b"]["turns"])
     assert [i["kind"] for i in api["b"]["turns"][0]["interventions"]] == ["review"]
+
+
+def test_the_breakdown_names_the_missed_actions(db) -> None:
+    rows = reward_rows({"basis": ["DB"], "components": {"DB": 0.0}, "db": {"match": False, "reward": 0.0},
+                        "actions": {"met": 3, "total": 4, "missed": ["update_reservation_flights"]}})  # fmt: skip
+    actions = next(r for r in rows if r["check"] == "actions")
+    assert (actions["result"], actions["missed"]) == ("3 of 4 met", ["update_reservation_flights"])
+    # A breakdown imported before names were kept still reads as counts.
+    assert next(r for r in reward_rows({"actions": {"met": 1, "total": 2}}) if r["check"] == "actions")["missed"] == []
+
+
+def test_the_page_names_the_missed_action(user_client) -> None:
+    a = make_run({"1#0": 1.0}, group="arm-a")
+    b = make_run({"1#0": 0.0}, group="arm-b")
+    BenchmarkItem.objects.filter(run=b).update(
+        reward_breakdown={"basis": ["DB"], "db": {"match": False, "reward": 0.0},
+                          "actions": {"met": 3, "total": 4, "missed": ["update_reservation_flights"]}}  # fmt: skip
+    )
+    html = user_client.get(f"/reports/trajectories/?a={a.pk}&b={b.pk}&task=1").content.decode()
+    cell = html.split('id="breakdown-b"')[1].split('data-check="actions">')[1].split("</td>")[0]
+    assert cell == "3 of 4 met: missed <code>update_reservation_flights</code>"

@@ -4,6 +4,7 @@ recorded is skipped with its spend), and the bound is kept. The database
 killed under load, and workers killed mid-replay: tests/e2e/test_spool.py."""
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from ledger.models import SpendDaily, Trace
 from ledger.spend import services
 from ledger.spend.records import SpanRecord, TraceRecord
-from ledger.spend.spool import Spool, dumps, loads
+from ledger.spend.spool import HEADROOM_BYTES, Spool, dumps, loads, unwritable
 
 
 def record(n: int, **values: object) -> TraceRecord:
@@ -61,3 +62,78 @@ def test_the_bound_is_kept_and_the_cap_told_before_it(transactional_db, fresh_sp
     assert fresh_spool.nearly_full()
     assert services._replay() and not fresh_spool.nearly_full()
     assert Trace.objects.count() == sum(kept)
+
+
+def refusal(n: int) -> TraceRecord:
+    """A call refused before any provider (the cap's 503): a trace without an upstream span."""
+    now = datetime.now(UTC)
+    return TraceRecord(request_id=f"req-refused-{n}", started_at=now, path="/v1/chat/completions", key_name="k",
+                       requested_model="openrouter/openai/gpt-5.2", status="error", http_status=503,
+                       error_kind="spend_cap_unavailable", spans=[SpanRecord(seq=0, name="request", started_at=now)])
+
+
+def test_refusals_never_take_the_room_kept_for_admitted_calls(transactional_db, fresh_spool, settings):
+    """Issue 42 A5: at its edge the spool keeps HEADROOM_BYTES for calls already
+    admitted; refusals past that are counted, not journaled, and every answered
+    call that comes after them still finds room."""
+    settings.MARINA_SPOOL_MAX_BYTES = 300_000  # the probe's setting
+    answered = [record(n) for n in range(400)]
+    admitted_line = len(dumps(answered[0]))
+    # Answered calls up to the cap's refusal point (less than HEADROOM_BYTES left).
+    before = 0
+    while not fresh_spool.nearly_full():
+        assert fresh_spool.append([answered[before]]) == [True]
+        before += 1
+    # Then hundreds of refusals (469 in the probe), among the streams still in flight.
+    refused = [refusal(n) for n in range(469)]
+    assert fresh_spool.append(refused) == [True] * len(refused)  # kept: as counts
+    assert fresh_spool.refusals_counted == len(refused)
+    assert len(fresh_spool) == before  # not one refusal took a line of the journal
+    # The calls in flight finish: the headroom holds HEADROOM_BYTES // their line of them.
+    in_flight = HEADROOM_BYTES // admitted_line - 1
+    assert in_flight > 100
+    finishing = answered[before: before + in_flight]
+    assert fresh_spool.append(finishing) == [True] * in_flight
+    assert services._replay()
+    assert Trace.objects.count() == before + in_flight  # every answered call, no refusal
+    assert not Trace.objects.filter(request_id__startswith="req-refused-").exists()
+
+
+def test_refusals_are_journaled_while_the_room_is_whole(transactional_db, fresh_spool, settings):
+    settings.MARINA_SPOOL_MAX_BYTES = 300_000
+    assert fresh_spool.append([refusal(0), record(0)]) == [True, True]
+    assert fresh_spool.refusals_counted == 0 and len(fresh_spool) == 2
+    assert services._replay()
+    assert set(Trace.objects.values_list("request_id", flat=True)) == {"req-refused-0", "req-spool-0"}
+
+
+def test_a_spool_that_cannot_be_written_says_so_naming_the_directory(transactional_db, fresh_spool, settings, tmp_path):
+    """Issue 42 A6/A7: the start-up check and a spool broken later both name
+    MARINA_SPOOL_DIR, not the database."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert unwritable(tmp_path / "ok") == ""
+    assert (tmp_path / "ok").is_dir() and not list((tmp_path / "ok").iterdir())  # the probe is gone
+    problem = unwritable(blocker / "spool")
+    assert problem.startswith(f"MARINA_SPOOL_DIR={blocker / 'spool'} cannot be written (")
+    settings.MARINA_SPOOL_DIR = str(blocker / "spool")
+    fresh_spool.open()
+    assert fresh_spool.nearly_full()
+    assert fresh_spool.problem().startswith(f"MARINA_SPOOL_DIR={blocker / 'spool'} cannot be written")
+    assert "database" not in fresh_spool.problem()
+
+
+def test_a_clean_restart_claims_an_empty_journal_without_a_warning(fresh_spool, caplog):
+    """A worker that stopped cleanly leaves its journal empty: nothing to replay, nothing to say.
+    One that died holding records is named with their number."""
+    clean, crashed = Spool(), Spool()
+    clean.open()
+    assert crashed.append([record(7)]) == [True]
+    for ended in (clean, crashed):
+        assert ended._own is not None
+        os.close(ended._own.fd)  # the process ended: its lock is free
+    with caplog.at_level("WARNING", logger="ledger.spend.spool"):
+        fresh_spool.claim_orphans()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith("ledger spool: replaying 1 records left by a process that ended")
+    assert len(fresh_spool) == 1

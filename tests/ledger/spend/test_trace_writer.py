@@ -95,7 +95,8 @@ def test_spend_is_upserted_per_upstream_call():
     assert (first.day, second.day) == (T0.date(), T0.date() + timedelta(days=1))
     assert (first.calls, first.errors, first.unpriced_calls) == (2, 0, 1)
     assert (first.prompt_tokens, first.completion_tokens, first.cached_tokens, first.cost_nanousd) == (200, 40, 14, 1_230_000)
-    assert (second.calls, second.errors, second.unpriced_calls, second.cost_nanousd) == (2, 2, 2, 0)
+    # Failed calls without a cost are errors, not unpriced calls (issue 42).
+    assert (second.calls, second.errors, second.unpriced_calls, second.cost_nanousd) == (2, 2, 0, 0)
 
 
 @pytest.mark.django_db(transaction=True)
