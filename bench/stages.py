@@ -65,7 +65,8 @@ def _instrument() -> Any:
     """Marina's application, with the stages marked."""
     from marina import mounts
     from marina.asgi import application  # sets Django up: import it first
-    from passthru import api, chat, spendcap, upstream
+    from passthru import api, spendcap, upstream
+    from passthru.doors import chat
 
     _wrap(mounts.ApiHandler, "read_body", "django: read body")
     _wrap(mounts.ApiHandler, "resolve_request", "django: resolve URL")

@@ -67,7 +67,7 @@ class Trace(models.Model):
     key_name = models.CharField(max_length=64, blank=True)
     # A /v1/responses answer's id, as the provider gave it: another key's
     # previous_response_id naming it is refused (passthru/response_owners.py).
-    response_id = models.CharField(max_length=100, blank=True, default="")
+    response_id = models.CharField(max_length=100, blank=True, default="", db_default="")
     requested_model = models.CharField(max_length=200, blank=True)
     route = models.CharField(max_length=32, blank=True)  # passthru, a formation, or blank
     formation_label = models.CharField(max_length=64, blank=True)  # e.g. x-marina-verify's value
@@ -165,7 +165,7 @@ class BenchmarkRun(models.Model):
     # operator key: with its callers) and read-all keys read it, and no other
     # key files into its group. Blank: imported by the operator's command line,
     # read by every key.
-    key_name = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    key_name = models.CharField(max_length=64, blank=True, default="", db_default="", db_index=True)
     seed = models.BigIntegerField(null=True, blank=True)
     task_split = models.CharField(max_length=64, blank=True)
     # banking_knowledge: how the agent searched its knowledge base (τ²'s --retrieval-config, from

@@ -2,8 +2,10 @@
 (blank for the command line's imports), and the provider's id of each
 /v1/responses answer, indexed where it is set, so that another key's
 previous_response_id is refused. On PostgreSQL both columns are added
-without rewriting the tables (a constant default), and the partial index is
-made on the partitioned parent and each day's partition."""
+without rewriting the tables (a constant default), and keep that default in the
+database, so a server still on the previous release can go on inserting rows
+while the others are upgraded; the partial index is made on the partitioned
+parent and each day's partition."""
 
 from django.db import migrations, models
 
@@ -18,12 +20,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='benchmarkrun',
             name='key_name',
-            field=models.CharField(blank=True, db_index=True, default='', max_length=64),
+            field=models.CharField(blank=True, db_index=True, db_default='', default='', max_length=64),
         ),
         migrations.AddField(
             model_name='trace',
             name='response_id',
-            field=models.CharField(blank=True, default='', max_length=100),
+            field=models.CharField(blank=True, db_default='', default='', max_length=100),
         ),
         migrations.AddIndex(
             model_name='trace',

@@ -190,7 +190,8 @@ def test_a_person_browses_runs_comparisons_spend_and_traces(marina_url: str, pag
     totals = spend_totals(since=utc_today() - timedelta(days=13), until=utc_today())
     assert (_figure(page, "total"), _exact(page, "total")) == (money.short(totals.cost_nanousd), f"${totals.cost_nanousd / 1e9:.8f} exactly")
     assert _figure(page, "calls") == str(totals.calls)
-    assert _figure(page, "unpriced") == "1"
+    # req-failed reported no cost: a failed call is an error, never an unpriced one (issue 42)
+    assert (_figure(page, "unpriced"), _figure(page, "errors")) == ("0", "1")
     expect(page.locator("svg.chart g.bar")).to_have_count(14)
     with page.expect_download() as download_info:
         page.click("text=Download CSV")
