@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import openai
 import pytest
 import uvicorn
 
@@ -137,6 +138,13 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:
     # database: a lease from the case before (its row flushed) must not serve calls.
     spendcap.submit(spendcap.forget).result()
     return _marina_server
+
+
+@pytest.fixture
+def openai_client(marina_url: str) -> openai.OpenAI:
+    """The openai SDK pointed at the live Marina with the test key, no retries (a retry would hide
+    the status under test). Named for what it is: pytest-django's `client` is Django's test client."""
+    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
 @pytest.fixture(scope="session")

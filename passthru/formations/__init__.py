@@ -39,7 +39,7 @@ class Formation(Protocol):
 # What runs each registered formation: one that does not stack answers its
 # prefix alone (here); the stacking ones are run by the stack (stack.CHECKS) or
 # recalled for it and for the passthru (lessons: passthru/formations/lessons.py).
-# tests/passthru/test_formation_registry.py holds each registry entry to a runner.
+# tests/kernel/test_formation_registry.py holds each registry entry to a runner.
 _ALONE: dict[str, Formation] = {VERIFY.name: VERIFY}
 
 # The formations found by their id's prefix alone.

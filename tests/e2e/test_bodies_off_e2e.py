@@ -17,7 +17,7 @@ from passthru.formations import state
 from tests.conftest import MARINA_KEY
 from tests.e2e.servers import Ledger
 from tests.observability.test_bodies_off import ASKED, OWED, SEED, STACK, planted, stacked_conversation
-from tests.passthru.formation_play import POLICY, TOOLS, open_state
+from tests.passthru.formations.play import POLICY, TOOLS, open_state
 
 pytestmark = pytest.mark.e2e
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx
 import openai
 import pytest
@@ -30,6 +29,9 @@ from tests.upstream import Reply, ScriptedUpstream, completion
 pytestmark = pytest.mark.e2e
 
 KEYS = {name: f"sk-{name}-e2e-provider-key-31415" for name in ("openai", "anthropic", "groq")}
+
+if TYPE_CHECKING:
+    import anthropic
 
 
 def start(servers: Servers, upstream: ScriptedUpstream, **env: str) -> tuple[Gunicorn, ScriptedProviders]:
@@ -49,6 +51,8 @@ def openai_client(server: Gunicorn, **kwargs: Any) -> openai.OpenAI:
 
 
 def anthropic_client(server: Gunicorn, **kwargs: Any) -> anthropic.Anthropic:
+    import anthropic  # here: at the top it would cost a second of the unit suite's collection too
+
     return anthropic.Anthropic(base_url=server.base_url, api_key=MARINA_KEY, **kwargs)
 
 
@@ -118,6 +122,8 @@ def door_calls(server: Gunicorn) -> dict[str, Callable[[], Any]]:
 
 
 def test_an_upstream_retry_after_reaches_the_client_on_every_door(servers, upstream):
+    import anthropic
+
     server, world = start(servers, upstream)
     for door, call in door_calls(server).items():
         limited = ANTHROPIC_LIMITED if door.startswith("messages") else RATE_LIMITED

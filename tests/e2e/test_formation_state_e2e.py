@@ -19,7 +19,7 @@ import pytest
 
 from passthru.formations.state import conversation
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import (
+from tests.passthru.formations.play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,

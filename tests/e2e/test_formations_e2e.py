@@ -17,11 +17,9 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: before litellm is imported
 
-import litellm
-
 from passthru.formations.state import conversation
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import (
+from tests.passthru.formations.play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,
@@ -125,6 +123,8 @@ def tau2_call(server_url: str, model: str, number: int, *, stream: bool) -> tupl
     messages = [OPENING[0], {"role": "user", "content": f"{OPENING[1]['content']} ({model} #{number})"}]
     response = tau2_litellm(server_url, model, messages, stream=stream)
     if stream:
+        import litellm  # here: at the top it would cost seconds of the unit suite's collection too
+
         chunks = list(response)
         whole = litellm.stream_chunk_builder(chunks, messages=messages)
         headers = chunks[0]._hidden_params["additional_headers"]  # the response headers, on every chunk

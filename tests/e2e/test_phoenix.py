@@ -18,8 +18,16 @@ from tests.conftest import MARINA_KEY
 from tests.e2e.conftest import find_secrets
 from tests.e2e.phoenix import Phoenix, start_phoenix
 from tests.otlp_receiver import wait_for
-from tests.passthru.test_formation_verify import CONFIRM_TEXT, MESSAGES, TOOLS, draft_cancel, play, revise, text
-from tests.passthru.test_formation_verify import MODEL as VERIFY
+from tests.passthru.formations.verify.test_formation import (
+    CONFIRM_TEXT,
+    MESSAGES,
+    TOOLS,
+    draft_cancel,
+    play,
+    revise,
+    text,
+)
+from tests.passthru.formations.verify.test_formation import MODEL as VERIFY
 from tests.scripted_providers import ScriptedProviders
 from tests.upstream import Reply, completion
 

@@ -1,6 +1,8 @@
 """Start-up configuration: `.env` is read (the environment wins over it), the
 daily cap's no-cap spellings, and a malformed variable stopping start-up with
-one line naming it. Each case runs the real settings in a fresh interpreter."""
+one line naming it. Each case runs the real settings in a fresh interpreter: the settings module
+alone where a value read is the subject (a tenth of the CPU of Django's whole set-up, which imports
+every app), manage.py or gunicorn where the start-up is."""
 from __future__ import annotations
 
 import json
@@ -15,7 +17,7 @@ from kernel.env import ConfigError, env_float, env_int, env_money_or_off
 from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
 
 SETTINGS = (
-    "import django, json; django.setup(); from django.conf import settings as s; "
+    "import json; from django.conf import settings as s; "
     "print(json.dumps({'cap': str(s.MARINA_DAILY_SPEND_CAP_USD), 'rounds': s.MARINA_VERIFY_ROUNDS, "
     "'aliases': s.MARINA_MODEL_ALIASES, 'keys': s.MODEL_API_KEYS}))"
 )
@@ -55,7 +57,7 @@ def test_dot_env_is_read_and_the_environment_wins_over_it(tmp_path: Path):
 
 
 def test_earlier_secrets_are_read_whitespace_separated(tmp_path: Path):
-    code = "import django; django.setup(); from django.conf import settings as s; print(repr(s.SECRET_KEY_FALLBACKS))"
+    code = "from django.conf import settings as s; print(repr(s.SECRET_KEY_FALLBACKS))"
     done = run(["-c", code], {"MARINA_SECRET_KEY_FALLBACKS": " old-one\n older-two "})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['old-one', 'older-two']"
@@ -66,7 +68,7 @@ def test_a_builtin_provider_pointed_at_this_machine_needs_no_key(tmp_path: Path)
     """The README's `MARINA_OPENROUTER_BASE_URL=http://127.0.0.1:9000/v1` alone serves openrouter/*
     (it answered 503 `provider_not_configured` asking for OPENROUTER_API_KEY); a remote one still needs its key."""
     code = (
-        "import django, json; django.setup(); from passthru.providers import providers; p = providers(); "
+        "import json; from passthru.providers import providers; p = providers(); "
         "print(json.dumps({n: p[n].configured for n in ('openrouter', 'openai', 'groq', 'together')}))"
     )
     done = run(["-c", code], {
@@ -102,7 +104,10 @@ def test_gunicorn_takes_blank_server_settings_as_their_defaults(tmp_path: Path):
 @pytest.mark.parametrize("raw, level", [("info", "INFO"), ("Warning", "WARNING"), ("DEBUG", "DEBUG"), ("", "INFO")])
 def test_the_log_level_is_taken_in_any_case(raw: str, level: str):
     """MARINA_LOG_LEVEL=info stopped every worker (logging knows only 'INFO'); gunicorn's is lower case."""
-    code = "import django; django.setup(); import logging; print(logging.getLevelName(logging.getLogger().level))"
+    code = (  # logging configured as django.setup() does it first, without importing every app after
+        "from django.conf import settings as s; from django.utils.log import configure_logging; "
+        "configure_logging(s.LOGGING_CONFIG, s.LOGGING); import logging; print(logging.getLevelName(logging.getLogger().level))"
+    )
     done = run(["-c", code], {"MARINA_LOG_LEVEL": raw})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == level
@@ -197,7 +202,7 @@ def test_junk_stops_gunicorn_before_any_worker_with_one_line(tmp_path: Path):
 
 
 def test_marina_lessons_takes_on_observe_or_off_and_nothing_else():
-    done = run(["-c", "import django; django.setup(); from django.conf import settings as s; print(s.MARINA_LESSONS)"], {"MARINA_LESSONS": " Observe "})
+    done = run(["-c", "from django.conf import settings as s; print(s.MARINA_LESSONS)"], {"MARINA_LESSONS": " Observe "})
     assert done.returncode == 0 and done.stdout.strip() == "observe", done.stderr
     done = run(["manage.py", "check"], {"MARINA_LESSONS": "sometimes"})
     assert done.returncode != 0

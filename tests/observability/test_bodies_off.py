@@ -23,9 +23,9 @@ from passthru.models import ConversationState
 from tests.conftest import MARINA_KEY
 from tests.observability.test_otel import exporting, received_trace  # noqa: F401  # the fixture, and a helper
 from tests.otlp_receiver import OtlpReceiver
-from tests.passthru.formation_play import POLICY, Play, calls, extracted, json_reply
-from tests.passthru.formation_play import TOOLS as PLAY_TOOLS
-from tests.passthru.test_formation_verify import MESSAGES, MODEL, TOOLS, draft_cancel, play, text
+from tests.passthru.formations.play import POLICY, Play, calls, extracted, json_reply
+from tests.passthru.formations.play import TOOLS as PLAY_TOOLS
+from tests.passthru.formations.verify.test_formation import MESSAGES, MODEL, TOOLS, draft_cancel, play, text
 from tests.upstream import Reply, ScriptedUpstream, completion, tool_call
 
 PIN = "my card PIN is 4417-9923"

@@ -163,16 +163,26 @@ def test_bodies_are_exported_only_with_trace_bodies_on(db, settings):
     assert (attributes["gen_ai.response.model"], attributes["gen_ai.response.id"]) == ("a-2026", "chatcmpl-1")
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--since", "yesterday"], "--since: 'yesterday' is not a date (YYYY-MM-DD) or an ISO date-time"),
-        ([], "--since is required: YYYY-MM-DD or an ISO date-time"),
-        (["--since", "2026-11-02", "--until", "2026-11-01"], "--until 2026-11-01 is not after --since 2026-11-02"),
-        (["--since", "2026-11-02", "--format", "csv"], "--format must be otlp-json or jsonl, not 'csv'"),
-    ],
-)
-def test_bad_arguments_are_one_line_and_a_failing_exit(args: list[str], message: str, tmp_path: Path):
+BAD_ARGUMENTS = [
+    (["--since", "yesterday"], "--since: 'yesterday' is not a date (YYYY-MM-DD) or an ISO date-time"),
+    ([], "--since is required: YYYY-MM-DD or an ISO date-time"),
+    (["--since", "2026-11-02", "--until", "2026-11-01"], "--until 2026-11-01 is not after --since 2026-11-02"),
+    (["--since", "2026-11-02", "--format", "csv"], "--format must be otlp-json or jsonl, not 'csv'"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_ARGUMENTS)
+def test_bad_arguments_are_one_line_errors(args: list[str], message: str):
+    out = StringIO()
+    with pytest.raises(CommandError) as refused:
+        call_command("export_traces", *args, stdout=out, stderr=StringIO())
+    assert str(refused.value) == message
+    assert out.getvalue() == ""
+
+
+def test_through_manage_py_a_bad_argument_is_one_line_on_stderr_and_a_failing_exit(tmp_path: Path):
+    """The process itself (the cases above run in this one): Django's CommandError as one line, no traceback."""
+    args, message = BAD_ARGUMENTS[3]
     done = subprocess.run(
         [sys.executable, "manage.py", "export_traces", *args],
         cwd=PROJECT_ROOT,
@@ -196,8 +206,10 @@ def test_an_unwritable_out_file_is_one_error_and_leaves_nothing(stored, tmp_path
 def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path):
     """`export_traces ... | head -1`: the pipe closes mid-export; the command stops quietly."""
     env = clean_environ({"DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}"})
-    for args in (["migrate", "-v", "0"], ["demo"]):  # the demo's day of traffic: over a thousand traces
-        subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT_ROOT, env=env, check=True, capture_output=True, timeout=300)
+    # The demo's day of traffic (over a thousand traces) in a database of its own, one interpreter
+    # for both commands: only the export below is the process under test.
+    prepare = "import django; django.setup(); from django.core.management import call_command as c; c('migrate', verbosity=0); c('demo')"
+    subprocess.run([sys.executable, "-c", prepare], cwd=PROJECT_ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "marina.settings"}, check=True, capture_output=True, timeout=300)  # fmt: skip
     export = subprocess.Popen(
         [sys.executable, "manage.py", "export_traces", "--since", "2000-01-01", "--format", "jsonl"],
         cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

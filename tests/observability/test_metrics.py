@@ -38,12 +38,7 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10) -> N
         time.sleep(0.01)
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def test_a_call_adds_request_tokens_cost_and_latency(client, upstream):
+def test_a_call_adds_request_tokens_cost_and_latency(openai_client, upstream):
     model = "openrouter/openai/gpt-5.2"
     labels = {"door": "chat", "model": model, "provider": "openrouter", "route": "passthru", "status": "ok", "code": "200"}
     bucket = {"key": "tester", "model": model, "provider": "openrouter", "upstream_model": "openai/gpt-5.2"}
@@ -57,7 +52,7 @@ def test_a_call_adds_request_tokens_cost_and_latency(client, upstream):
         "written": sample("marina_ledger_traces_written_total"),
     }
     upstream.script(Reply(json=completion("hi", prompt_tokens=30, completion_tokens=7, cost=0.00125)))
-    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
+    openai_client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
     wait_for(lambda: sample("marina_requests_total", **labels) == before["requests"] + 1, "the request counter")
     assert sample("marina_tokens_total", **bucket, kind="prompt") == before["prompt"] + 30
     assert sample("marina_tokens_total", **bucket, kind="completion") == before["completion"] + 7
@@ -69,7 +64,7 @@ def test_a_call_adds_request_tokens_cost_and_latency(client, upstream):
     assert SpendDaily.objects.get().cost_usd == Decimal("0.00125")
 
 
-def test_upstream_errors_and_refusals_are_counted_by_status(client, upstream, marina_url):
+def test_upstream_errors_and_refusals_are_counted_by_status(openai_client, upstream, marina_url):
     model = "openrouter/openai/gpt-5.2"
     error_labels = {"door": "chat", "model": model, "provider": "openrouter", "route": "passthru", "status": "error", "code": "429"}
     refused_labels = {"door": "chat", "model": "", "provider": "", "route": "none", "status": "error", "code": "401"}
@@ -78,7 +73,7 @@ def test_upstream_errors_and_refusals_are_counted_by_status(client, upstream, ma
     before_calls = sample("marina_upstream_calls_total", provider="openrouter", model="openai/gpt-5.2", status="error")
     upstream.script(Reply(status=429, json={"error": {"message": "slow down"}}))
     with pytest.raises(openai.RateLimitError):
-        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
+        openai_client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
     httpx.post(f"{marina_url}/v1/chat/completions", json={"model": model, "messages": []})
     wait_for(lambda: sample("marina_requests_total", **refused_labels) == before_refused + 1, "the refused request")
     wait_for(lambda: sample("marina_requests_total", **error_labels) == before_error + 1, "the upstream error")
@@ -110,10 +105,10 @@ def test_each_door_is_its_own_label(marina_url, upstream, marina_config):
 
 
 def test_metrics_answer_loopback_only_without_a_token(db, settings):
-    client = Client()
+    openai_client = Client()
     settings.MARINA_METRICS_TOKEN = ""
-    assert client.get("/metrics").status_code == 200
-    refused = client.get("/metrics", REMOTE_ADDR="10.1.2.3")
+    assert openai_client.get("/metrics").status_code == 200
+    refused = openai_client.get("/metrics", REMOTE_ADDR="10.1.2.3")
     assert refused.status_code == 403 and b"MARINA_METRICS_TOKEN" in refused.content
 
 
@@ -134,11 +129,11 @@ def test_metrics_behind_a_trusted_proxy_answer_only_a_loopback_client(db, settin
 
 
 def test_metrics_token_is_required_when_set(db, settings):
-    client = Client()
+    openai_client = Client()
     settings.MARINA_METRICS_TOKEN = "scrape-secret-123"
-    assert client.get("/metrics").status_code == 401
-    assert client.get("/metrics", headers={"authorization": "Bearer wrong"}).status_code == 401
-    ok = client.get("/metrics", headers={"authorization": "Bearer scrape-secret-123"}, REMOTE_ADDR="10.1.2.3")
+    assert openai_client.get("/metrics").status_code == 401
+    assert openai_client.get("/metrics", headers={"authorization": "Bearer wrong"}).status_code == 401
+    ok = openai_client.get("/metrics", headers={"authorization": "Bearer scrape-secret-123"}, REMOTE_ADDR="10.1.2.3")
     assert ok.status_code == 200 and ok["content-type"].startswith("text/plain")
 
 
@@ -182,13 +177,13 @@ def test_promtool_finds_no_problem(db):
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
-def test_model_ids_no_provider_knows_are_one_label_and_one_spend_row(client, upstream, marina_url):
+def test_model_ids_no_provider_knows_are_one_label_and_one_spend_row(openai_client, upstream, marina_url):
     """Issue 24: every requested id (even one that 404s) was a series, and a spend_daily row."""
     upstream.handler = lambda body: Reply(status=404, json={"error": {"message": "no such model"}})
     ids = [f"openrouter/made-up-{n}" for n in range(30)]
     for model in ids:
         with pytest.raises(openai.NotFoundError):
-            client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
+            openai_client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
     labels = {"door": "chat", "model": "other", "provider": "openrouter", "route": "passthru", "status": "error", "code": "404"}
     wait_for(lambda: sample("marina_requests_total", **labels) >= 30, "the 404s, as one label")
     text = metrics.render().decode()

@@ -10,9 +10,9 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import openai
 import pytest
 
 from ledger.models import Trace
@@ -21,7 +21,16 @@ from observability import otel, spans
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.e2e.servers import PROJECT_ROOT, clean_environ, free_port
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan, wait_for
-from tests.passthru.test_formation_verify import CONFIRM_TEXT, MESSAGES, MODEL, TOOLS, draft_cancel, play, revise, text
+from tests.passthru.formations.verify.test_formation import (
+    CONFIRM_TEXT,
+    MESSAGES,
+    MODEL,
+    TOOLS,
+    draft_cancel,
+    play,
+    revise,
+    text,
+)
 from tests.scripted_providers import keyed
 from tests.upstream import Reply, completion
 
@@ -49,11 +58,6 @@ def exporting(otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> I
     exporter.shutdown()
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
 def received_trace(otlp_receiver: OtlpReceiver, request_id: str) -> tuple[Trace, list[ReceivedSpan]]:
     """The stored trace and its exported spans, once all of them have arrived."""
     otlp_receiver.wait_for(lambda: Trace.objects.filter(request_id=request_id).exists(), "the trace to be committed")
@@ -66,9 +70,9 @@ def received_trace(otlp_receiver: OtlpReceiver, request_id: str) -> tuple[Trace,
     return trace, found
 
 
-def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(client, upstream, otlp_receiver, exporting):
+def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(openai_client, upstream, otlp_receiver, exporting):
     upstream.script(Reply(json=completion("hi", prompt_tokens=30, completion_tokens=7, cost=0.00125)))
-    raw = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": "x"}])
+    raw = openai_client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": "x"}])
     request_id = raw.headers["x-request-id"]
     trace, found = received_trace(otlp_receiver, request_id)
     [root] = [s for s in found if not s.parent_span_id]
@@ -148,9 +152,9 @@ def test_each_door_names_its_request_span_and_embeddings_are_embedding_spans(
     assert root.name == "POST"
 
 
-def test_a_formation_exports_its_steps_under_their_parents(client, upstream, otlp_receiver, exporting):
+def test_a_formation_exports_its_steps_under_their_parents(openai_client, upstream, otlp_receiver, exporting):
     play(upstream, draft=draft_cancel(), checker=revise(), revision=text(CONFIRM_TEXT))
-    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=MESSAGES, tools=TOOLS)
+    raw = openai_client.chat.completions.with_raw_response.create(model=MODEL, messages=MESSAGES, tools=TOOLS)
     request_id = raw.headers["x-request-id"]
     trace, found = received_trace(otlp_receiver, request_id)
     _, root_id, seed = spans.trace_ids(request_id, trace.started_at)
@@ -180,11 +184,11 @@ def test_a_formation_exports_its_steps_under_their_parents(client, upstream, otl
     assert sum(s.attributes.get("gen_ai.usage.input_tokens", 0) for s in found) == trace.prompt_tokens == 750
 
 
-def test_message_content_only_with_trace_bodies_and_redacted(client, upstream, otlp_receiver, exporting, settings):
+def test_message_content_only_with_trace_bodies_and_redacted(openai_client, upstream, otlp_receiver, exporting, settings):
     settings.MARINA_TRACE_BODIES = True
     leaked = "sk-abcdefghijklmnopqrstuvwx"
     upstream.script(Reply(json=completion("Noted.", prompt_tokens=5, completion_tokens=2)))
-    raw = client.chat.completions.with_raw_response.create(
+    raw = openai_client.chat.completions.with_raw_response.create(
         model=PLAIN, messages=[{"role": "user", "content": f"my other key is {leaked}, remember it"}]
     )
     _, found = received_trace(otlp_receiver, raw.headers["x-request-id"])
@@ -198,15 +202,15 @@ def test_message_content_only_with_trace_bodies_and_redacted(client, upstream, o
     assert not any(leaked.encode() in body for body in otlp_receiver.raw)
 
 
-def test_a_stuck_collector_neither_holds_up_nor_fails_calls(client, upstream, otlp_receiver, monkeypatch):
+def test_a_stuck_collector_neither_holds_up_nor_fails_calls(openai_client, upstream, otlp_receiver, monkeypatch):
     otlp_receiver.hang()  # accepts exports and never answers them
     exporter = start_exporter(monkeypatch, otlp_receiver.base_url, OTEL_EXPORTER_OTLP_TIMEOUT="120")
     try:
-        first = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": "x"}])
+        first = openai_client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": "x"}])
         otlp_receiver.wait_for(lambda: otlp_receiver.hanging == 1, "the exporter to be stuck on the collector")
         ids = [first.headers["x-request-id"]]
         for n in range(20):
-            raw = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}])
+            raw = openai_client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}])
             assert raw.http_response.status_code == 200
             ids.append(raw.headers["x-request-id"])
         # Every call was answered and committed while the export was still stuck.
@@ -221,7 +225,7 @@ def test_a_stuck_collector_neither_holds_up_nor_fails_calls(client, upstream, ot
         exporter.shutdown()
 
 
-def test_a_full_export_queue_drops_spans_not_calls(client, upstream, otlp_receiver, monkeypatch, caplog):
+def test_a_full_export_queue_drops_spans_not_calls(openai_client, upstream, otlp_receiver, monkeypatch, caplog):
     otlp_receiver.hang()
     exporter = start_exporter(
         monkeypatch, otlp_receiver.base_url, OTEL_BSP_MAX_QUEUE_SIZE="4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2", OTEL_EXPORTER_OTLP_TIMEOUT="120"
@@ -229,7 +233,7 @@ def test_a_full_export_queue_drops_spans_not_calls(client, upstream, otlp_receiv
     try:
         ids = []
         for n in range(12):
-            raw = client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}])
+            raw = openai_client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}])
             ids.append(raw.headers["x-request-id"])
         otlp_receiver.wait_for(lambda: Trace.objects.filter(request_id__in=ids).count() == 12, "12 committed traces")
         otlp_receiver.release()
@@ -245,13 +249,13 @@ def test_a_full_export_queue_drops_spans_not_calls(client, upstream, otlp_receiv
         exporter.shutdown()
 
 
-def test_no_collector_at_all_costs_no_call_and_no_row(client, upstream, monkeypatch):
+def test_no_collector_at_all_costs_no_call_and_no_row(openai_client, upstream, monkeypatch):
     # Nothing listens there. The short timeout only shortens the test's end: the
     # exporter keeps retrying a batch (in its own thread) until then.
     exporter = start_exporter(monkeypatch, f"http://127.0.0.1:{free_port()}", OTEL_EXPORTER_OTLP_TIMEOUT="2")
     try:
         ids = [
-            client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}]).headers[
+            openai_client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}]).headers[
                 "x-request-id"
             ]
             for n in range(10)
@@ -285,16 +289,23 @@ def probe(**env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_without_an_endpoint_nothing_of_opentelemetry_is_loaded():
-    unset = probe()
+    closed = f"http://127.0.0.1:{free_port()}"
+    environments = [
+        {},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": closed, "OTEL_SDK_DISABLED": "true"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": closed, "OTEL_TRACES_EXPORTER": "none"},
+        *({variable: closed, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"} for variable in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
+    ]
+    # Five interpreters setting Django up: at once, not one after another (a second of CPU apiece).
+    with ThreadPoolExecutor(len(environments)) as pool:
+        unset, disabled, no_exporter, *loaded = pool.map(lambda env: probe(**env), environments)
     assert unset.returncode == 0, unset.stderr
     assert unset.stdout.strip() == "[] ['Observer']"
-    closed = f"http://127.0.0.1:{free_port()}"
-    assert probe(OTEL_EXPORTER_OTLP_ENDPOINT=closed, OTEL_SDK_DISABLED="true").stdout.strip() == "[] ['Observer']"
-    assert probe(OTEL_EXPORTER_OTLP_ENDPOINT=closed, OTEL_TRACES_EXPORTER="none").stdout.strip() == "[] ['Observer']"
-    for variable in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-        loaded = probe(**{variable: closed, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
-        assert loaded.returncode == 0, loaded.stderr
-        assert "'sdk'" in loaded.stdout and "'exporter'" in loaded.stdout and "['Exporter', 'Observer']" in loaded.stdout
+    assert disabled.stdout.strip() == "[] ['Observer']"
+    assert no_exporter.stdout.strip() == "[] ['Observer']"
+    for each in loaded:
+        assert each.returncode == 0, each.stderr
+        assert "'sdk'" in each.stdout and "'exporter'" in each.stdout and "['Exporter', 'Observer']" in each.stdout
 
 
 @pytest.mark.parametrize(

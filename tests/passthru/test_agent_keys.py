@@ -91,7 +91,7 @@ def test_formation_state_follows_the_real_principal(marina_url, keys, upstream):
     """alice's obligations under session s2 are never the operator's `alice`'s."""
     from passthru.formations.obligations.prompts import EXTRACT_MARKER as extract_marker
     from passthru.models import ConversationState
-    from tests.passthru.formation_play import CANCEL_OBLIGATION, OPENING, TOOLS, Play, extracted, json_reply, text
+    from tests.passthru.formations.play import CANCEL_OBLIGATION, OPENING, TOOLS, Play, extracted, json_reply, text
 
     def ask(key: str, agent: str | None) -> None:
         Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=text("Shall I?"), judge=json_reply({"o1": "waiting"}))

@@ -5,12 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import openai
 import pytest
 
 from passthru.bodyprep import openai_model_facts, prepare
 from passthru.providers import Provider, Route
-from tests.conftest import MARINA_KEY
 
 CACHED = {"type": "ephemeral"}
 
@@ -119,14 +117,9 @@ def keyed_openai(marina_config, upstream):
     return marina_config
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def test_openai_provider_receives_a_prepared_body(keyed_openai, client, upstream):
+def test_openai_provider_receives_a_prepared_body(keyed_openai, openai_client, upstream):
     body = cached_body()
-    raw = client.chat.completions.with_raw_response.create(
+    raw = openai_client.chat.completions.with_raw_response.create(
         model="openai/gpt-5", messages=body["messages"], tools=body["tools"], max_tokens=500,
         extra_body={"reasoning_effort": "high", "metadata": {"run": "r1"}},
     )
@@ -139,15 +132,15 @@ def test_openai_provider_receives_a_prepared_body(keyed_openai, client, upstream
     assert sent.headers["x-request-id"] == raw.headers["x-request-id"]
 
 
-def test_openrouter_anthropic_keeps_markers_through_marina(client, upstream):
+def test_openrouter_anthropic_keeps_markers_through_marina(openai_client, upstream):
     body = cached_body()
-    client.chat.completions.create(model="openrouter/anthropic/claude-sonnet-4.5", messages=body["messages"], max_tokens=10**6)
+    openai_client.chat.completions.create(model="openrouter/anthropic/claude-sonnet-4.5", messages=body["messages"], max_tokens=10**6)
     sent = upstream.requests[0].body
     assert sent["messages"] == body["messages"] and sent["max_tokens"] == 10**6
 
 
-def test_streams_are_prepared_too(keyed_openai, client, upstream):
-    stream = client.chat.completions.create(
+def test_streams_are_prepared_too(keyed_openai, openai_client, upstream):
+    stream = openai_client.chat.completions.create(
         model="openai/o3", messages=cached_body()["messages"], max_tokens=64, stream=True
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)

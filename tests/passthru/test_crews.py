@@ -13,16 +13,10 @@ from django.urls import reverse
 
 from ledger.models import SpendDaily, Trace
 from passthru.models import Crew
-from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import OPENING, TOOLS, Play, json_reply, text
+from tests.passthru.formations.play import OPENING, TOOLS, Play, json_reply, text
 from tests.upstream import Reply, completion
 
 EXTRA = "Always answer in English."
-
-
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
 def create_in_admin(admin: Client, **fields: Any) -> Any:
@@ -36,7 +30,7 @@ def form_errors(response: Any) -> str:
     return " ".join(re.findall(r'<ul class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.content.decode(), re.S))
 
 
-def test_a_crew_made_in_the_admin_is_served_by_name(admin_client: Client, client: openai.OpenAI, upstream) -> None:
+def test_a_crew_made_in_the_admin_is_served_by_name(admin_client: Client, openai_client: openai.OpenAI, upstream) -> None:
     made = create_in_admin(
         admin_client, name="support", description="Airline support desk", model_id="openrouter/openai/gpt-5.2",
         system_text=EXTRA, reasoning_effort="low",
@@ -44,7 +38,7 @@ def test_a_crew_made_in_the_admin_is_served_by_name(admin_client: Client, client
     assert made.status_code == 302, form_errors(made)
     upstream.script(Reply(json=completion("Hello.", cost=0.0002)))
 
-    raw = client.chat.completions.with_raw_response.create(model="marina:support", messages=OPENING)
+    raw = openai_client.chat.completions.with_raw_response.create(model="marina:support", messages=OPENING)
 
     assert raw.parse().choices[0].message.content == "Hello."
     sent = upstream.requests[0].body
@@ -62,28 +56,28 @@ def test_a_crew_made_in_the_admin_is_served_by_name(admin_client: Client, client
     assert SpendDaily.objects.get().requested_model == "marina:support"
 
 
-def test_the_callers_effort_wins_and_no_system_message_means_the_crews_comes_first(client, upstream) -> None:
+def test_the_callers_effort_wins_and_no_system_message_means_the_crews_comes_first(openai_client, upstream) -> None:
     Crew.objects.create(name="desk", model_id="openrouter/agent", system_text=EXTRA, reasoning_effort="high")
-    client.chat.completions.create(model="marina:desk", messages=[OPENING[1]], reasoning_effort="minimal")
+    openai_client.chat.completions.create(model="marina:desk", messages=[OPENING[1]], reasoning_effort="minimal")
     sent = upstream.requests[0].body
     assert sent["reasoning_effort"] == "minimal"
     assert sent["messages"] == [{"role": "system", "content": EXTRA}, OPENING[1]]
     assert Trace.objects.get().spans.get(name="crew").detail["applied"] == ["system_text"]
 
 
-def test_a_crew_without_defaults_sends_the_callers_body_unchanged(client, upstream) -> None:
+def test_a_crew_without_defaults_sends_the_callers_body_unchanged(openai_client, upstream) -> None:
     Crew.objects.create(name="bare", model_id="openrouter/agent")
-    client.chat.completions.create(model="marina:bare", messages=OPENING, tools=TOOLS)
-    client.chat.completions.create(model="openrouter/agent", messages=OPENING, tools=TOOLS)
+    openai_client.chat.completions.create(model="marina:bare", messages=OPENING, tools=TOOLS)
+    openai_client.chat.completions.create(model="openrouter/agent", messages=OPENING, tools=TOOLS)
     via_crew, direct = upstream.requests
     assert via_crew.raw == direct.raw
 
 
 @pytest.mark.parametrize("model", ["marina:nobody", "marina:off-duty", "marina:"])
-def test_unknown_or_disabled_crews_are_a_404(client, upstream, model: str) -> None:
+def test_unknown_or_disabled_crews_are_a_404(openai_client, upstream, model: str) -> None:
     Crew.objects.create(name="off-duty", model_id="openrouter/agent", enabled=False)
     with pytest.raises(openai.NotFoundError) as caught:
-        client.chat.completions.create(model=model, messages=OPENING)
+        openai_client.chat.completions.create(model=model, messages=OPENING)
     error = caught.value.body
     assert (error["code"], error["type"], error["param"]) == ("model_not_found", "not_found_error", "model")
     assert f"The crew '{model}' does not exist or is disabled" in error["message"]
@@ -92,36 +86,36 @@ def test_unknown_or_disabled_crews_are_a_404(client, upstream, model: str) -> No
     assert (trace.http_status, trace.error_kind, trace.requested_model) == (404, "model_not_found", model)
 
 
-def test_disabling_in_the_admin_stops_serving_at_once(admin_client: Client, client, upstream) -> None:
+def test_disabling_in_the_admin_stops_serving_at_once(admin_client: Client, openai_client, upstream) -> None:
     crew = Crew.objects.create(name="night", model_id="openrouter/agent")
-    client.chat.completions.create(model="marina:night", messages=OPENING)
+    openai_client.chat.completions.create(model="marina:night", messages=OPENING)
     response = admin_client.post(
         reverse("admin:passthru_crew_changelist"), {"action": "disable", "_selected_action": [crew.pk]}
     )
     assert response.status_code == 302
     with pytest.raises(openai.NotFoundError):
-        client.chat.completions.create(model="marina:night", messages=OPENING)
+        openai_client.chat.completions.create(model="marina:night", messages=OPENING)
     assert len(upstream.requests) == 1
 
 
-def test_editing_in_the_admin_holds_from_the_next_request(admin_client: Client, client, upstream) -> None:
+def test_editing_in_the_admin_holds_from_the_next_request(admin_client: Client, openai_client, upstream) -> None:
     crew = Crew.objects.create(name="swap", model_id="openrouter/first")
-    client.chat.completions.create(model="marina:swap", messages=OPENING)
+    openai_client.chat.completions.create(model="marina:swap", messages=OPENING)
     edited = admin_client.post(
         reverse("admin:passthru_crew_change", args=[crew.pk]),
         {"name": "swap", "description": "", "model_id": "openrouter/second", "system_text": "", "reasoning_effort": "", "enabled": "on"},
     )
     assert edited.status_code == 302, form_errors(edited)
-    client.chat.completions.create(model="marina:swap", messages=OPENING)
+    openai_client.chat.completions.create(model="marina:swap", messages=OPENING)
     assert [r.body["model"] for r in upstream.requests] == ["first", "second"]
 
 
-def test_a_crew_serves_a_stack_around_verify(client, upstream) -> None:
+def test_a_crew_serves_a_stack_around_verify(openai_client, upstream) -> None:
     Crew.objects.create(
         name="careful", model_id="marina/obligations:marina/verify:openrouter/agent+openrouter/checker", system_text=EXTRA
     )
     play = Play(upstream, extract=json_reply({"add": [], "cancel": []}), main=text("Noted."), review=json_reply({"verdict": "approve"}))
-    raw = client.chat.completions.with_raw_response.create(
+    raw = openai_client.chat.completions.with_raw_response.create(
         model="marina:careful", messages=OPENING, tools=TOOLS, extra_headers={"x-marina-session": "crew-1"}
     )
     assert play.calls == ["extract", "main", "review"]
@@ -133,13 +127,13 @@ def test_a_crew_serves_a_stack_around_verify(client, upstream) -> None:
     assert [s.name for s in trace.spans.order_by("seq")][:2] == ["crew", "obligations+verify"]
 
 
-def test_models_lists_every_enabled_crew(client, upstream) -> None:
+def test_models_lists_every_enabled_crew(openai_client, upstream) -> None:
     Crew.objects.create(name="alpha", model_id="openrouter/agent")
     Crew.objects.create(name="beta", model_id="marina/verify:openrouter/agent")
     Crew.objects.create(name="gamma", model_id="openrouter/agent", enabled=False)
-    client.chat.completions.create(model="marina:alpha", messages=OPENING)
+    openai_client.chat.completions.create(model="marina:alpha", messages=OPENING)
     Crew.objects.filter(name="alpha").update(enabled=False)  # served lately, disabled since
-    listed = {m.id: m.owned_by for m in client.models.list()}
+    listed = {m.id: m.owned_by for m in openai_client.models.list()}
     assert listed["marina:beta"] == "marina"
     assert "marina:gamma" not in listed and "marina:alpha" not in listed
     assert not any("<" in model_id for model_id in listed), "only callable ids, no templates"

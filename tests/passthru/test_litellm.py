@@ -11,8 +11,6 @@ import os
 # before anything imports litellm (τ² does the same).
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
-import litellm
-
 from ledger.models import SpendDaily, Trace
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.upstream import Reply, Sse, completion
@@ -21,6 +19,8 @@ MESSAGES = [{"role": "system", "content": "You are an airline agent."}, {"role":
 
 
 def tau2_completion(marina_url: str, **kwargs):
+    import litellm  # here, not at the top: importing litellm costs seconds of every worker's collection
+
     litellm.drop_params = True
     return litellm.completion(
         model="openai/openrouter/openai/gpt-5.2",

@@ -5,17 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import openai
-import pytest
 
 from ledger.models import SpendDaily
 from ledger.spend.selectors import utc_today
 from passthru import models_list
 from tests.conftest import MARINA_KEY
-
-
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
 
 
 def _served(model: str, provider: str, days_ago: int = 0, errors: int = 0, key: str = "tester") -> None:
@@ -31,52 +25,52 @@ def _gone_provider(marina_config) -> None:
     marina_config.MARINA_PROVIDERS = providers
 
 
-def test_aliases_and_formation_templates_are_listed_before_first_use(client, marina_config) -> None:
+def test_aliases_and_formation_templates_are_listed_before_first_use(openai_client, marina_config) -> None:
     _gone_provider(marina_config)
     marina_config.MARINA_MODEL_ALIASES = {"fast": "openrouter/openai/gpt-5.2", "old": "gone/some-model"}
-    ids = [m.id for m in client.models.list()]
+    ids = [m.id for m in openai_client.models.list()]
     assert "fast" in ids and "marina/verify:fast" in ids
     assert "old" not in ids and "marina/verify:old" not in ids  # its provider has no key any more
 
 
-def test_default_gets_a_template_when_the_operator_set_one(client, marina_config) -> None:
-    assert "marina/verify:default" not in [m.id for m in client.models.list()]
+def test_default_gets_a_template_when_the_operator_set_one(openai_client, marina_config) -> None:
+    assert "marina/verify:default" not in [m.id for m in openai_client.models.list()]
     marina_config.MARINA_DEFAULT_MODEL = "openrouter/openai/gpt-5.2"
-    assert "marina/verify:default" in [m.id for m in client.models.list()]
+    assert "marina/verify:default" in [m.id for m in openai_client.models.list()]
 
 
-def test_recent_ids_are_dropped_once_their_provider_is_gone(client, marina_config) -> None:
+def test_recent_ids_are_dropped_once_their_provider_is_gone(openai_client, marina_config) -> None:
     _gone_provider(marina_config)
     _served("openrouter/qwen/qwen3", "openrouter", days_ago=2)
     _served("gone/llama-3", "gone")
     _served("demo/alpha-large", "demo")  # `manage.py demo`'s scripted provider: never configured
     _served("marina/verify:openrouter/openai/gpt-5.2", "openrouter")
     _served("openrouter/old-model", "openrouter", days_ago=20)  # not served in the last week
-    listed = {m.id: m.owned_by for m in client.models.list()}
+    listed = {m.id: m.owned_by for m in openai_client.models.list()}
     assert listed["openrouter/qwen/qwen3"] == "openrouter"
     assert listed["marina/verify:openrouter/openai/gpt-5.2"] == "marina"
     assert not {"gone/llama-3", "demo/alpha-large", "openrouter/old-model"} & set(listed)
 
 
-def test_ids_whose_every_call_failed_are_not_listed(client) -> None:
+def test_ids_whose_every_call_failed_are_not_listed(openai_client) -> None:
     """A mistyped id the provider answered 404 is in spend_daily (as errors), not a model to offer."""
     _served("openrouter/openai/gpt-5.2-typo", "openrouter", errors=3)
     _served("openrouter/qwen/qwen3", "openrouter", errors=2)  # answered once: served
-    listed = {m.id for m in client.models.list()}
+    listed = {m.id for m in openai_client.models.list()}
     assert "openrouter/qwen/qwen3" in listed
     assert "openrouter/openai/gpt-5.2-typo" not in listed
 
 
-def test_other_parts_add_their_ids_through_the_hook(client, monkeypatch) -> None:
+def test_other_parts_add_their_ids_through_the_hook(openai_client, monkeypatch) -> None:
     async def crews() -> list[str]:
         return ["crew/support-desk"]
 
     monkeypatch.setattr(models_list, "EXTRA_SOURCES", [crews])
-    listed = {m.id: m.owned_by for m in client.models.list()}
+    listed = {m.id: m.owned_by for m in openai_client.models.list()}
     assert listed["crew/support-desk"] == "marina"
 
 
-def test_a_key_is_listed_the_ids_it_called_not_anothers(marina_url, client, marina_config, transactional_db) -> None:
+def test_a_key_is_listed_the_ids_it_called_not_anothers(marina_url, openai_client, marina_config, transactional_db) -> None:
     """Issue 42 C5: Bob was listed the ids only Alice had called. A key sees
     the recent ids of its own calls (an operator key: its callers'); a
     read-all key sees every key's, as it reads every key's spend."""

@@ -1,23 +1,14 @@
 """The real `openai` SDK against a live Marina and the scripted upstream."""
 from __future__ import annotations
 
-import openai
-import pytest
-
 from ledger.models import SpendDaily, Trace
-from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, Sse, completion, tool_call
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def test_plain_completion_is_forwarded_metered_and_traced(client, upstream):
+def test_plain_completion_is_forwarded_metered_and_traced(openai_client, upstream):
     # The provider takes half a second: Marina's overhead must leave that out.
     upstream.script(Reply(json=completion("pong", prompt_tokens=100, completion_tokens=20, cost=0.00123), delay=0.5))
-    raw = client.chat.completions.with_raw_response.create(
+    raw = openai_client.chat.completions.with_raw_response.create(
         model="openrouter/openai/gpt-5.2",
         messages=[{"role": "user", "content": "ping"}],
         extra_body={"reasoning_effort": "high", "provider": {"order": ["x"]}},
@@ -45,9 +36,9 @@ def test_plain_completion_is_forwarded_metered_and_traced(client, upstream):
     assert (row.calls, row.errors, row.cost_nanousd, row.key_name) == (1, 0, 1_230_000, "tester")
 
 
-def test_stream_relays_chunks_and_meters_the_usage_chunk(client, upstream):
+def test_stream_relays_chunks_and_meters_the_usage_chunk(openai_client, upstream):
     upstream.script(Sse(usage={"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}))
-    stream = client.chat.completions.create(
+    stream = openai_client.chat.completions.create(
         model="openrouter/openai/gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True
     )
     chunks = list(stream)
@@ -61,8 +52,8 @@ def test_stream_relays_chunks_and_meters_the_usage_chunk(client, upstream):
     assert span.cost_source == "price_table" and span.cost_nanousd > 0
 
 
-def test_stream_keeps_usage_chunk_when_client_asked(client, upstream):
-    stream = client.chat.completions.create(
+def test_stream_keeps_usage_chunk_when_client_asked(openai_client, upstream):
+    stream = openai_client.chat.completions.create(
         model="openrouter/openai/gpt-4o",
         messages=[{"role": "user", "content": "hi"}],
         stream=True,
@@ -72,10 +63,10 @@ def test_stream_keeps_usage_chunk_when_client_asked(client, upstream):
     assert usage and usage[0].prompt_tokens == 12
 
 
-def test_tool_calls_pass_through(client, upstream):
+def test_tool_calls_pass_through(openai_client, upstream):
     upstream.script(Reply(json=completion(None, tool_calls=[tool_call("get_user_details", {"user_id": "u1"})])))
     tools = [{"type": "function", "function": {"name": "get_user_details", "parameters": {"type": "object"}}}]
-    reply = client.chat.completions.create(
+    reply = openai_client.chat.completions.create(
         model="openrouter/openai/gpt-4o",
         messages=[{"role": "user", "content": "who am I"}],
         tools=tools,

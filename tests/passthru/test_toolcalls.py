@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import httpx
-import openai
 import pytest
 
 from passthru.toolcalls import StreamNormaliser, normalise_reply
@@ -106,14 +105,9 @@ def test_normalise_reply_converts_and_leaves_the_rest():
 
 
 # --- Through Marina, with the openai SDK -----------------------------------------------
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def test_plain_reply_with_a_text_block_arrives_as_a_tool_call(client, upstream):
+def test_plain_reply_with_a_text_block_arrives_as_a_tool_call(openai_client, upstream):
     upstream.script(Reply(json=completion(BLOCK)))
-    reply = client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS)
+    reply = openai_client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS)
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
     assert choice.message.tool_calls[0].function.name == "get_order"
@@ -132,11 +126,11 @@ def test_without_tools_in_the_request_the_reply_is_byte_for_byte(marina_url, ups
     assert response.content == raw
 
 
-def test_streamed_text_block_arrives_as_a_tool_call_and_usage_follows(client, upstream):
+def test_streamed_text_block_arrives_as_a_tool_call_and_usage_follows(openai_client, upstream):
     pieces = split_everywhere("Checking. " + BLOCK, 5)
     usage = {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
     upstream.script(Sse(chunks=chunks_of(pieces), usage=usage))
-    stream = client.chat.completions.create(
+    stream = openai_client.chat.completions.create(
         model=MODEL, messages=HELLO, tools=TOOLS, stream=True, stream_options={"include_usage": True}
     )
     chunks = list(stream)
@@ -167,20 +161,20 @@ def test_streamed_structured_tool_calls_are_relayed_untouched(marina_url, upstre
         assert b"data: " + json.dumps(chunk).encode() + b"\n\n" in body
 
 
-def test_plain_stream_text_is_unchanged(client, upstream):
+def test_plain_stream_text_is_unchanged(openai_client, upstream):
     upstream.script(Sse(chunks=sse_chunks("plain text <b>bold</b>")))
-    stream = client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS, stream=True)
+    stream = openai_client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "plain text <b>bold</b>"
 
 
-def test_cache_token_headers(client, upstream):
+def test_cache_token_headers(openai_client, upstream):
     reply = completion("ok", prompt_tokens=3000, cached_tokens=2048)
     reply["usage"]["prompt_tokens_details"]["cache_write_tokens"] = 512
     upstream.script(Reply(json=reply), Reply(json=completion("no cache")))
-    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
+    raw = openai_client.chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
     assert raw.headers["x-marina-cache-read-tokens"] == "2048"
     assert raw.headers["x-marina-cache-write-tokens"] == "512"
-    bare = client.chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
+    bare = openai_client.chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
     assert "x-marina-cache-read-tokens" not in bare.headers and "x-marina-cache-write-tokens" not in bare.headers
 
 

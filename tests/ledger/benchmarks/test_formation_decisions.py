@@ -22,7 +22,7 @@ from ledger.models import BenchmarkItem
 from ledger.reports.compare_json import as_json
 from tests.conftest import MARINA_KEY
 from tests.ledger.builders import make_run
-from tests.passthru.formation_play import (
+from tests.passthru.formations.play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,

@@ -9,7 +9,6 @@ from genai_prices import Usage, calc_price
 
 from kernel.money import to_nanousd
 from ledger.models import SpendDaily, Trace
-from tests.conftest import MARINA_KEY
 from tests.upstream import Reply
 
 
@@ -25,14 +24,9 @@ def embedding_reply(prompt_tokens: int, *, cost: float | None = None, vectors: i
     }
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def test_embeddings_pass_through_priced_from_the_tables(client, upstream, speakers):
+def test_embeddings_pass_through_priced_from_the_tables(openai_client, upstream, speakers):
     upstream.script(Reply(json=embedding_reply(1234)))
-    raw = client.embeddings.with_raw_response.create(
+    raw = openai_client.embeddings.with_raw_response.create(
         model="openai/text-embedding-3-small", input=["secret input one", "two"], dimensions=3
     )
     reply = raw.parse()
@@ -61,10 +55,10 @@ def test_embeddings_pass_through_priced_from_the_tables(client, upstream, speake
     assert "secret input" not in json.dumps([trace.body, span.body, span.detail])
 
 
-def test_embeddings_cost_reported_by_the_provider_and_bodies_when_on(client, upstream, speakers):
+def test_embeddings_cost_reported_by_the_provider_and_bodies_when_on(openai_client, upstream, speakers):
     speakers.MARINA_TRACE_BODIES = True
     upstream.script(Reply(json=embedding_reply(10, cost=0.0000031)))
-    raw = client.embeddings.with_raw_response.create(model="openrouter/openai/text-embedding-3-small", input="hello")
+    raw = openai_client.embeddings.with_raw_response.create(model="openrouter/openai/text-embedding-3-small", input="hello")
     assert raw.headers["x-marina-cost-usd"] == "0.00000310"
     trace = Trace.objects.get(request_id=raw.headers["x-request-id"])
     span = trace.spans.get()
@@ -72,11 +66,11 @@ def test_embeddings_cost_reported_by_the_provider_and_bodies_when_on(client, ups
     assert trace.body["input"] == "hello" and span.body["request"]["input"] == "hello"
 
 
-def test_embeddings_errors_are_openais_envelope(client, upstream, speakers):
+def test_embeddings_errors_are_openais_envelope(openai_client, upstream, speakers):
     with pytest.raises(openai.BadRequestError) as caught:
-        client.embeddings.create(model="openai/text-embedding-3-small", input="x", extra_body={"stream": True})
+        openai_client.embeddings.create(model="openai/text-embedding-3-small", input="x", extra_body={"stream": True})
     assert caught.value.body["param"] == "stream"
     upstream.script(Reply(status=404, json={"error": {"message": "no such model", "type": "invalid_request_error", "code": "model_not_found"}}))
     with pytest.raises(openai.NotFoundError):
-        client.embeddings.create(model="openai/nope", input="x")
+        openai_client.embeddings.create(model="openai/nope", input="x")
     assert Trace.objects.filter(path="/v1/embeddings", status="error").count() == 2

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
-import anthropic
 import openai
 import pytest
 
@@ -13,11 +13,17 @@ from tests.passthru.doors.test_messages import message, message_events
 from tests.passthru.doors.test_responses import response_object
 from tests.upstream import Reply, Sse
 
+if TYPE_CHECKING:
+    # Imported in each case that uses it: at the top it would cost a second of every worker's collection.
+    import anthropic
+
 HI = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
 def clients(marina_url: str) -> tuple[openai.OpenAI, anthropic.Anthropic]:
+    import anthropic
+
     return (
         openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0),
         anthropic.Anthropic(base_url=marina_url, api_key=MARINA_KEY, max_retries=0),
@@ -25,6 +31,8 @@ def clients(marina_url: str) -> tuple[openai.OpenAI, anthropic.Anthropic]:
 
 
 def test_one_rate_limit_bucket_across_the_doors(clients, upstream, speakers):
+    import anthropic
+
     speakers.MARINA_RATE_LIMIT_RPS = 0.001
     speakers.MARINA_RATE_LIMIT_BURST = 3
     oa, claude = clients
@@ -44,6 +52,8 @@ def test_one_rate_limit_bucket_across_the_doors(clients, upstream, speakers):
 
 
 def test_the_daily_cap_holds_on_the_doors(clients, upstream, speakers):
+    import anthropic
+
     speakers.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     oa, claude = clients
     upstream.script(Reply(json=response_object(usage={"input_tokens": 10, "output_tokens": 1, "total_tokens": 11, "cost": 1.0})))
@@ -71,6 +81,8 @@ def test_the_caps_estimate_reads_max_output_tokens(clients, upstream, speakers):
 
 
 def test_a_stream_cut_upstream_ends_in_anthropics_error_event(clients, upstream, speakers):
+    import anthropic
+
     _, claude = clients
     upstream.script(Sse(chunks=message_events(), usage=None, named=True, done=False, reset_after=4))
     with pytest.raises(anthropic.APIStatusError):

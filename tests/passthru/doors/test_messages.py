@@ -2,12 +2,17 @@
 openrouter/anthropic, cache reads and writes metered exactly, Anthropic's error envelope."""
 from __future__ import annotations
 
-import anthropic
+from typing import TYPE_CHECKING
+
 import pytest
 
 from ledger.models import SpendDaily, Trace
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.upstream import Reply, Sse
+
+if TYPE_CHECKING:
+    # Imported in each case that uses it: at the top it would cost a second of every worker's collection.
+    import anthropic
 
 # Claude Sonnet 4.5's list prices, per million tokens: input 3, output 15,
 # cache read 0.30, cache write (5 minutes) 3.75. 100 input, 5000 read, 2000
@@ -41,14 +46,16 @@ SYSTEM = [{"type": "text", "text": "You are a support agent. " * 50, "cache_cont
 
 
 @pytest.fixture
-def client(marina_url: str) -> anthropic.Anthropic:
+def anthropic_client(marina_url: str) -> anthropic.Anthropic:
     # Claude Code and the SDK take the base URL without /v1 and send the key as x-api-key.
+    import anthropic
+
     return anthropic.Anthropic(base_url=marina_url, api_key=MARINA_KEY, max_retries=0)
 
 
-def test_create_passes_through_with_cache_control_and_meters_cache_tokens_exactly(client, upstream, speakers):
+def test_create_passes_through_with_cache_control_and_meters_cache_tokens_exactly(anthropic_client, upstream, speakers):
     upstream.script(Reply(json=message()))
-    raw = client.messages.with_raw_response.create(
+    raw = anthropic_client.messages.with_raw_response.create(
         model="anthropic/claude-sonnet-4-5", max_tokens=256, system=SYSTEM,
         messages=[{"role": "user", "content": "hi"}],
         extra_headers={"anthropic-beta": "prompt-caching-2024-07-31", "anthropic-version": "2023-06-01"},
@@ -76,9 +83,9 @@ def test_create_passes_through_with_cache_control_and_meters_cache_tokens_exactl
     assert SpendDaily.objects.get().cost_nanousd == COST_NANOUSD
 
 
-def test_stream_is_relayed_and_metered_from_message_start_and_delta(client, upstream, speakers):
+def test_stream_is_relayed_and_metered_from_message_start_and_delta(anthropic_client, upstream, speakers):
     upstream.script(Sse(chunks=message_events(), usage=None, named=True, done=False))
-    with client.messages.stream(
+    with anthropic_client.messages.stream(
         model="anthropic/claude-sonnet-4-5", max_tokens=256, messages=[{"role": "user", "content": "hi"}]
     ) as stream:
         text = "".join(stream.text_stream)
@@ -94,9 +101,11 @@ def test_stream_is_relayed_and_metered_from_message_start_and_delta(client, upst
 
 
 def test_bearer_key_and_openrouters_anthropic_models(marina_url, upstream, speakers):
-    client = anthropic.Anthropic(base_url=marina_url, auth_token=MARINA_KEY, max_retries=0)
+    import anthropic
+
+    anthropic_client = anthropic.Anthropic(base_url=marina_url, auth_token=MARINA_KEY, max_retries=0)
     upstream.script(Reply(json=message(usage={**USAGE, "cost": 0.0123})))
-    reply = client.messages.create(
+    reply = anthropic_client.messages.create(
         model="openrouter/anthropic/claude-sonnet-4.5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
     )
     assert reply.content[0].text == "Hello from Claude."
@@ -107,22 +116,24 @@ def test_bearer_key_and_openrouters_anthropic_models(marina_url, upstream, speak
     assert (span.provider, span.cost_nanousd, span.cost_source) == ("openrouter", 12_300_000, "provider")
 
 
-def test_errors_are_anthropics_envelope(marina_url, client, upstream, speakers):
+def test_errors_are_anthropics_envelope(marina_url, anthropic_client, upstream, speakers):
+    import anthropic
+
     wrong = anthropic.Anthropic(base_url=marina_url, api_key="sk-marina-wrong-key-000000", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as caught:
         wrong.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
     assert caught.value.body == {"type": "error", "error": {"type": "authentication_error", "message": "Invalid API key."}}
     with pytest.raises(anthropic.BadRequestError) as refused:
-        client.messages.create(model="marina/verify:anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+        anthropic_client.messages.create(model="marina/verify:anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
     assert refused.value.body["error"]["type"] == "invalid_request_error"
     assert "/v1/chat/completions" in refused.value.body["error"]["message"]
     with pytest.raises(anthropic.BadRequestError) as elsewhere:
-        client.messages.create(model="groq/llama-3.3-70b", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+        anthropic_client.messages.create(model="groq/llama-3.3-70b", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
     assert "Messages API" in elsewhere.value.body["error"]["message"]
     assert upstream.requests == []
     upstream.script(Reply(status=529, json={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
     with pytest.raises(anthropic.APIStatusError) as overloaded:
-        client.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+        anthropic_client.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
     assert overloaded.value.status_code == 529 and overloaded.value.body["error"]["type"] == "overloaded_error"
     assert Trace.objects.filter(path="/v1/messages", status="error").count() == 4
 

@@ -49,14 +49,9 @@ def native_events(text: str = "Hello there") -> list[dict]:
     return [{**e, "sequence_number": i} for i, e in enumerate(events)]
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def test_native_plain_response_is_relayed_and_metered_from_the_providers_cost(client, upstream, speakers):
+def test_native_plain_response_is_relayed_and_metered_from_the_providers_cost(openai_client, upstream, speakers):
     upstream.script(Reply(json=response_object()))
-    raw = client.responses.with_raw_response.create(
+    raw = openai_client.responses.with_raw_response.create(
         model="openrouter/openai/gpt-5.2", input="ping", reasoning={"effort": "low"}, store=False
     )
     reply = raw.parse()
@@ -73,9 +68,9 @@ def test_native_plain_response_is_relayed_and_metered_from_the_providers_cost(cl
     assert SpendDaily.objects.get().cost_nanousd == 420_000
 
 
-def test_native_stream_is_relayed_event_for_event_and_metered_at_completed(client, upstream, speakers):
+def test_native_stream_is_relayed_event_for_event_and_metered_at_completed(openai_client, upstream, speakers):
     upstream.script(Sse(chunks=native_events(), usage=None, named=True, done=False))
-    with client.responses.stream(model="openrouter/openai/gpt-5.2", input="ping") as stream:
+    with openai_client.responses.stream(model="openrouter/openai/gpt-5.2", input="ping") as stream:
         kinds = [event.type for event in stream]
         final = stream.get_final_response()
     assert kinds == ["response.created", "response.output_item.added", "response.content_part.added",
@@ -88,9 +83,9 @@ def test_native_stream_is_relayed_event_for_event_and_metered_at_completed(clien
     assert Trace.objects.get().stream is True
 
 
-def test_translated_plain_response_for_a_chat_only_provider(client, upstream, speakers):
+def test_translated_plain_response_for_a_chat_only_provider(openai_client, upstream, speakers):
     upstream.script(Reply(json=completion("Translated hello", prompt_tokens=300, completion_tokens=40, cost=0.0005)))
-    reply = client.responses.create(
+    reply = openai_client.responses.create(
         model="groq/llama-3.3-70b", instructions="Be brief.", max_output_tokens=99, temperature=0.2,
         input=[{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
     )
@@ -112,9 +107,9 @@ def test_translated_plain_response_for_a_chat_only_provider(client, upstream, sp
     assert trace.spans.get().cost_nanousd == 500_000 == SpendDaily.objects.get().cost_nanousd
 
 
-def test_translated_stream_gives_the_responses_events(client, upstream, speakers):
+def test_translated_stream_gives_the_responses_events(openai_client, upstream, speakers):
     upstream.script(Sse(chunks=sse_chunks("Streamed through chat."), usage={"prompt_tokens": 21, "completion_tokens": 6, "total_tokens": 27, "cost": 0.000011}))
-    with client.responses.stream(model="groq/llama-3.3-70b", input="hi") as stream:
+    with openai_client.responses.stream(model="groq/llama-3.3-70b", input="hi") as stream:
         events = list(stream)
         final = stream.get_final_response()
     kinds = [e.type for e in events]
@@ -129,7 +124,7 @@ def test_translated_stream_gives_the_responses_events(client, upstream, speakers
     assert (span.prompt_tokens, span.completion_tokens, span.cost_nanousd) == (21, 6, 11_000)
 
 
-def test_translated_stream_tool_call_events(client, upstream, speakers):
+def test_translated_stream_tool_call_events(openai_client, upstream, speakers):
     base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     calls = [
         {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
@@ -140,7 +135,7 @@ def test_translated_stream_tool_call_events(client, upstream, speakers):
     ]
     upstream.script(Sse(chunks=calls))
     tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
-    with client.responses.stream(model="groq/llama-3.3-70b", input="weather?", tools=tools) as stream:
+    with openai_client.responses.stream(model="groq/llama-3.3-70b", input="weather?", tools=tools) as stream:
         kinds = [e.type for e in stream]
         final = stream.get_final_response()
     assert "response.function_call_arguments.delta" in kinds and "response.function_call_arguments.done" in kinds
@@ -150,18 +145,18 @@ def test_translated_stream_tool_call_events(client, upstream, speakers):
         "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
 
 
-def test_formations_are_refused_naming_the_chat_door(client, upstream, speakers):
+def test_formations_are_refused_naming_the_chat_door(openai_client, upstream, speakers):
     with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model="marina/verify:openrouter/openai/gpt-5.2", input="hi")
+        openai_client.responses.create(model="marina/verify:openrouter/openai/gpt-5.2", input="hi")
     assert "/v1/chat/completions" in caught.value.message
     assert caught.value.body["param"] == "model"
     for model, headers in (("marina/lessons:groq/llama-3.3-70b", {}), ("groq/llama-3.3-70b", {"x-marina-obligations": "on"})):
         with pytest.raises(openai.BadRequestError) as caught:
-            client.responses.create(model=model, input="hi", extra_headers=headers)
+            openai_client.responses.create(model=model, input="hi", extra_headers=headers)
         assert caught.value.code == "formation_not_supported"
     assert upstream.requests == []
     with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model="groq/llama-3.3-70b", input="hi", previous_response_id="resp_1")
+        openai_client.responses.create(model="groq/llama-3.3-70b", input="hi", previous_response_id="resp_1")
     assert caught.value.body["param"] == "previous_response_id"
 
 
@@ -171,7 +166,7 @@ def _agent_run(marina_url: str, model: str, *, streamed: bool = False) -> tuple[
     set_tracing_disabled(True)  # the SDK's own trace export would go to OpenAI
     # The SDK's default model class, the Responses API's; given as an instance
     # because its provider lookup reads a `groq/` or `openrouter/` prefix as its own.
-    client = openai.AsyncOpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+    openai_client = openai.AsyncOpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
     asked: list[str] = []
 
     @function_tool
@@ -183,7 +178,7 @@ def _agent_run(marina_url: str, model: str, *, streamed: bool = False) -> tuple[
     agent = Agent(
         name="support",
         instructions="Help the user.",
-        model=OpenAIResponsesModel(model=model, openai_client=client),
+        model=OpenAIResponsesModel(model=model, openai_client=openai_client),
         tools=[get_user_details],
     )
     if not streamed:
@@ -244,15 +239,15 @@ def test_agents_sdk_streamed_with_a_tool_through_the_translation(marina_url, ups
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_a_bare_id_is_tried_on_every_provider_as_on_chat(client, upstream, speakers, stream):
+def test_a_bare_id_is_tried_on_every_provider_as_on_chat(openai_client, upstream, speakers, stream):
     """gpt-4o-mini answered 404 "tried anthropic, groq": only the first provider's kind was kept."""
     world = ScriptedProviders({c["api_key"]: n for n, c in speakers.MARINA_PROVIDERS.items() if c["api_key"]})
     upstream.answer = world.answer
     if stream:
-        with client.responses.stream(model="gpt-4o-mini", input="ping") as events:
+        with openai_client.responses.stream(model="gpt-4o-mini", input="ping") as events:
             text = events.get_final_response().output_text
     else:
-        text = client.responses.create(model="gpt-4o-mini", input="ping").output_text
+        text = openai_client.responses.create(model="gpt-4o-mini", input="ping").output_text
     assert text == "Hi from Responses."
     # Anthropic first (as a chat completion: it has no /responses), then OpenAI natively.
     assert world.seen == [("anthropic", "/v1/chat/completions", "gpt-4o-mini"), ("openai", "/v1/responses", "gpt-4o-mini")]
@@ -261,21 +256,21 @@ def test_a_bare_id_is_tried_on_every_provider_as_on_chat(client, upstream, speak
     assert [(s.provider, s.http_status) for s in trace.spans.order_by("seq")] == [("anthropic", 404), ("openai", 200)]
 
 
-def test_a_bare_id_goes_translated_to_the_provider_that_knows_it(client, upstream, speakers):
+def test_a_bare_id_goes_translated_to_the_provider_that_knows_it(openai_client, upstream, speakers):
     world = ScriptedProviders({c["api_key"]: n for n, c in speakers.MARINA_PROVIDERS.items() if c["api_key"]})
     upstream.answer = world.answer
-    assert client.responses.create(model="llama-3.3-70b", input="ping").output_text == "Hello from the scripted upstream."
+    assert openai_client.responses.create(model="llama-3.3-70b", input="ping").output_text == "Hello from the scripted upstream."
     assert [(p, path) for p, path, _ in world.seen] == [
         ("anthropic", "/v1/chat/completions"), ("openai", "/v1/responses"), ("groq", "/v1/chat/completions"),
     ]
     assert Trace.objects.get().route == "passthru:translated"
 
 
-def test_what_only_the_responses_api_has_goes_to_the_providers_that_speak_it(client, upstream, speakers):
+def test_what_only_the_responses_api_has_goes_to_the_providers_that_speak_it(openai_client, upstream, speakers):
     """previous_response_id cannot be put as a chat completion: a bare id skips the others, not the request."""
     world = ScriptedProviders({c["api_key"]: n for n, c in speakers.MARINA_PROVIDERS.items() if c["api_key"]})
     upstream.answer = world.answer
-    reply = client.responses.create(model="gpt-4o-mini", input="and then?", previous_response_id="resp_1")
+    reply = openai_client.responses.create(model="gpt-4o-mini", input="and then?", previous_response_id="resp_1")
     assert reply.output_text == "Hi from Responses."
     assert world.seen == [("openai", "/v1/responses", "gpt-4o-mini")]
     assert upstream.requests[0].body["previous_response_id"] == "resp_1"

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 
-import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.conftest import MARINA_KEY
 from tests.passthru.doors.test_responses import response_object
 from tests.upstream import Reply, completion
 
@@ -27,11 +25,6 @@ class Relevance(BaseModel):
 ANSWER = {"relevant": True, "score": 7, "reason": "names the card's annual fee"}
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
 def the_sdks_schema() -> dict:
     """The response format the SDK sends for Relevance (its own helper, not a copy of it)."""
     from openai.lib._parsing._completions import type_to_response_format_param
@@ -40,9 +33,9 @@ def the_sdks_schema() -> dict:
 
 
 @pytest.mark.parametrize("model", ["openrouter/openai/gpt-5.2", "groq/llama-3.3-70b"])
-def test_chat_parse_reaches_the_upstream_unchanged_and_parses(client, upstream, speakers, model):
+def test_chat_parse_reaches_the_upstream_unchanged_and_parses(openai_client, upstream, speakers, model):
     upstream.script(Reply(json=completion(json.dumps(ANSWER))))
-    parsed = client.beta.chat.completions.parse(
+    parsed = openai_client.beta.chat.completions.parse(
         model=model, messages=[{"role": "user", "content": "Is this document relevant?"}], response_format=Relevance
     )
     assert parsed.choices[0].message.parsed == Relevance(**ANSWER)
@@ -52,9 +45,9 @@ def test_chat_parse_reaches_the_upstream_unchanged_and_parses(client, upstream, 
     assert sent["response_format"]["json_schema"]["schema"]["required"] == ["relevant", "score", "reason"]
 
 
-def test_responses_parse_natively_passes_text_format_unchanged(client, upstream, speakers):
+def test_responses_parse_natively_passes_text_format_unchanged(openai_client, upstream, speakers):
     upstream.script(Reply(json=response_object(json.dumps(ANSWER))))
-    parsed = client.responses.parse(model="openrouter/openai/gpt-5.2", input="Is this relevant?", text_format=Relevance)
+    parsed = openai_client.responses.parse(model="openrouter/openai/gpt-5.2", input="Is this relevant?", text_format=Relevance)
     assert parsed.output_parsed == Relevance(**ANSWER)
     sent = upstream.requests[0]
     assert sent.path == "/v1/responses"
@@ -63,9 +56,9 @@ def test_responses_parse_natively_passes_text_format_unchanged(client, upstream,
     assert fmt == {"type": "json_schema", **expected}
 
 
-def test_responses_parse_translated_for_a_chat_only_provider_keeps_the_schema(client, upstream, speakers):
+def test_responses_parse_translated_for_a_chat_only_provider_keeps_the_schema(openai_client, upstream, speakers):
     upstream.script(Reply(json=completion(json.dumps(ANSWER))))
-    parsed = client.responses.parse(model="groq/llama-3.3-70b", input="Is this relevant?", text_format=Relevance)
+    parsed = openai_client.responses.parse(model="groq/llama-3.3-70b", input="Is this relevant?", text_format=Relevance)
     assert parsed.output_parsed == Relevance(**ANSWER)
     sent = upstream.requests[0]
     assert sent.path == "/v1/chat/completions"

@@ -17,9 +17,9 @@ from passthru.formations.lessons import recognised_benchmark
 from passthru.formations.tooleffect import READ_ONLY, classify
 from passthru.formations.usersim import is_tau2_user_simulator
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import calls
+from tests.passthru.formations.play import calls
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tau2"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "tau2"
 BANKING = json.loads((FIXTURES / "tools-banking_knowledge.json").read_text())
 TELECOM_USER_TOOLS = json.loads((FIXTURES / "tools.json").read_text())["telecom"]["user_tools"]
 AGENT_TOOLS = [(t["name"], t["openai_schema"], t["expected"]) for t in BANKING["agent_tools"]]

@@ -20,7 +20,7 @@ from passthru.formations.obligations import prompts as obligations_prompts
 from passthru.formations.verify.prompts import checker_messages
 from passthru.formations.verify.verdict import parse_verdict
 from tests.conftest import MARINA_KEY
-from tests.passthru.test_formation_verify import MESSAGES, TOOLS, draft_cancel, play, text
+from tests.passthru.formations.verify.test_formation import MESSAGES, TOOLS, draft_cancel, play, text
 from tests.upstream import Reply, completion
 
 FORGED_FRAME = (

@@ -10,14 +10,13 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import httpx
-import litellm
 import openai
 import pytest
 
 from ledger.models import Trace
 from passthru.models import Crew
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import (
+from tests.passthru.formations.play import (
     CANCEL_OBLIGATION,
     OPENING,
     TOOLS,
@@ -36,14 +35,9 @@ CANCEL_STATED = ("cancel_pending_order", {"order_id": "#W1234567", "reason": "or
 APPROVE = json_reply({"verdict": "approve"})
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def streamed(client: openai.OpenAI, model: str, **extra: Any) -> tuple[Any, list[Any]]:
+def streamed(openai_client: openai.OpenAI, model: str, **extra: Any) -> tuple[Any, list[Any]]:
     headers = {"x-marina-session": "stream-1"}
-    raw = client.chat.completions.with_raw_response.create(
+    raw = openai_client.chat.completions.with_raw_response.create(
         model=model, messages=OPENING, tools=TOOLS, stream=True, extra_headers=headers, **extra
     )
     return raw, list(raw.parse())
@@ -62,9 +56,9 @@ def tool_calls_of(chunks: list[Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return [(c["id"], c["name"], json.loads(c["arguments"])) for _, c in sorted(found.items())]
 
 
-def test_verify_streams_its_approved_tool_call(client, upstream):
+def test_verify_streams_its_approved_tool_call(openai_client, upstream):
     play = Play(upstream, main=calls(CANCEL_STATED), review=APPROVE)
-    raw, chunks = streamed(client, VERIFY)
+    raw, chunks = streamed(openai_client, VERIFY)
     assert play.calls == ["main", "review"]
     assert "stream" not in play.bodies["main"][0], "the steps run unstreamed"
     assert raw.headers["content-type"].startswith("text/event-stream")
@@ -78,9 +72,9 @@ def test_verify_streams_its_approved_tool_call(client, upstream):
     assert raw.headers["x-marina-cost-usd"] == "0.00110000"  # draft 0.001 + review 0.0001
 
 
-def test_a_stack_streams_text_and_the_summed_usage_when_asked(client, upstream):
+def test_a_stack_streams_text_and_the_summed_usage_when_asked(openai_client, upstream):
     play = Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=text("Shall I cancel it?"), judge=json_reply({"o1": "waiting"}))
-    raw, chunks = streamed(client, STACK, stream_options={"include_usage": True})
+    raw, chunks = streamed(openai_client, STACK, stream_options={"include_usage": True})
     assert play.calls == ["extract", "main", "judge"]
     assert all("stream_options" not in b for bodies in play.bodies.values() for b in bodies)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Shall I cancel it?"
@@ -111,18 +105,18 @@ def test_the_raw_events_end_with_done(marina_url, upstream):
     assert chunks[1]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "stop"}
 
 
-def test_an_agent_error_reaches_a_streaming_client_as_the_error(client, upstream):
+def test_an_agent_error_reaches_a_streaming_client_as_the_error(openai_client, upstream):
     Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=Reply(status=429, json={"error": {"message": "slow down"}}))
     with pytest.raises(openai.RateLimitError):
-        streamed(client, STACK)
+        streamed(openai_client, STACK)
     trace = Trace.objects.get()
     assert (trace.stream, trace.http_status) == (True, 429)
 
 
-def test_a_crew_over_a_formation_streams(client, upstream):
+def test_a_crew_over_a_formation_streams(openai_client, upstream):
     Crew.objects.create(name="checked", model_id=VERIFY)
     Play(upstream, main=text("Done."), review=APPROVE)
-    raw, chunks = streamed(client, "marina:checked")
+    raw, chunks = streamed(openai_client, "marina:checked")
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Done."
     assert all(c.model == "marina:checked" for c in chunks)
 
@@ -130,6 +124,8 @@ def test_a_crew_over_a_formation_streams(client, upstream):
 @pytest.mark.parametrize("model", [VERIFY, STACK, f"marina/argcheck:{VERIFY}"])
 def test_litellm_streams_through_formations(marina_url, upstream, model):
     play = Play(upstream, extract=extracted(), main=calls(CANCEL_STATED), review=APPROVE)
+    import litellm  # here, not at the top: importing litellm costs seconds of every worker's collection
+
     chunks = list(tau2_litellm(marina_url, model, OPENING, stream=True))
     whole = litellm.stream_chunk_builder(chunks, messages=OPENING)
     call = whole.choices[0].message.tool_calls[0]

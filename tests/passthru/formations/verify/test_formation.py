@@ -19,7 +19,7 @@ from passthru.formations.framing import unframe
 from passthru.formations.verify.formation import split_id
 from passthru.formations.verify.prompts import CHECKER_MARKER, REVISION_MARKER
 from tests.conftest import MARINA_KEY
-from tests.passthru.formation_play import TOOLS as PLAY_TOOLS
+from tests.passthru.formations.play import TOOLS as PLAY_TOOLS
 from tests.upstream import Reply, Reset, ScriptedUpstream, completion, tool_call
 
 MODEL = "marina/verify:openrouter/prop+openrouter/check"
@@ -90,13 +90,8 @@ def play(upstream: ScriptedUpstream, **steps: Reply | Reset | list[Reply | Reset
     return seen
 
 
-@pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-def ask(client: openai.OpenAI, model: str = MODEL, **extra: Any):
-    return client.chat.completions.with_raw_response.create(
+def ask(openai_client: openai.OpenAI, model: str = MODEL, **extra: Any):
+    return openai_client.chat.completions.with_raw_response.create(
         model=model, messages=MESSAGES, tools=TOOLS, tool_choice="auto", **extra
     )
 
@@ -107,9 +102,9 @@ def spans_of(raw) -> dict[str, Any]:
 
 
 # --- Labels -------------------------------------------------------------------
-def test_approved_returns_the_draft_with_summed_usage_and_cost(client, upstream):
+def test_approved_returns_the_draft_with_summed_usage_and_cost(openai_client, upstream):
     seen = play(upstream, draft=draft_cancel(), checker=approve())
-    raw = ask(client, extra_body={"reasoning_effort": "high"})
+    raw = ask(openai_client, extra_body={"reasoning_effort": "high"})
     reply = raw.parse()
     assert raw.headers["x-marina-verify"] == "approved"
     assert reply.model == MODEL
@@ -133,9 +128,9 @@ def test_approved_returns_the_draft_with_summed_usage_and_cost(client, upstream)
     assert seen["revision"] == []
 
 
-def test_revised_returns_the_revision_and_traces_every_step(client, upstream):
+def test_revised_returns_the_revision_and_traces_every_step(openai_client, upstream):
     seen = play(upstream, draft=draft_cancel(), checker=revise(), revision=text(CONFIRM_TEXT))
-    raw = ask(client)
+    raw = ask(openai_client)
     reply = raw.parse()
     assert raw.headers["x-marina-verify"] == "revised"
     assert reply.choices[0].message.content == CONFIRM_TEXT and not reply.choices[0].message.tool_calls
@@ -182,10 +177,10 @@ def test_revised_returns_the_revision_and_traces_every_step(client, upstream):
     assert (check.calls, check.completion_tokens, check.cost_nanousd, check.key_name) == (1, 40, 400_000, "tester")
 
 
-def test_held_write_returns_the_draft_when_the_revision_changes_a_write_unjustified(client, upstream):
+def test_held_write_returns_the_draft_when_the_revision_changes_a_write_unjustified(openai_client, upstream):
     changed = Reply(json=completion(None, tool_calls=[tool_call("cancel_pending_order", {**CANCEL, "reason": "no longer needed"}, "r1")]))
     play(upstream, draft=draft_cancel(), checker=revise(argument=None), revision=changed)
-    raw = ask(client)
+    raw = ask(openai_client)
     call = raw.parse().choices[0].message.tool_calls[0]
     assert raw.headers["x-marina-verify"] == "held-write"
     assert json.loads(call.function.arguments) == CANCEL, "the draft stands"
@@ -195,10 +190,10 @@ def test_held_write_returns_the_draft_when_the_revision_changes_a_write_unjustif
     assert spans[-1].name == "revision" and spans[-1].detail["guard"] == "held"
 
 
-def test_revised_when_the_cited_argument_is_the_only_change(client, upstream):
+def test_revised_when_the_cited_argument_is_the_only_change(openai_client, upstream):
     changed = Reply(json=completion(None, tool_calls=[tool_call("cancel_pending_order", {**CANCEL, "reason": "other"}, "r1")]))
     play(upstream, draft=draft_cancel(), checker=revise(quote="I ordered it by mistake", argument="reason"), revision=changed)
-    raw = ask(client)
+    raw = ask(openai_client)
     assert raw.headers["x-marina-verify"] == "revised"
     assert json.loads(raw.parse().choices[0].message.tool_calls[0].function.arguments)["reason"] == "other"
 
@@ -213,9 +208,9 @@ def test_revised_when_the_cited_argument_is_the_only_change(client, upstream):
     ],
     ids=["http-500", "connection-reset", "prose", "revise-without-fix"],
 )
-def test_checker_unavailable_fails_open_with_the_draft(client, upstream, checker):
+def test_checker_unavailable_fails_open_with_the_draft(openai_client, upstream, checker):
     seen = play(upstream, draft=draft_cancel(), checker=checker)
-    raw = ask(client)
+    raw = ask(openai_client)
     assert raw.status_code == 200
     assert raw.headers["x-marina-verify"] == "checker-unavailable"
     assert raw.parse().choices[0].message.tool_calls[0].function.name == "cancel_pending_order"
@@ -225,32 +220,32 @@ def test_checker_unavailable_fails_open_with_the_draft(client, upstream, checker
 
 
 @pytest.mark.parametrize("revision", [Reply(status=502, json={"error": {"message": "down"}}), text("")], ids=["http-502", "empty"])
-def test_revision_failed_returns_the_draft(client, upstream, revision):
+def test_revision_failed_returns_the_draft(openai_client, upstream, revision):
     play(upstream, draft=draft_cancel(), checker=revise(), revision=revision)
-    raw = ask(client)
+    raw = ask(openai_client)
     assert raw.headers["x-marina-verify"] == "revision-failed"
     assert raw.parse().choices[0].message.tool_calls[0].function.name == "cancel_pending_order"
 
 
-def test_flagged_when_rounds_is_zero(client, upstream, settings):
+def test_flagged_when_rounds_is_zero(openai_client, upstream, settings):
     settings.MARINA_VERIFY_ROUNDS = 0
     seen = play(upstream, draft=draft_cancel(), checker=revise())
-    raw = ask(client)
+    raw = ask(openai_client)
     assert raw.headers["x-marina-verify"] == "flagged"
     assert raw.parse().choices[0].message.tool_calls[0].function.name == "cancel_pending_order"
     assert len(seen["checker"]) == 1 and seen["revision"] == []
 
 
-def test_approved_with_rounds_zero(client, upstream, settings):
+def test_approved_with_rounds_zero(openai_client, upstream, settings):
     settings.MARINA_VERIFY_ROUNDS = 0
     play(upstream, draft=draft_cancel(), checker=approve())
-    assert ask(client).headers["x-marina-verify"] == "approved"
+    assert ask(openai_client).headers["x-marina-verify"] == "approved"
 
 
-def test_two_rounds_review_the_revision_and_keep_revised(client, upstream, settings):
+def test_two_rounds_review_the_revision_and_keep_revised(openai_client, upstream, settings):
     settings.MARINA_VERIFY_ROUNDS = 2
     seen = play(upstream, draft=draft_cancel(), checker=[revise(), approve()], revision=text(CONFIRM_TEXT))
-    raw = ask(client)
+    raw = ask(openai_client)
     assert raw.headers["x-marina-verify"] == "revised"
     assert len(seen["checker"]) == 2
     assert unframe(seen["checker"][1]["messages"][1]["content"])["draft"]["text"] == CONFIRM_TEXT
@@ -258,56 +253,56 @@ def test_two_rounds_review_the_revision_and_keep_revised(client, upstream, setti
 
 
 # --- Checker choice and effort --------------------------------------------------
-def test_checker_defaults_to_the_setting_then_the_proposer(client, upstream, settings):
+def test_checker_defaults_to_the_setting_then_the_proposer(openai_client, upstream, settings):
     seen = play(upstream, draft=text("hi"), checker=approve())
     settings.MARINA_VERIFY_CHECKER_MODEL = "openrouter/configured-checker"
-    ask(client, model="marina/verify:openrouter/prop")
+    ask(openai_client, model="marina/verify:openrouter/prop")
     settings.MARINA_VERIFY_CHECKER_MODEL = ""
-    ask(client, model="marina/verify:openrouter/prop")
+    ask(openai_client, model="marina/verify:openrouter/prop")
     assert [b["model"] for b in seen["checker"]] == ["configured-checker", "prop"]
 
 
 @pytest.mark.parametrize(("effort", "expected"), [("low", {"reasoning_effort": "low"}), ("off", {})])
-def test_checker_effort_setting(client, upstream, settings, effort, expected):
+def test_checker_effort_setting(openai_client, upstream, settings, effort, expected):
     settings.MARINA_VERIFY_CHECKER_EFFORT = effort
     seen = play(upstream, draft=text("hi"), checker=approve())
-    ask(client, extra_body={"reasoning_effort": "high"})
+    ask(openai_client, extra_body={"reasoning_effort": "high"})
     assert {k: v for k, v in seen["checker"][0].items() if k == "reasoning_effort"} == expected
     assert seen["draft"][0]["reasoning_effort"] == "high"
 
 
-def test_unpriced_calls_are_counted_in_a_header(client, upstream):
+def test_unpriced_calls_are_counted_in_a_header(openai_client, upstream):
     play(upstream, draft=text("hi", cost=None), checker=approve())
-    raw = ask(client)
+    raw = ask(openai_client)
     assert raw.headers["x-marina-cost-usd"] == "0.00030000", "the priced checker call only"
     assert raw.headers["x-marina-cost-unpriced-calls"] == "1"
     assert SpendDaily.objects.get(upstream_model="prop").unpriced_calls == 1
 
 
 # --- Errors ---------------------------------------------------------------------
-def test_a_proposer_error_is_relayed(client, upstream):
+def test_a_proposer_error_is_relayed(openai_client, upstream):
     play(upstream, draft=Reply(status=429, json={"error": {"message": "slow down", "code": "rate_limited"}}))
     with pytest.raises(openai.RateLimitError) as caught:
-        ask(client)
+        ask(openai_client)
     assert caught.value.body == {"message": "slow down", "code": "rate_limited"}
     trace = Trace.objects.get()
     assert (trace.status, trace.http_status) == ("error", 429)
     assert [s.name for s in trace.spans.order_by("seq")] == ["verify", "lessons", "draft"]
 
 
-def test_a_proposer_reply_without_a_message_is_a_502(client, upstream):
+def test_a_proposer_reply_without_a_message_is_a_502(openai_client, upstream):
     play(upstream, draft=Reply(json={"id": "x", "object": "chat.completion", "choices": []}))
     with pytest.raises(openai.InternalServerError) as caught:
-        ask(client)
+        ask(openai_client)
     assert caught.value.status_code == 502 and caught.value.body["code"] == "upstream_error"
     verify = Trace.objects.get().spans.get(name="verify")
     assert (verify.status, verify.error_kind) == ("error", "bad_reply")
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_n_is_unsupported(client, upstream, stream):
+def test_n_is_unsupported(openai_client, upstream, stream):
     with pytest.raises(openai.BadRequestError) as caught:
-        ask(client, n=2, stream=stream)
+        ask(openai_client, n=2, stream=stream)
     error = caught.value.body
     assert (error["code"], error["param"]) == ("unsupported_parameter", "n")
     assert error["message"].startswith("Unsupported parameter: 'n'.")
@@ -324,9 +319,9 @@ def test_n_is_unsupported(client, upstream, stream):
         "marina/verify:together/x",  # an aggregator without its key
     ],
 )
-def test_ids_the_passthru_cannot_serve_are_400_model_not_found(client, upstream, model):
+def test_ids_the_passthru_cannot_serve_are_400_model_not_found(openai_client, upstream, model):
     with pytest.raises(openai.BadRequestError) as caught:
-        ask(client, model=model)
+        ask(openai_client, model=model)
     assert (caught.value.body["code"], caught.value.body["param"]) == ("model_not_found", "model")
     assert upstream.requests == []
 

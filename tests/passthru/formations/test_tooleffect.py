@@ -18,7 +18,7 @@ from passthru.formations.tooleffect import (
 )
 
 # In the repository (tests/fixtures/tau2, see its README), so a clone needs nothing beside it.
-TOOLS_JSON = Path(__file__).resolve().parents[1] / "fixtures" / "tau2" / "tools.json"
+TOOLS_JSON = Path(__file__).resolve().parents[2] / "fixtures" / "tau2" / "tools.json"
 
 
 def _tau2_tools() -> list[tuple[str, dict[str, Any], str]]:

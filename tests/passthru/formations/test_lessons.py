@@ -22,7 +22,7 @@ from passthru.lessons_judge import UpstreamJudge
 from tests.conftest import MARINA_KEY
 from tests.ledger.lessons.judge_play import CONFIRM, POLICY, JudgePlay
 from tests.ledger.tau2files import results
-from tests.passthru.formation_play import CANCEL_OBLIGATION, TOOLS, Play, extracted, json_reply, text
+from tests.passthru.formations.play import CANCEL_OBLIGATION, TOOLS, Play, extracted, json_reply, text
 
 SYSTEM = {"role": "system", "content": "You are an airline agent. Follow the policy."}
 OPENING = {"role": "user", "content": "I want to add checked bags to my reservation and upgrade the cabin."}
@@ -38,11 +38,6 @@ OTHER = "Refunds go back to the original payment method; never offer a gift card
 
 
 @pytest.fixture
-def client(marina_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
-
-
-@pytest.fixture
 def stored(marina_url) -> dict[str, Lesson]:
     return {
         "bags": Lesson.objects.create(rule=BAGS, benchmark="tau2-airline", trust="trusted"),
@@ -51,9 +46,9 @@ def stored(marina_url) -> dict[str, Lesson]:
     }
 
 
-def ask(client: openai.OpenAI, model: str, messages: list[dict[str, Any]] | None = None, **headers: str):
+def ask(openai_client: openai.OpenAI, model: str, messages: list[dict[str, Any]] | None = None, **headers: str):
     extra = {k.replace("_", "-"): v for k, v in headers.items()}
-    return client.chat.completions.with_raw_response.create(
+    return openai_client.chat.completions.with_raw_response.create(
         model=model, messages=messages or [SYSTEM, OPENING], extra_headers=extra
     )
 
@@ -72,15 +67,15 @@ def lessons_span(raw) -> Any:
 
 
 # --- Plain requests: opt-in, trailing note, byte-identical prefix -----------------------
-def test_without_opt_in_nothing_is_recalled_and_the_body_is_untouched(client, upstream, stored):
-    raw = ask(client, "openrouter/agent")
+def test_without_opt_in_nothing_is_recalled_and_the_body_is_untouched(openai_client, upstream, stored):
+    raw = ask(openai_client, "openrouter/agent")
     assert "x-marina-lessons" not in raw.headers
     assert upstream.requests[0].body["messages"] == [SYSTEM, OPENING]
     assert lessons_span(raw) == []
 
 
-def test_the_prefix_puts_the_lessons_in_the_trailing_note(client, upstream, stored):
-    raw = ask(client, "marina/lessons:openrouter/agent")
+def test_the_prefix_puts_the_lessons_in_the_trailing_note(openai_client, upstream, stored):
+    raw = ask(openai_client, "marina/lessons:openrouter/agent")
     assert raw.headers["x-marina-lessons"] == ids(stored["bags"], stored["cabin"]), "trusted first"
     sent = upstream.requests[0].body
     assert sent["model"] == "agent"
@@ -91,10 +86,10 @@ def test_the_prefix_puts_the_lessons_in_the_trailing_note(client, upstream, stor
     assert span.provider == "" and span.status == "ok"
 
 
-def test_the_header_opts_in_the_same_way_and_the_prefix_before_the_note_is_byte_identical(client, upstream, stored):
-    ask(client, "marina/lessons:openrouter/agent")
-    ask(client, "openrouter/agent", x_marina_lessons="on")
-    ask(client, "openrouter/agent")
+def test_the_header_opts_in_the_same_way_and_the_prefix_before_the_note_is_byte_identical(openai_client, upstream, stored):
+    ask(openai_client, "marina/lessons:openrouter/agent")
+    ask(openai_client, "openrouter/agent", x_marina_lessons="on")
+    ask(openai_client, "openrouter/agent")
     prefixed, headed, plain = upstream.requests
     assert prefixed.raw == headed.raw
     # Everything up to the last user message's text is the plain request's, byte for byte.
@@ -103,22 +98,22 @@ def test_the_header_opts_in_the_same_way_and_the_prefix_before_the_note_is_byte_
     assert prefixed.raw[:cut] == plain.raw[:cut]
 
 
-def test_the_set_is_the_opening_requests_so_it_is_stable_across_turns(client, upstream, stored):
-    first = ask(client, "marina/lessons:openrouter/agent")
-    later = ask(client, "marina/lessons:openrouter/agent", LATER)
+def test_the_set_is_the_opening_requests_so_it_is_stable_across_turns(openai_client, upstream, stored):
+    first = ask(openai_client, "marina/lessons:openrouter/agent")
+    later = ask(openai_client, "marina/lessons:openrouter/agent", LATER)
     assert first.headers["x-marina-lessons"] == later.headers["x-marina-lessons"] != "0"
     sent = upstream.requests[1].body["messages"]
     assert sent[:-1] == LATER[:-1]
     assert sent[-1]["content"] == LATER[-1]["content"] + "\n\n" + block(BAGS, CABIN)
 
 
-def test_a_trailing_tool_result_gets_the_lessons_as_a_new_user_message(client, upstream, stored):
+def test_a_trailing_tool_result_gets_the_lessons_as_a_new_user_message(openai_client, upstream, stored):
     history = [
         SYSTEM, OPENING,
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_reservation_details", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"cabin": "economy"}'},
     ]  # fmt: skip
-    ask(client, "marina/lessons:openrouter/agent", history)
+    ask(openai_client, "marina/lessons:openrouter/agent", history)
     sent = upstream.requests[0].body["messages"]
     assert sent[:-1] == history and sent[-1] == {"role": "user", "content": block(BAGS, CABIN)}
 
@@ -135,10 +130,10 @@ def test_streamed_requests_get_the_lessons_too(marina_url, upstream, stored):
 
 
 # --- Modes -----------------------------------------------------------------------------
-def test_observe_recalls_and_reports_but_injects_nothing(client, upstream, stored, settings):
-    ask(client, "openrouter/agent")
+def test_observe_recalls_and_reports_but_injects_nothing(openai_client, upstream, stored, settings):
+    ask(openai_client, "openrouter/agent")
     settings.MARINA_LESSONS = "observe"
-    raw = ask(client, "marina/lessons:openrouter/agent")
+    raw = ask(openai_client, "marina/lessons:openrouter/agent")
     assert raw.headers["x-marina-lessons"] == "observe:" + ids(stored["bags"], stored["cabin"])
     plain, observed = upstream.requests
     assert observed.raw == plain.raw
@@ -146,49 +141,49 @@ def test_observe_recalls_and_reports_but_injects_nothing(client, upstream, store
     assert span.detail["mode"] == "observe" and span.detail["injected"] is False
 
 
-def test_a_request_may_ask_for_observe_on_a_server_that_injects(client, upstream, stored):
-    raw = ask(client, "marina/lessons:openrouter/agent", x_marina_lessons="observe")
+def test_a_request_may_ask_for_observe_on_a_server_that_injects(openai_client, upstream, stored):
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", x_marina_lessons="observe")
     assert raw.headers["x-marina-lessons"].startswith("observe:")
     assert upstream.requests[0].body["messages"] == [SYSTEM, OPENING]
 
 
-def test_off_neither_recalls_nor_injects(client, upstream, stored, settings):
+def test_off_neither_recalls_nor_injects(openai_client, upstream, stored, settings):
     settings.MARINA_LESSONS = "off"
-    raw = ask(client, "marina/lessons:openrouter/agent", x_marina_lessons="on")
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", x_marina_lessons="on")
     assert raw.headers["x-marina-lessons"] == "0"
     assert upstream.requests[0].body["messages"] == [SYSTEM, OPENING]
     assert lessons_span(raw) == [], "off does not even recall"
     settings.MARINA_LESSONS = "on"
-    raw = ask(client, "marina/lessons:openrouter/agent", x_marina_lessons="off")
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", x_marina_lessons="off")
     assert raw.headers["x-marina-lessons"] == "0" and lessons_span(raw) == []
 
 
-def test_nothing_recalled_is_reported_as_0(client, upstream, stored):
-    raw = ask(client, "marina/lessons:openrouter/agent", [{"role": "user", "content": "What is the weather on Mars?"}])
+def test_nothing_recalled_is_reported_as_0(openai_client, upstream, stored):
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", [{"role": "user", "content": "What is the weather on Mars?"}])
     assert raw.headers["x-marina-lessons"] == "0"
     assert upstream.requests[0].body["messages"] == [{"role": "user", "content": "What is the weather on Mars?"}]
 
 
-def test_a_bad_header_value_is_a_400(client, upstream, stored):
+def test_a_bad_header_value_is_a_400(openai_client, upstream, stored):
     with pytest.raises(openai.BadRequestError) as caught:
-        ask(client, "openrouter/agent", x_marina_lessons="sometimes")
+        ask(openai_client, "openrouter/agent", x_marina_lessons="sometimes")
     assert "x-marina-lessons must be on, observe or off" in caught.value.body["message"]
     assert upstream.requests == []
 
 
 # --- Measurement self-exclusion ----------------------------------------------------------
-def test_a_measurement_never_sees_lessons_of_its_own_benchmark(client, upstream, stored):
+def test_a_measurement_never_sees_lessons_of_its_own_benchmark(openai_client, upstream, stored):
     # Measured on airline: not airline's lessons, and (scoped to its domain) not retail's either.
-    raw = ask(client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=measure")
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=measure")
     assert raw.headers["x-marina-lessons"] == "0"
     assert upstream.requests[0].body["messages"] == [SYSTEM, OPENING]
     (span,) = lessons_span(raw)
     assert span.detail["excluded_benchmark"] == "tau2-airline" and span.detail["benchmark"] == "tau2-airline"
     # A header naming the benchmark without saying training is a measurement too.
-    other = ask(client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=live")
+    other = ask(openai_client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=live")
     assert other.headers["x-marina-lessons"] == "0"
     # Marked as training: its own domain's lessons, never retail's.
-    training = ask(client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=train")
+    training = ask(openai_client, "marina/lessons:openrouter/agent", x_marina_eval="benchmark=tau2-airline; mode=train")
     assert training.headers["x-marina-lessons"] == ids(stored["bags"])
 
 
@@ -200,28 +195,28 @@ TAU2_POLICY = {
 }
 
 
-def test_a_tau2_request_is_recognised_by_its_policy_and_measured_without_a_header(client, upstream, stored):
+def test_a_tau2_request_is_recognised_by_its_policy_and_measured_without_a_header(openai_client, upstream, stored):
     # τ²'s CLI sends no x-marina-eval: its policy text says which benchmark the request belongs to.
-    raw = ask(client, "marina/lessons:openrouter/agent", [TAU2_POLICY, OPENING])
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", [TAU2_POLICY, OPENING])
     assert raw.headers["x-marina-lessons"] == "0"
     (span,) = lessons_span(raw)
     assert span.detail["benchmark"] == "tau2-airline" and span.detail["excluded_benchmark"] == "tau2-airline"
-    verified = ask(client, "marina/verify:openrouter/agent", [TAU2_POLICY, OPENING])
+    verified = ask(openai_client, "marina/verify:openrouter/agent", [TAU2_POLICY, OPENING])
     assert verified.headers["x-marina-lessons"] == "0"
-    training = ask(client, "marina/lessons:openrouter/agent", [TAU2_POLICY, OPENING], x_marina_eval="mode=train")
+    training = ask(openai_client, "marina/lessons:openrouter/agent", [TAU2_POLICY, OPENING], x_marina_eval="mode=train")
     assert training.headers["x-marina-lessons"] == ids(stored["bags"]), "its own domain only when training"
 
 
 # --- Verify: a system message after the caller's, shown to the checker --------------------
-def test_verify_injects_a_system_message_after_the_callers_and_shows_it_to_the_checker(client, upstream, stored):
+def test_verify_injects_a_system_message_after_the_callers_and_shows_it_to_the_checker(openai_client, upstream, stored):
     play = Play(upstream, main=text("Let me look up your reservation."), review=json_reply({"verdict": "approve"}))
-    raw = ask(client, "marina/verify:openrouter/agent", LATER)
+    raw = ask(openai_client, "marina/verify:openrouter/agent", LATER)
     assert raw.headers["x-marina-verify"] == "approved"
     # Matched against the last user turn: "It is ABC123" shares no word with any lesson.
     assert raw.headers["x-marina-lessons"] == "0"
 
     play.script(main=text("Let me look up your reservation."), review=json_reply({"verdict": "approve"}))
-    raw = ask(client, "marina/verify:openrouter/agent")
+    raw = ask(openai_client, "marina/verify:openrouter/agent")
     assert raw.headers["x-marina-lessons"] == ids(stored["bags"], stored["cabin"])
     draft = play.bodies["main"][0]["messages"]
     assert draft == [SYSTEM, {"role": "system", "content": block(BAGS, CABIN)}, OPENING]
@@ -232,21 +227,21 @@ def test_verify_injects_a_system_message_after_the_callers_and_shows_it_to_the_c
     assert span.detail["query"] == "last-user-turn" and span.parent_seq == 0
 
 
-def test_verify_in_observe_and_off(client, upstream, stored, settings):
+def test_verify_in_observe_and_off(openai_client, upstream, stored, settings):
     play = Play(upstream, main=text("Sure."), review=json_reply({"verdict": "approve"}))
-    raw = ask(client, "marina/verify:openrouter/agent", x_marina_lessons="observe")
+    raw = ask(openai_client, "marina/verify:openrouter/agent", x_marina_lessons="observe")
     assert raw.headers["x-marina-lessons"] == "observe:" + ids(stored["bags"], stored["cabin"])
     assert play.bodies["main"][0]["messages"] == [SYSTEM, OPENING]
     settings.MARINA_LESSONS = "off"
-    raw = ask(client, "marina/verify:openrouter/agent")
+    raw = ask(openai_client, "marina/verify:openrouter/agent")
     assert raw.headers["x-marina-lessons"] == "0"
     assert play.bodies["main"][1]["messages"] == [SYSTEM, OPENING]
 
 
 # --- Stacked with the obligations ledger ---------------------------------------------------
-def test_stacked_with_obligations_the_lessons_ride_first_in_the_trailing_note(client, upstream, stored):
+def test_stacked_with_obligations_the_lessons_ride_first_in_the_trailing_note(openai_client, upstream, stored):
     play = Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=text("Shall I?"), judge=json_reply({"o1": "waiting"}))
-    raw = client.chat.completions.with_raw_response.create(
+    raw = openai_client.chat.completions.with_raw_response.create(
         model="marina/lessons:marina/obligations:openrouter/agent", messages=[SYSTEM, OPENING], tools=TOOLS,
         extra_headers={"x-marina-session": "lessons-1"},
     )  # fmt: skip
@@ -258,7 +253,7 @@ def test_stacked_with_obligations_the_lessons_ride_first_in_the_trailing_note(cl
 
 
 # --- The whole loop -----------------------------------------------------------------------
-def test_lessons_learned_from_a_failed_run_are_recalled_on_a_related_request(client, upstream, settings):
+def test_lessons_learned_from_a_failed_run_are_recalled_on_a_related_request(openai_client, upstream, settings):
     JudgePlay(upstream)
     judge = UpstreamJudge("openrouter/judge-model")
     try:
@@ -270,21 +265,21 @@ def test_lessons_learned_from_a_failed_run_are_recalled_on_a_related_request(cli
     upstream.reset()
     related = [SYSTEM, {"role": "user", "content": "Please add checked bags and change the passenger on my reservation."}]
 
-    raw = ask(client, "marina/lessons:openrouter/agent", related)
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", related)
     assert set(raw.headers["x-marina-lessons"].split(",")) == {str(lesson.pk) for lesson in learned.values()}
     assert CONFIRM in upstream.requests[-1].body["messages"][-1]["content"]
 
     settings.MARINA_LESSONS = "observe"
-    raw = ask(client, "marina/lessons:openrouter/agent", related)
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", related)
     assert raw.headers["x-marina-lessons"].startswith("observe:")
     assert upstream.requests[-1].body["messages"] == related
 
     settings.MARINA_LESSONS = "off"
-    raw = ask(client, "marina/lessons:openrouter/agent", related)
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", related)
     assert raw.headers["x-marina-lessons"] == "0" and upstream.requests[-1].body["messages"] == related
 
     settings.MARINA_LESSONS = "on"
-    raw = ask(client, "marina/lessons:openrouter/agent", related, x_marina_eval="benchmark=tau2-airline; mode=measure")
+    raw = ask(openai_client, "marina/lessons:openrouter/agent", related, x_marina_eval="benchmark=tau2-airline; mode=measure")
     assert raw.headers["x-marina-lessons"] == "0" and upstream.requests[-1].body["messages"] == related
 
 
