@@ -3,6 +3,7 @@ allowed (a run's group and label). Items, traces, spans and spend are
 append-only records, so the admin only shows them."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
@@ -31,46 +32,35 @@ from ledger.spend.selectors import spend_sums
 from ledger.templatetags.ledger_format import breakable, cost_of, duration, grouped, money_html, readable_list
 
 
-def _wrapping(field: str, description: str) -> Any:
-    """A list column for a long id or model that wraps only after its separators
-    (static/ledger/admin.css keeps every other cell on one line)."""
+def _column(field: str, description: str, render: Callable[[Any], str]) -> Any:
+    """A list column showing `field` through `render`, sortable by the field."""
 
     @admin.display(description=description, ordering=field)
     def shown(self: admin.ModelAdmin, obj: Any) -> str:
-        return breakable(getattr(obj, field))
+        return render(getattr(obj, field))
 
     return shown
+
+
+def _wrapping(field: str, description: str) -> Any:
+    """A long id or model that wraps only after its separators
+    (static/ledger/admin.css keeps every other cell on one line)."""
+    return _column(field, description, breakable)
 
 
 def _count(field: str, description: str) -> Any:
     """A count with thousands separators (tokens: 12,345)."""
-
-    @admin.display(description=description, ordering=field)
-    def shown(self: admin.ModelAdmin, obj: Any) -> str:
-        return grouped(getattr(obj, field))
-
-    return shown
+    return _column(field, description, grouped)
 
 
 def _when(field: str, description: str) -> Any:
     """A time as `2026-12-06 02:18` (UTC), short enough to stay on one line."""
-
-    @admin.display(description=description, ordering=field)
-    def shown(self: admin.ModelAdmin, obj: Any) -> str:
-        value = getattr(obj, field)
-        return "—" if value is None else value.strftime("%Y-%m-%d %H:%M")
-
-    return shown
+    return _column(field, description, lambda value: "—" if value is None else value.strftime("%Y-%m-%d %H:%M"))
 
 
 def _duration(field: str, description: str) -> Any:
     """Milliseconds as a person reads them: 840 ms, 5.97 s."""
-
-    @admin.display(description=description, ordering=field)
-    def shown(self: admin.ModelAdmin, obj: Any) -> str:
-        return duration(getattr(obj, field))
-
-    return shown
+    return _column(field, description, duration)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
