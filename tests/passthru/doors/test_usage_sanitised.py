@@ -86,6 +86,11 @@ def request(door: str, stream: bool) -> dict[str, Any]:
 
 
 def rejected_count(provider: str, field: str) -> float:
+    """The counter, once the ledger writer has counted every trace it committed: it counts just
+    after the commit that makes the trace readable here, on its own thread, which works in order."""
+    from kernel import dbwriter
+
+    dbwriter.submit(lambda: None).result()
     return REGISTRY.get_sample_value("marina_usage_rejected_total", {"provider": provider, "field": field}) or 0.0
 
 
