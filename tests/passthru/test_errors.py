@@ -210,15 +210,15 @@ def test_timeout_is_504_naming_the_variable(live_http, upstream, short_timeout, 
 
 
 def test_a_plain_call_has_a_deadline_however_the_bytes_trickle(live_http, upstream, settings):
-    """Each gap (0.25 s) is within the idle timeout, the whole (2.5 s) is past
-    the deadline: the idle timeout alone kept such a call open for ever."""
+    """Each gap (0.1 s) is within the idle timeout (1 s), the whole (1 s) is past
+    the deadline (0.5 s): the idle timeout alone kept such a call open for ever."""
     settings.MARINA_UPSTREAM_TIMEOUT = 1.0
-    settings.MARINA_UPSTREAM_DEADLINE = 1.0
-    upstream.script(Reply(json=completion(), trickle=0.25, pieces=10))
+    settings.MARINA_UPSTREAM_DEADLINE = 0.5
+    upstream.script(Reply(json=completion(), trickle=0.1, pieces=10))
     response = post(live_http)
     error = error_of(response, 504)
     assert error["message"] == (
-        "Provider 'openrouter' did not finish its answer in 1s (MARINA_UPSTREAM_DEADLINE=1s)."
+        "Provider 'openrouter' did not finish its answer in 0.5s (MARINA_UPSTREAM_DEADLINE=0.5s)."
     )
     traced(response, "timeout")
     # The provider's connection was closed at the deadline, not left to trickle on.
@@ -230,8 +230,8 @@ def test_a_plain_call_has_a_deadline_however_the_bytes_trickle(live_http, upstre
 
 def test_a_stream_has_no_deadline_only_the_idle_timeout(live_http, upstream, settings):
     settings.MARINA_UPSTREAM_TIMEOUT = 1.0
-    settings.MARINA_UPSTREAM_DEADLINE = 0.5
-    upstream.script(Sse(gap=0.25))  # seven events: past the deadline, each gap within the idle timeout
+    settings.MARINA_UPSTREAM_DEADLINE = 0.3
+    upstream.script(Sse(gap=0.1))  # seven events (0.7 s): past the deadline, each gap within the idle timeout
     response = post(live_http, {"model": MODEL, "messages": HELLO, "stream": True})
     assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
     assert Trace.objects.get(request_id=response.headers["x-request-id"]).status == "ok"
