@@ -251,7 +251,7 @@ def test_a_full_export_queue_drops_spans_not_calls(openai_client, upstream, otlp
 def test_no_collector_at_all_costs_no_call_and_no_row(openai_client, upstream, monkeypatch):
     # Nothing listens there. The short timeout only shortens the test's end: the
     # exporter keeps retrying a batch (in its own thread) until then.
-    exporter = start_exporter(monkeypatch, f"http://127.0.0.1:{free_port()}", OTEL_EXPORTER_OTLP_TIMEOUT="2")
+    exporter = start_exporter(monkeypatch, f"http://127.0.0.1:{free_port()}", OTEL_EXPORTER_OTLP_TIMEOUT="1")
     try:
         ids = [
             openai_client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}]).headers[
