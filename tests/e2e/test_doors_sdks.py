@@ -9,7 +9,8 @@ for its own models only, 404 for the others):
 - an upstream's Retry-After reaches the client on every door, plain and streamed;
 - the daily cap's refusal says when to come back and not to retry, and each
   client stops: one traced call per refused call (litellm as τ² calls it,
-  num_retries=3, is the exception: its own loop ignores both headers)."""
+  num_retries=3, is the exception: its own loop ignores both headers, and
+  only a retry policy, which repro_tau2 passes, stops it)."""
 from __future__ import annotations
 
 import asyncio
@@ -20,6 +21,7 @@ import httpx
 import openai
 import pytest
 
+from repro.plan import RETRY_POLICY
 from tests.conftest import MARINA_KEY
 from tests.e2e.conftest import Servers
 from tests.e2e.servers import Gunicorn
@@ -157,8 +159,10 @@ def test_the_caps_refusal_stops_every_client_at_one_call(servers, upstream, monk
         "anthropic messages": (lambda: an.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=16, messages=HI), 1),
         "openai-agents": (lambda: run_agent(server, "gpt-4o-mini"), 1),
         "litellm": (litellm_call, 1),
-        # τ²'s call: litellm's own loop (num_retries) retries any error at once, whatever the headers say.
+        # τ²'s call: litellm's own loop (num_retries) retries any error at once, whatever the headers say,
         "litellm num_retries=3": (lambda: litellm_call(num_retries=3), 4),
+        # unless a retry policy leaves 429s alone, as repro_tau2 gives τ² (and docs/tau2.md, its users).
+        "litellm num_retries=3, the kit's retry policy": (lambda: litellm_call(num_retries=3, retry_policy=RETRY_POLICY), 1),
     }
     for name, (call, traced) in clients.items():
         before = server.ledger.one(refused)
