@@ -63,8 +63,7 @@ def _wrap(owner: Any, attribute: str, label: str) -> None:
 
 def _instrument() -> Any:
     """Marina's application, with the stages marked."""
-    from marina.asgi import application  # sets Django up: import it first
-
+    import marina.asgi  # sets Django up: before the modules below, whose models need it
     from marina import mounts
     from passthru import api, spendcap, upstream
     from passthru.doors import chat
@@ -76,7 +75,7 @@ def _instrument() -> Any:
     _wrap(spendcap, "hold", "spend cap hold")
     _wrap(upstream, "_send", "upstream: headers")  # from sending the request to the reply's headers
     _wrap(api, "to_django", "django response")
-    return application
+    return marina.asgi.application
 
 
 async def _one(application: Any, scope: dict[str, Any], body: bytes) -> dict[str, float]:
