@@ -197,6 +197,13 @@ def experiment_name(domain: str) -> str:
     return f"tau2-{domain}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
+# LiteLLM's own retry loop (τ² asks for num_retries=3) tries any failed call again at once, whatever
+# Retry-After or x-should-retry say, so the daily cap's 429 would be refused four times a call. A
+# policy keeps τ²'s three retries for every error but a 429: the openai SDK inside LiteLLM already
+# waits out a provider's Retry-After, and the cap's refusal says not to retry until 00:00 UTC.
+RETRY_POLICY = {"RateLimitErrorRetries": 0, "DefaultRetries": 3}
+
+
 def llm_args(options: Options, domain: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The agent's and the user simulator's llm args, without the key.
 
@@ -208,8 +215,9 @@ def llm_args(options: Options, domain: str | None = None) -> tuple[dict[str, Any
         "api_base": base,
         "extra_body": {"reasoning_effort": options.effort},
         "extra_headers": {"x-marina-eval": f"benchmark=tau2-{domain or options.domain}; mode=measure"},
+        "retry_policy": RETRY_POLICY,
     }
-    user = {"api_base": base, "extra_body": {"reasoning_effort": options.user_effort}}
+    user = {"api_base": base, "extra_body": {"reasoning_effort": options.user_effort}, "retry_policy": RETRY_POLICY}
     return agent, user
 
 

@@ -505,7 +505,16 @@ def _matched_runs(
 
 # llm_args keys that say where and how patiently to call the user simulator,
 # not which simulator it is (the port differs between runs).
-_TRANSPORT_ARGS = {"api_base", "base_url", "api_version", "num_retries", "max_retries", "timeout", "extra_headers"}
+_TRANSPORT_ARGS = {
+    "api_base",
+    "base_url",
+    "api_version",
+    "num_retries",
+    "max_retries",
+    "retry_policy",
+    "timeout",
+    "extra_headers",
+}
 
 
 def _user_args(run: BenchmarkRun) -> str:

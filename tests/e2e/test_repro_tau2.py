@@ -214,6 +214,25 @@ def test_budget_spent_stops_the_run_and_revokes_the_key(servers, oracle, tmp_pat
     assert_no_secret(server, done.stdout, done.stderr)
 
 
+def test_the_daily_caps_refusal_is_tried_once_per_call(servers, oracle, tmp_path):
+    """τ² calls LiteLLM with num_retries=3, and LiteLLM's own loop retries any error at once,
+    whatever Retry-After and x-should-retry say; the kit's retry policy leaves the cap's 429 alone.
+    So Marina sees each refused call once: as many refusals as τ²'s log has failed calls."""
+    _, url = oracle
+    server = servers.start(MARINA_OPENROUTER_BASE_URL=url, MARINA_DAILY_SPEND_CAP_USD="0.000001")
+    done = repro(server, tmp_path, "--arm", "single", "--task-ids", "7", "--num-trials", "1", "--max-concurrency", "1")
+    assert_each_refusal_tried_once(server, tmp_path, done)
+
+
+def assert_each_refusal_tried_once(server: Gunicorn, tmp_path: Path, done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode != 0, done.stdout[-3000:]  # the cap ends the run: nothing to import
+    refused = server.ledger.one("SELECT COUNT(*) FROM ledger_trace WHERE error_kind = 'spend_cap_reached'")
+    logs = "".join(log.read_text(errors="replace") for log in (tmp_path / "runs").rglob("*.log"))
+    # τ²'s generate() logs each failed call once, after LiteLLM's retries.
+    failed = len(re.findall(r"llm_utils:generate:\d+ - .*spend cap reached", logs, re.IGNORECASE))
+    assert refused >= 1 and refused == failed, (refused, failed, logs[-3000:])
+
+
 @pytest.mark.parametrize(("signum", "reason"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
 def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, tmp_path, signum, reason):
     upstream, url = oracle

@@ -86,3 +86,16 @@ def test_the_board_runs_each_domain_with_taus_own_calls_metered(servers, tmp_pat
     settings = json.loads(ledger.one("SELECT settings FROM ledger_experiment"))
     assert (settings["domains"], settings["retrieval_config"]) == (["telecom", "banking_knowledge"], "openai_embeddings")
     kit.assert_no_secret(server, done.stdout, done.stderr)
+
+
+def test_the_daily_caps_refusal_is_tried_once_per_call(servers, tmp_path):
+    """Sierra's τ² retries a failed simulation itself (`--max-retries`, 3): each of its tries is a
+    call refused once, not four times."""
+    oracle, url = start_oracle(0, tasks_file=SIERRA.tasks_file("airline"), spoil_rate=0.0, spoil_seed=0)
+    try:
+        server = servers.start(MARINA_OPENROUTER_BASE_URL=url, MARINA_DAILY_SPEND_CAP_USD="0.000001")
+        done = kit.repro(server, tmp_path, "--arm", "single", "--task-ids", "7", "--num-trials", "1")
+    finally:
+        oracle.shutdown()
+        oracle.server_close()
+    kit.assert_each_refusal_tried_once(server, tmp_path, done)

@@ -65,3 +65,16 @@ def test_litellm_streamed_as_tau2_might_stream(marina_url, upstream):
     assert upstream.requests[0].body["reasoning_effort"] == "high"
     span = Trace.objects.get().spans.get()
     assert (span.prompt_tokens, span.completion_tokens, span.cost_nanousd) == (50, 6, 100_000)
+
+
+def test_the_kits_retry_policy_stays_with_litellm(marina_url, upstream):
+    """repro_tau2 hands τ² a retry policy in its llm args; LiteLLM keeps it and sends the body as before."""
+    from repro.plan import RETRY_POLICY
+
+    upstream.script(Reply(json=completion("Done.")))
+
+    tau2_completion(marina_url, retry_policy=RETRY_POLICY)
+
+    (sent,) = upstream.requests
+    assert "retry_policy" not in sent.body and "RateLimitErrorRetries" not in sent.raw.decode()
+    assert sent.body["reasoning_effort"] == "high"

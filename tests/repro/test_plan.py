@@ -23,12 +23,14 @@ def flag(argv: list[str], name: str) -> str:
 
 def test_agent_effort_in_extra_body_user_effort_stated_header_on_the_agent_only() -> None:
     agent, user = llm_args(Options(domain="retail", effort="xhigh", user_effort="low", server_url="http://m:1/"))
+    no_retry_on_429 = {"RateLimitErrorRetries": 0, "DefaultRetries": 3}
     assert agent == {
         "api_base": "http://m:1/v1",
         "extra_body": {"reasoning_effort": "xhigh"},
         "extra_headers": {"x-marina-eval": "benchmark=tau2-retail; mode=measure"},
+        "retry_policy": no_retry_on_429,
     }
-    assert user == {"api_base": "http://m:1/v1", "extra_body": {"reasoning_effort": "low"}}
+    assert user == {"api_base": "http://m:1/v1", "extra_body": {"reasoning_effort": "low"}, "retry_policy": no_retry_on_429}
 
 
 @pytest.mark.django_db
