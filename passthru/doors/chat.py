@@ -54,7 +54,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         )
         ctx.key_name = caller.key_name
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
-        body = parse_body(inbound.body)
+        body = parse_body(inbound.take_body())
         ctx.requested_model = body["model"]
         ctx.conversation = identify(body)  # seed and opening hashes, never content: links τ² items to traces
         ctx.stream = body.get("stream") is True

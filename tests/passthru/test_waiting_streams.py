@@ -1,7 +1,7 @@
 """What a streamed call holds while it waits for its provider's first byte
 (issue 45): a reasoning model may think for minutes, with thousands of
 streams waiting in one worker, so once the provider has the request the
-parsed body is let go (docs/performance.md). Through a live Marina, which
+parsed body and the request's bytes are let go (docs/performance.md). Through a live Marina, which
 runs in a thread of this process with the scripted upstream: the dicts of
 the body alive meanwhile are counted in the whole process."""
 from __future__ import annotations
@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from passthru.context import Inbound
 from passthru.fallback import Bodies
+from passthru.intake import BODY
 from passthru.providers import Plan, resolve
 from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, ScriptedUpstream, Sse
@@ -93,6 +95,10 @@ def test_a_stream_waiting_for_its_first_byte_holds_no_parsed_body(marina_url, up
     alive = _bodies_alive(marker)
     # The one left is the scripted upstream's record of what it received: Marina holds none.
     assert [id(o) for o in alive] == [id(upstream.requests[0].body)]
+    # Nor the bytes: the request's Inbound gave them up, and no scope still holds them.
+    waiting = [o for o in gc.get_objects() if isinstance(o, Inbound) and o.path == "/v1/chat/completions"]
+    assert waiting and all(o.body == b"" for o in waiting)
+    assert not [o for o in gc.get_objects() if type(o) is dict and BODY in o]
     status, model, text = _read_stream(conn)
     assert (status, model, text) == (200, "openrouter/openai/gpt-5.2", "Hello there, streamed.")
     assert upstream.requests[0].body["messages"][1]["content"] == marker
