@@ -50,6 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tau2_body
 from common import (
     ROOT,
+    asgi_call,
+    chat_scope,
     children,
     cpu_seconds,
     ensure_wrk,
@@ -191,39 +193,19 @@ def inproc(args: argparse.Namespace, db_url: str, tmp: Path, up_port: int) -> di
 
 def child(n: int, mode: str, under_callgrind: bool) -> None:
     """In-process calls of the application: n measured after 300 to warm up."""
-    import asyncio
-
     sys.path.insert(0, str(ROOT))
     from marina.asgi import application
 
     body = tau2_body.encoded(MODEL, stream=mode == "stream")
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "query_string": b"", "root_path": "",
-        "headers": [(b"host", b"127.0.0.1:3300"), (b"content-type", b"application/json"),
-                    (b"authorization", f"Bearer {KEY}".encode()), (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 5555), "server": ("127.0.0.1", 3300),
-    }
+    scope = chat_scope(body, KEY)
     statuses: Counter[int] = Counter()
 
+    def count(message: Mapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses[message["status"]] += 1
+
     async def one() -> None:
-        delivered = False
-        done = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: Mapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                statuses[message["status"]] += 1
-
-        await application(dict(scope), receive, send)
-        done.set()
+        await asgi_call(application, scope, body, count)
 
     async def run() -> dict[str, Any]:
         for _ in range(300 if not under_callgrind else 50):

@@ -2,6 +2,7 @@
 reading a process tree's CPU time and memory from /proc."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -14,7 +15,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,38 @@ def per_backend(backends: str, pg_admin_url: str, prefix: str, measure: Callable
         with scratch_postgres(pg_admin_url, prefix) as url:
             report["postgres"] = measure(url)
     return report
+
+
+def chat_scope(body: bytes, key: str) -> dict[str, Any]:
+    """The ASGI scope uvicorn hands over for `POST /v1/chat/completions` with this body and key."""
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"127.0.0.1:3300"), (b"content-type", b"application/json"),
+                    (b"authorization", f"Bearer {key}".encode()), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 5555), "server": ("127.0.0.1", 3300),
+    }  # fmt: skip
+
+
+async def asgi_call(
+    application: Any, scope: dict[str, Any], body: bytes, on_send: Callable[[Mapping[str, Any]], None]
+) -> None:
+    """One request through the ASGI application in this process, no server and no socket: the body
+    in one message, and the client stays connected until the response is done (`on_send` sees each
+    message the application sends)."""
+    delivered = False
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Mapping[str, Any]) -> None:
+        on_send(message)
+
+    await application(dict(scope), receive, send)
+    done.set()

@@ -24,14 +24,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tau2_body
-from common import ROOT, marina_env, migrate, start_fake_upstream
+from common import ROOT, asgi_call, chat_scope, marina_env, migrate, start_fake_upstream
 
 KEY = "sk-marina-bench-key-0000"
 MODEL = "openai/gpt-4.1-mini"
@@ -63,8 +63,8 @@ def _wrap(owner: Any, attribute: str, label: str) -> None:
 
 def _instrument() -> Any:
     """Marina's application, with the stages marked."""
+    import marina.asgi  # sets Django up: before the modules below, whose models need it
     from marina import mounts
-    from marina.asgi import application  # sets Django up: import it first
     from passthru import api, spendcap, upstream
     from passthru.doors import chat
 
@@ -75,44 +75,27 @@ def _instrument() -> Any:
     _wrap(spendcap, "hold", "spend cap hold")
     _wrap(upstream, "_send", "upstream: headers")  # from sending the request to the reply's headers
     _wrap(api, "to_django", "django response")
-    return application
+    return marina.asgi.application
 
 
 async def _one(application: Any, scope: dict[str, Any], body: bytes) -> dict[str, float]:
     _marks.clear()
-    delivered = False
-    done = asyncio.Event()
 
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
+    def on_send(message: Mapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             _mark("response start")
         elif message.get("body"):
             _mark("first byte")
 
     _mark("asgi call")
-    await application(dict(scope), receive, send)
-    done.set()
+    await asgi_call(application, scope, body, on_send)
     start = _marks["asgi call"]
     return {name: (at - start) * 1000 for name, at in _marks.items()}
 
 
 async def _series(application: Any, mode: str, idle_ms: float, n: int) -> dict[str, float]:
     body = tau2_body.encoded(MODEL, stream=mode == "stream")
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "query_string": b"", "root_path": "",
-        "headers": [(b"host", b"127.0.0.1:3300"), (b"content-type", b"application/json"),
-                    (b"authorization", f"Bearer {KEY}".encode()), (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 5555), "server": ("127.0.0.1", 3300),
-    }
+    scope = chat_scope(body, KEY)
     rows = []
     for _ in range(n):
         if idle_ms:

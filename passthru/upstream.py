@@ -238,6 +238,15 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
             f"MARINA_UPSTREAM_MAX_CONNECTIONS={settings.MARINA_UPSTREAM_MAX_CONNECTIONS} to it, all busy.",
             status=503,
         )
+    if isinstance(exc, httpx.ConnectTimeout):
+        connect = min(settings.MARINA_UPSTREAM_CONNECT_TIMEOUT, settings.MARINA_UPSTREAM_TIMEOUT)
+        return UpstreamError(
+            provider.name,
+            "timeout",
+            f"Could not connect to provider '{provider.name}' within {connect:g}s "
+            f"(MARINA_UPSTREAM_CONNECT_TIMEOUT={settings.MARINA_UPSTREAM_CONNECT_TIMEOUT:g}s).",
+            status=504,
+        )
     if isinstance(exc, httpx.TimeoutException):
         idle = settings.MARINA_UPSTREAM_TIMEOUT
         return UpstreamError(

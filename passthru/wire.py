@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -263,11 +265,14 @@ class _Pool:
         loop = asyncio.get_running_loop()
         tls = self.owner.ssl_context if self.scheme == "https" else None
         try:
+            sock = await _open_socket(loop, self.host, self.port, timeout)
+            # From here the loop owns the socket and closes it on failure. The TLS handshake, work
+            # the loop itself does, has the connect timeout to itself; plain HTTP waits for nothing.
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _Connection(loop), self.host, self.port, ssl=tls, server_hostname=self.host if tls else None
+                    lambda: _Connection(loop), sock=sock, ssl=tls, server_hostname=self.host if tls else None
                 ),
-                timeout,
+                timeout if tls else None,
             )
         except TimeoutError:
             raise httpx.ConnectTimeout(f"Connecting to {self.host}:{self.port} timed out.") from None
@@ -295,6 +300,80 @@ class _Pool:
         for conn in self.idle:
             conn.close()
         self.idle.clear()
+
+
+async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int, timeout: float | None) -> socket.socket:
+    """A TCP socket connected to host:port, trying each address the host resolves to in turn, as
+    loop.create_connection does. `timeout` bounds resolving a name (its answer comes from a thread
+    through the loop, so a stalled loop can still make that wait look long), then the connect
+    attempts together, measured from the first."""
+    try:  # an IP address: no resolver, no thread, nothing to wait for
+        infos = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+        )
+    except socket.gaierror:
+        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
+    deadline = None if timeout is None else loop.time() + timeout
+    errors: list[OSError] = []
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await _connect_socket(loop, sock, address, None if deadline is None else max(deadline - loop.time(), 0.0))
+        except OSError as exc:
+            sock.close()
+            if isinstance(exc, TimeoutError):  # the time is spent: no next address
+                raise
+            errors.append(exc)
+        except BaseException:
+            sock.close()
+            raise
+        else:
+            return sock
+    if not errors:
+        raise OSError(f"{host} resolved to no address")
+    raise errors[0] if len(errors) == 1 else OSError("; ".join(map(str, errors)))
+
+
+async def _connect_socket(
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, address: Any, timeout: float | None
+) -> None:
+    """Connect the non-blocking `sock` to `address`, raising TimeoutError if the kernel has not
+    connected it `timeout` seconds after the connect began.
+
+    Why not asyncio.wait_for(loop.create_connection(...)): that timer measured the loop, not the
+    connect. Under a burst the loop runs iterations lasting seconds, and a timer falling due while
+    the connection's completion waits to be polled or processed decides first (libuv runs due
+    timers before it polls; asyncio's wait_for looks before the connecting task has resumed), so
+    connections the kernel had made were reported as timed out (docs/performance.md, issue 45;
+    tests/passthru/test_wire_connect.py). Here the timer only wakes this up, and the socket itself
+    says whether it connected."""
+    try:
+        sock.connect(address)
+        return  # connected at once (loopback can)
+    except (BlockingIOError, InterruptedError):
+        pass  # in progress
+    woken: asyncio.Future[None] = loop.create_future()
+    loop.add_writer(sock, _set_done, woken)  # writable: connected or failed
+    timer = None if timeout is None else loop.call_later(timeout, _set_done, woken)
+    try:
+        await woken
+    finally:
+        loop.remove_writer(sock)
+        if timer is not None:
+            timer.cancel()
+    error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if error:
+        raise OSError(error, os.strerror(error))
+    try:
+        sock.getpeername()
+    except OSError:  # ENOTCONN: still connecting when the time was up
+        raise TimeoutError from None
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _Body(httpx.AsyncByteStream):

@@ -8,7 +8,7 @@ for its own models only, 404 for the others):
   takes `<provider>/<model>` ids through its MultiProvider in `model_id` modes;
 - an upstream's Retry-After reaches the client on every door, plain and streamed;
 - the daily cap's refusal says when to come back and not to retry, and each
-  client stops: one traced call per refused call (litellm as τ² calls it,
+  client (LangChain's and pydantic-ai's chat models too) stops: one traced call per refused call (litellm as τ² calls it,
   num_retries=3, is the exception: its own loop ignores both headers, and
   only a retry policy, which repro_tau2 passes, stops it)."""
 from __future__ import annotations
@@ -137,6 +137,29 @@ def test_an_upstream_retry_after_reaches_the_client_on_every_door(servers, upstr
     assert len(upstream.requests) == 9 and not world.seen, "each door's one call, answered by the script"
 
 
+def agent_frameworks(server: Gunicorn) -> dict[str, Callable[[], Any]]:
+    """LangChain's and pydantic-ai's chat models, each as its README makes one (their default retries)."""
+    from langchain_anthropic import ChatAnthropic
+    from langchain_openai import ChatOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    v1, claude = f"{server.base_url}/v1", "anthropic/claude-sonnet-4-5"
+    gpt = OpenAIChatModel("openai/gpt-4o-mini", provider=OpenAIProvider(base_url=v1, api_key=MARINA_KEY))
+    sonnet = AnthropicModel(claude, provider=AnthropicProvider(base_url=server.base_url, api_key=MARINA_KEY))
+    return {
+        "langchain-openai": lambda: ChatOpenAI(model="openai/gpt-4o-mini", base_url=v1, api_key=MARINA_KEY).invoke("hi"),
+        "langchain-anthropic": lambda: ChatAnthropic(
+            model_name=claude, base_url=server.base_url, api_key=MARINA_KEY, max_tokens=16
+        ).invoke("hi"),
+        "pydantic-ai, openai": lambda: Agent(gpt).run_sync("hi"),
+        "pydantic-ai, anthropic": lambda: Agent(sonnet).run_sync("hi"),
+    }  # type: ignore[call-arg]
+
+
 def test_the_caps_refusal_stops_every_client_at_one_call(servers, upstream, monkeypatch):
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm fetches its price map at import otherwise
     server, _ = start(servers, upstream, MARINA_DAILY_SPEND_CAP_USD="0.001")
@@ -158,6 +181,7 @@ def test_the_caps_refusal_stops_every_client_at_one_call(servers, upstream, monk
         "openai embeddings": (lambda: oa.embeddings.create(model="openai/text-embedding-3-small", input="hi"), 1),
         "anthropic messages": (lambda: an.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=16, messages=HI), 1),
         "openai-agents": (lambda: run_agent(server, "gpt-4o-mini"), 1),
+        **{name: (call, 1) for name, call in agent_frameworks(server).items()},
         "litellm": (litellm_call, 1),
         # τ²'s call: litellm's own loop (num_retries) retries any error at once, whatever the headers say,
         "litellm num_retries=3": (lambda: litellm_call(num_retries=3), 4),

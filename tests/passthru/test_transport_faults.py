@@ -91,6 +91,7 @@ def test_a_connect_error_is_retried_once_and_the_second_try_serves(provider):
         (httpx.RemoteProtocolError, 502, "reset", 1, "closed the connection (RemoteProtocolError)"),
         (httpx.ReadError, 502, "reset", 1, "closed the connection (ReadError)"),
         (httpx.ReadTimeout, 504, "timeout", 1, "(MARINA_UPSTREAM_TIMEOUT="),
+        (httpx.ConnectTimeout, 504, "timeout", 1, "Could not connect to provider 'openrouter' within 10s (MARINA_UPSTREAM_CONNECT_TIMEOUT="),
         (httpx.PoolTimeout, 503, "pool_timeout", 1, "MARINA_UPSTREAM_POOL_TIMEOUT="),
     ],
 )
