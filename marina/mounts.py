@@ -34,6 +34,7 @@ request thread (`sync_to_async`), whose connection request_finished closes."""
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -47,7 +48,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 from django.utils.module_loading import import_string
 
-from passthru.intake import ASGIApp, Receive, Scope, Send
+from passthru.intake import BODY, ASGIApp, Receive, Scope, Send
 
 API_PREFIX = "/v1/"
 SITE_UNDER_API = "/v1/benchmarks/"  # the NinjaAPI's upload routes, served with the site
@@ -141,6 +142,14 @@ class ApiHandler(ASGIHandler):
             body_file = await self.read_body(receive)
         except RequestAborted:
             return
+        # The view takes the body out of the scope (passthru/api.py), and the
+        # door lets go of it once parsed: the request would keep it for as
+        # long as the answer lasts, minutes for a stream waiting on a
+        # reasoning model, thousands at once (docs/performance.md, issue 45).
+        # Intake has bounded its size; the request gets an empty body.
+        with body_file:
+            scope[BODY] = body_file.read()
+        body_file = io.BytesIO()
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, body_file)
         if request is None:

@@ -263,10 +263,14 @@ async def call_stream(
         span.body = {"request": redact(sent)}
     meter = endpoint.meter(route, span, not client_wants_usage)
     stack = AsyncExitStack()
+    opening = upstream.open_stream(route.provider, data, ctx.upstream_headers(), endpoint.path)
+    # The stream holds the bytes until the provider has them, then lets go
+    # (passthru/upstream.py): nor does this call keep them, or the dicts they
+    # were made from, while it waits for the first byte, minutes maybe, with
+    # thousands of calls waiting (docs/performance.md, issue 45).
+    del body, sent, data
     try:
-        stream = await stack.enter_async_context(
-            upstream.open_stream(route.provider, data, ctx.upstream_headers(), endpoint.path)
-        )
+        stream = await stack.enter_async_context(opening)
     except UpstreamError as exc:
         _stop_clock(ctx, meter)
         fail_span(span, exc)

@@ -40,6 +40,12 @@ class Inbound:
     peer: str = ""  # the client's socket address (IP), for per-IP rate limits
     caller: Caller | None = None  # set when the edge checked the key before reading the body
 
+    def take_body(self) -> bytes:
+        """The body, handed over once: the door parses it and keeps no copy
+        (a stream may wait minutes for its first byte; docs/performance.md)."""
+        body, self.body = self.body, b""
+        return body
+
 
 @dataclass
 class RequestContext:

@@ -11,11 +11,12 @@ When nobody served the call: 404 model_not_found if every provider said it
 does not know the model, else 502 naming what each attempt got."""
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from passthru.calls import Completion, call_json
+from passthru.calls import Completion, call_json, encode
 from passthru.context import RequestContext
 from passthru.errors import ApiError, UpstreamError
 from passthru.providers import Plan, Route
@@ -65,6 +66,31 @@ class Misses:
             "no_provider",
             f"No configured provider served the model '{self.plan.requested}' ({tried}).",
         )
+
+
+class Bodies:
+    """The body of each attempt of a plan, the parsed dict not held while a
+    call waits for its provider: a streamed call may wait minutes for a
+    reasoning model's first byte, with thousands waiting in one worker
+    (docs/performance.md, issue 45). The first attempt gets the dict itself;
+    when more may follow, one compact copy (the JSON: ~20 KB for an agent's
+    turn, against ~50 KB as a dict) is kept to parse again for them, until
+    the caller is done with the plan."""
+
+    def __init__(self, body: dict[str, Any], plan: Plan) -> None:
+        self._first: dict[str, Any] | None = body
+        # Copied to fit: orjson's bytes sit in the buffer it grew (64 KB for 19 KB of JSON).
+        self._json = memoryview(encode(body)).tobytes() if plan.fallback and len(plan.routes) > 1 else None
+
+    def next(self) -> dict[str, Any]:
+        """The body for the next attempt (the dict is the caller's to drop)."""
+        if self._first is not None:
+            body, self._first = self._first, None
+            return body
+        if self._json is None:
+            raise RuntimeError("a plan without fallback has one attempt")
+        again: dict[str, Any] = json.loads(self._json)
+        return again
 
 
 def describe(status: int, body: bytes) -> str:

@@ -58,6 +58,8 @@ KEYED_PATHS = (CHAT_PATH, UPLOAD_PATH, *DOOR_PATHS)  # POST routes that take a b
 REFUSAL = "marina.refusal"
 CALLER = "marina.caller"
 HEADERS = "marina.headers"  # the request headers as request_headers() gives them
+# The body, handed to /v1's views by the API's handler (marina/mounts.py) rather than kept by the request.
+BODY = "marina.body"
 _END_OF_BODY: Message = {"type": "http.request", "body": b"", "more_body": False}
 
 

@@ -17,7 +17,7 @@ import logging
 import resource
 import urllib.request
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -27,7 +27,7 @@ from django.conf import settings
 
 from passthru.errors import UpstreamError
 from passthru.providers import Provider
-from passthru.wire import LeanTransport
+from passthru.wire import LeanTransport, Sent
 
 log = logging.getLogger(__name__)
 
@@ -138,26 +138,52 @@ def _default_headers() -> tuple[tuple[bytes, bytes], ...]:
 
 async def _send(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> httpx.Response:
     """POST to the provider's `path` (chat completions by default); the response body is left unread."""
+    sent = await _start(provider, body, headers, path)
+    return await sent.response()
+
+
+class _OneStep:
+    """The POST of a transport that writes and answers in one call (a test's,
+    or httpx's client behind a proxy): both happen in `response()`, which holds
+    the request meanwhile."""
+
+    def __init__(self, answer: Callable[[], Awaitable[httpx.Response]]) -> None:
+        self._answer = answer
+
+    async def response(self) -> httpx.Response:
+        return await self._answer()
+
+
+async def _start(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> Sent | _OneStep:
+    """The POST written to the provider (on the lean transport); the result's
+    `response()`, to be awaited at once, waits for the answer. Until then the
+    caller may let go of `body`: nothing here keeps it once it is written."""
     url = f"{provider.base_url}/{path}"
     if _transport is None and _proxied(provider.base_url):
         proxied = client()
-        return await proxied.send(proxied.build_request("POST", url, content=body, headers=headers), stream=True)
+        request = proxied.build_request("POST", url, content=body, headers=headers)
+        return _OneStep(lambda: proxied.send(request, stream=True))
+    if _transport is not None:
+        injected, ready = _transport, _request(url, headers, body)
+        return _OneStep(lambda: injected.handle_async_request(ready))
     loop = asyncio.get_running_loop()
-    transport = _transport
+    transport = _lean.get(loop)
     if transport is None:
-        transport = _lean.get(loop)
-        if transport is None:
-            transport = _lean[loop] = LeanTransport(
-                max_connections=max_connections(),
-                max_keepalive=MAX_KEEPALIVE,
-                on_queue=_tell_queue,
-                limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
-            )
+        transport = _lean[loop] = LeanTransport(
+            max_connections=max_connections(),
+            max_keepalive=MAX_KEEPALIVE,
+            on_queue=_tell_queue,
+            limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
+        )
+    return await transport.send(_request(url, headers, body))
+
+
+def _request(url: str, headers: dict[str, str], body: bytes) -> httpx.Request:
+    """The POST as httpx.AsyncClient would build it: its default headers, ours over them, the timeouts."""
     ours = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
     named = {name.lower() for name, _ in ours}
     merged = [pair for pair in _default_headers() if pair[0].lower() not in named] + ours
-    request = httpx.Request("POST", _url(url), headers=merged, content=body, extensions={"timeout": _timeout().as_dict()})
-    return await transport.handle_async_request(request)
+    return httpx.Request("POST", _url(url), headers=merged, content=body, extensions={"timeout": _timeout().as_dict()})
 
 
 @lru_cache(maxsize=64)
@@ -300,7 +326,12 @@ class Stream:
 
     async def __aenter__(self) -> Stream:
         try:
-            self._response = await _send(self.provider, self._body, self._headers, self._path)
+            sent = await _start(self.provider, self._body, self._headers, self._path)
+            # The provider has the body: it is not kept while the stream waits
+            # for its first byte, which a reasoning model may take minutes to
+            # send, with thousands of streams waiting (docs/performance.md).
+            self._body = b""
+            self._response = await sent.response()
         except httpx.HTTPError as exc:
             raise _failure(self.provider, exc) from None
         return self

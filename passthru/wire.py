@@ -8,6 +8,9 @@ where httpx expects a transport (`httpx.AsyncBaseTransport`), so passthru/upstre
 keeps building `httpx.Request`s and reading `httpx.Response`s, and every
 failure is raised as the httpx exception httpcore would raise (ConnectError,
 ConnectTimeout, ReadTimeout, ReadError, RemoteProtocolError, PoolTimeout).
+Beside httpx's one call, a request can be sent in two steps (`send`, then
+`Sent.response()`): passthru/upstream.py then lets go of a streamed call's
+body once it is written, not after the provider's first byte.
 
 What it does: keep-alive connection pools per (scheme, host, port), at most
 `max_connections` open and `max_keepalive` idle per pool, TLS with httpx's own
@@ -392,6 +395,30 @@ class _Body(httpx.AsyncByteStream):
             self.pool.release(self.conn)  # closes it unless the body was read to its end
 
 
+class Sent:
+    """A request written on a connection, its answer not read yet. It holds
+    the connection only, not the request."""
+
+    def __init__(self, conn: _Connection, pool: _Pool, read_timeout: float | None) -> None:
+        self.conn, self.pool, self.read_timeout = conn, pool, read_timeout
+
+    async def response(self) -> httpx.Response:
+        """The answer's status and headers; its body streams from the connection."""
+        conn = self.conn
+        try:
+            await conn.read_headers(self.read_timeout)
+        except BaseException:
+            conn.close()
+            self.pool.release(conn)
+            raise
+        return httpx.Response(
+            conn.status,
+            headers=conn.raw_headers,
+            stream=_Body(conn, self.pool, self.read_timeout),
+            extensions={"http_version": b"HTTP/1.1", "queued_seconds": conn.queued},
+        )
+
+
 class LeanTransport(httpx.AsyncBaseTransport):
     """An httpx transport for plain HTTP/1.1 upstreams, one per event loop."""
 
@@ -427,6 +454,17 @@ class LeanTransport(httpx.AsyncBaseTransport):
             )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        sent = await self.send(request)
+        return await sent.response()
+
+    async def send(self, request: httpx.Request) -> Sent:
+        """Write `request` on a pooled connection; the result's `response()`
+        then waits for the answer, and must be awaited at once (it releases
+        the connection if that wait fails or is cancelled).
+
+        Two steps, so that a caller need not hold the request while the
+        provider thinks: a reasoning model may take minutes before its first
+        byte, and a worker holds thousands of such calls (docs/performance.md)."""
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         url = request.url
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -442,17 +480,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
         conn = await pool.acquire(timeouts.get("pool"), timeouts.get("connect"))
         try:
             conn.send(b"".join(head) + body)
-            await conn.read_headers(timeouts.get("read"))
         except BaseException:
             conn.close()
             pool.release(conn)
             raise
-        return httpx.Response(
-            conn.status,
-            headers=conn.raw_headers,
-            stream=_Body(conn, pool, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1", "queued_seconds": conn.queued},
-        )
+        return Sent(conn, pool, timeouts.get("read"))
 
     async def aclose(self) -> None:
         for pool in self._pools.values():

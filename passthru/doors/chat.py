@@ -54,7 +54,7 @@ async def chat_completions(inbound: Inbound) -> Outbound:
         )
         ctx.key_name = caller.key_name
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
-        body = parse_body(inbound.body)
+        body = parse_body(inbound.take_body())
         ctx.requested_model = body["model"]
         ctx.conversation = identify(body)  # seed and opening hashes, never content: links τ² items to traces
         ctx.stream = body.get("stream") is True
@@ -77,7 +77,9 @@ async def chat_completions(inbound: Inbound) -> Outbound:
             if lessons_prefix or lessons.requested(inbound.headers) is not None:
                 body, recalled = await _with_lessons(ctx, body, lessons_prefix)
             if ctx.stream:
-                out = await _stream(ctx, body)
+                streaming = _stream(ctx, body)
+                del body  # _stream lets go of it once the upstream has it (fallback.Bodies): so does this frame
+                out = await streaming
                 if recalled is not None:
                     out.headers[lessons.HEADER] = recalled.header()
                 return out
@@ -166,10 +168,13 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
     plan passes over the routes that do not know the model or fail before the
     first byte (passthru/fallback.py), each attempt its own span."""
     routes = plan(body["model"])
+    normalise = toolcalls.wanted(body)
+    bodies = fallback.Bodies(body, routes)
+    del body  # each attempt's comes from `bodies`, not held while the call waits for its first byte
     misses = fallback.Misses(routes, [])
     for route in routes.routes:
         try:
-            reply = await call_stream(ctx, route, body)
+            reply = await call_stream(ctx, route, bodies.next())
         except UpstreamError as exc:
             if not routes.fallback:
                 raise
@@ -186,7 +191,7 @@ async def _stream(ctx: RequestContext, body: dict[str, Any]) -> Outbound:
             return out
         headers = {"x-marina-upstream-model": route.served_id, "cache-control": "no-cache"}
         out = Outbound(200, headers, content_type=SSE)
-        events = toolcalls.normalise_stream(reply.events) if toolcalls.wanted(body) else reply.events
+        events = toolcalls.normalise_stream(reply.events) if normalise else reply.events
         out.stream = relay_and_record(ctx, events, out, DONE)
         common_headers(ctx, out)
         return out

@@ -49,7 +49,7 @@ async def serve(inbound: Inbound, handle: Handler, *, envelope: Envelope = error
         )
         ctx.key_name = caller.key_name
         await ratelimit.check(ratelimit.client_of(caller.key_name if caller.keyed else None, inbound.peer, inbound.headers))
-        body = parse_body(inbound.body)
+        body = parse_body(inbound.take_body())
         ctx.requested_model = body["model"]
         ctx.stream = body.get("stream") is True
         if settings.MARINA_TRACE_BODIES:

@@ -4,9 +4,11 @@ as the httpx exception passthru/upstream.py maps to an error kind."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import socket
 import time
+import weakref
 from typing import Any
 
 import httpx
@@ -180,3 +182,45 @@ def test_each_request_gets_its_own_read_timeout_on_a_reused_connection(upstream)
         return time.monotonic() - started
 
     assert _run(go()) < 0.9
+
+
+def test_a_sent_request_is_not_held_while_its_answer_is_awaited(upstream):
+    # send() writes it; from then on only the connection is held, not the request and its body,
+    # while a reasoning model thinks (issue 45: thousands of streams wait so).
+    upstream.script(Reply(json=completion("late"), delay=0.3))
+
+    async def go() -> tuple[bool, int, bytes]:
+        transport = LeanTransport()
+        request = _request(upstream.base_url, {"model": "m", "messages": [{"role": "user", "content": "x" * 20_000}]})
+        held = weakref.ref(request)
+        sent = await transport.send(request)
+        del request
+        gc.collect()
+        let_go = held() is None
+        response = await sent.response()
+        body = await response.aread()
+        await response.aclose()
+        await transport.aclose()
+        return let_go, response.status_code, body
+
+    let_go, status, body = _run(go())
+    assert let_go
+    assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "late"
+    assert upstream.requests[0].body["messages"][0]["content"] == "x" * 20_000
+
+
+def test_a_cancelled_wait_for_the_answer_releases_its_connection(upstream):
+    upstream.script(Reply(json=completion(), delay=2))
+
+    async def go() -> tuple[int, int]:
+        transport = LeanTransport()
+        sent = await transport.send(_request(upstream.base_url, {"model": "m"}))
+        waiting = asyncio.ensure_future(sent.response())
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        pool = next(iter(transport._pools.values()))
+        return pool.active, len(pool.idle)
+
+    assert _run(go()) == (0, 0)  # released, and closed rather than kept: its answer was never read

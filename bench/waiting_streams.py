@@ -1,0 +1,220 @@
+"""Memory per stream waiting for its first token (issue 45): what one worker
+holds for each of N streams while the provider thinks.
+
+    .venv/bin/python bench/waiting_streams.py                  # 1,000 streams: resident KB per waiting stream
+    .venv/bin/python bench/waiting_streams.py --where          # and what holds it, by line (tracemalloc)
+    .venv/bin/python bench/waiting_streams.py --marina-env MARINA_TRACE_BODIES=on
+
+The upstream (bench/fake_upstream.py) sends nothing for an hour: every
+stream stays where a reasoning model's would, Marina's request sent and its
+first byte awaited. Marina runs as one worker does (this script's `--serve`:
+uvicorn with uvloop and httptools, marina.asgi's application, what it loaded
+frozen as gunicorn.conf.py's post_worker_init does), on a temporary SQLite
+ledger. The client is plain blocking sockets in this process: each sends
+the τ²-sized body (bench/tau2_body.py, ~19 KB) with "stream": true and
+never reads.
+
+First `--warm` streams are opened and left waiting (the code paths, the
+upstream pool, the allocator's first arenas), then the worker's resident
+memory (VmRSS, after a full collection) is read; then `--streams` more are
+opened, and once the worker holds all their upstream connections, read
+again. The difference over `--streams` is the figure. With `--where` the
+worker traces its allocations (tracemalloc, which costs memory of its own: the
+resident figure of such a run is not comparable) and the report lists the
+lines that allocated what the waiting streams still hold, per stream."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tau2_body
+from common import ROOT, free_port, marina_env, migrate, start, start_fake_upstream
+from slow_streams import sample
+
+KEY = "sk-marina-bench-key-0000"
+MODEL = "openai/gpt-4.1-mini"
+REPORT = "MARINA_BENCH_REPORT"  # where the served worker writes its figures when signalled (--serve)
+
+
+def serve(port: int) -> None:
+    """One Marina worker on 127.0.0.1:port; SIGUSR1 writes its figures to $MARINA_BENCH_REPORT."""
+    sys.path.insert(0, str(ROOT))  # this script's folder is on the path, not the project's
+    import uvicorn
+
+    from marina.asgi import application
+    from marina.worker import MarinaServer
+
+    gc.freeze()  # as gunicorn.conf.py's post_worker_init
+    report = Path(os.environ[REPORT])
+    taken = 0
+
+    def write_figures() -> None:
+        nonlocal taken
+        gc.collect()
+        out: dict[str, object] = {"rss_kb": _rss_kb()}
+        if tracemalloc.is_tracing():
+            taken += 1
+            snapshot = report.with_suffix(f".{taken}.snapshot")
+            tracemalloc.take_snapshot().dump(str(snapshot))
+            out["snapshot"] = str(snapshot)
+        report.write_text(json.dumps(out))
+
+    async def main() -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, write_figures)
+        config = uvicorn.Config(application, host="127.0.0.1", port=port, http="httptools", lifespan="off",
+                                log_level="warning")
+        await MarinaServer(config).serve()
+
+    import uvloop
+
+    uvloop.run(main())
+
+
+def _rss_kb(pid: int | str = "self") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def figures(pid: int, report: Path) -> dict[str, object]:
+    """Ask the worker for its figures (after a full collection) and wait for them."""
+    report.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            found: dict[str, object] = json.loads(report.read_text())
+            return found
+        except (OSError, ValueError):
+            time.sleep(0.1)
+    raise SystemExit("the worker did not report its figures")
+
+
+def open_streams(port: int, request: bytes, n: int) -> list[socket.socket]:
+    opened = []
+    for _ in range(n):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(request)
+        opened.append(sock)
+    return opened
+
+
+def wait_upstream(pid: int, port: int, upstream_port: int, n: int, timeout: float = 300) -> float:
+    """Seconds until the worker holds n connections to the upstream (each stream's call)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if sample([pid], port, upstream_port).upstreams.get(pid, 0) >= n:
+            return time.monotonic() - started
+        time.sleep(0.2)
+    held = sample([pid], port, upstream_port).upstreams.get(pid, 0)
+    raise SystemExit(f"the worker holds {held} upstream connections, not {n}, after {timeout:.0f}s")
+
+
+def where(before: dict[str, object], after: dict[str, object], n: int, top: int) -> None:
+    """The lines that allocated what the streams hold, per stream."""
+    old = tracemalloc.Snapshot.load(str(before["snapshot"]))
+    new = tracemalloc.Snapshot.load(str(after["snapshot"]))
+    diffs = new.compare_to(old, "lineno")
+    total = sum(d.size_diff for d in diffs)
+    print(f"\nPython allocations held per waiting stream (tracemalloc): {total / n / 1024:.1f} KB; "
+          f"the {top} lines that allocated most of it:\n")
+    print("| KB per stream | blocks per stream | allocated at |")
+    print("| --- | --- | --- |")
+    for d in diffs[:top]:
+        frame = d.traceback[0]
+        name = os.path.relpath(frame.filename, ROOT) if frame.filename.startswith(str(ROOT)) else frame.filename
+        name = name.split("site-packages/")[-1]
+        print(f"| {d.size_diff / n / 1024:.2f} | {d.count_diff / n:.1f} | {name}:{frame.lineno} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--warm", type=int, default=100, help="streams opened (and left waiting) before the first reading")
+    parser.add_argument("--where", action="store_true", help="trace the worker's allocations and list what the streams hold")
+    parser.add_argument("--top", type=int, default=20, help="lines listed with --where")
+    parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for Marina (repeatable)")
+    parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return
+    # One descriptor per stream in this client, two in the worker: raise the soft limit (inherited).
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    request_body = tau2_body.encoded(MODEL, stream=True)
+    with tempfile.TemporaryDirectory(prefix="marina-waiting-") as tmpdir:
+        tmp = Path(tmpdir)
+        upstream, up_port = start_fake_upstream(tmp, "--first-token-ms", "3600000", "--chunks", "1")
+        marina = None
+        try:
+            port = free_port()
+            extra = {"MARINA_SPOOL_DIR": str(tmp / "spool"), **dict(item.split("=", 1) for item in args.marina_env)}
+            env = marina_env(db_url=f"sqlite:///{tmp / 'marina.sqlite3'}", upstream_port=up_port, bind=f"127.0.0.1:{port}",
+                             key=KEY, extra=extra)
+            env[REPORT] = str(tmp / "figures.json")
+            env["DJANGO_SETTINGS_MODULE"] = "marina.settings"
+            if args.where:
+                env["PYTHONTRACEMALLOC"] = "1"
+            migrate(env)
+            marina = start("marina", [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)], env=env,
+                           base_url=f"http://127.0.0.1:{port}", ready_path="/v1/health", log_dir=tmp)
+            pid = marina.proc.pid
+            request = (
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\n"
+                b"authorization: Bearer %s\r\ncontent-length: %d\r\n\r\n%s"
+                % (port, KEY.encode(), len(request_body), request_body)
+            )
+            clients = open_streams(port, request, args.warm)
+            wait_upstream(pid, port, up_port, args.warm)
+            time.sleep(1.0)
+            before = figures(pid, Path(env[REPORT]))
+            started = time.monotonic()
+            clients += open_streams(port, request, args.streams)
+            took = wait_upstream(pid, port, up_port, args.warm + args.streams)
+            time.sleep(2.0)
+            after = figures(pid, Path(env[REPORT]))
+            rss0, rss1 = int(str(before["rss_kb"])), int(str(after["rss_kb"]))
+            print(f"\n## Streams waiting for their first token ({args.streams} after {args.warm}; "
+                  f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f})\n")
+            print(f"Worker resident: {rss0 / 1024:.1f} MB with {args.warm} waiting, {rss1 / 1024:.1f} MB with "
+                  f"{args.warm + args.streams} ({time.monotonic() - started:.1f} s to open them, {took:.1f} s until "
+                  f"all had called the upstream): **{(rss1 - rss0) / args.streams:.1f} KB per waiting stream**"
+                  + (" (tracemalloc on: not comparable)" if args.where else "") + ".")
+            if args.where:
+                where(before, after, args.streams, args.top)
+            log = marina.log.read_text(errors="replace")
+            problems = [ln for ln in log.splitlines() if "WARNING" in ln or "ERROR" in ln or "Traceback" in ln]
+            if problems:
+                print("\nThe worker's log (warnings and errors, first 5):\n" + "\n".join(problems[:5]))
+            for sock in clients:
+                sock.close()
+        finally:
+            # The streams would wait an hour: no graceful stop.
+            for server in (marina, upstream):
+                if server is not None and server.proc.poll() is None:
+                    server.proc.kill()
+                    try:
+                        server.proc.wait(10)
+                    except subprocess.TimeoutExpired:
+                        pass
+
+
+if __name__ == "__main__":
+    main()
