@@ -1,7 +1,9 @@
-"""Shared fixtures: no network but loopback, a scripted upstream, and a live
-Marina (its real ASGI app under uvicorn, in a thread, on an ephemeral port)."""
+"""Shared fixtures: no network but loopback, a scripted upstream, Marina in-process
+(its real ASGI app on an event loop in a thread, no socket: tests/in_process.py), and a
+live Marina (the same app under uvicorn, in a thread, on an ephemeral port)."""
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 import threading
@@ -14,6 +16,7 @@ import openai
 import pytest
 import uvicorn
 
+from tests.in_process import AsgiBridge, InProcessMarina, ScriptedTransport, event_loop_thread
 from tests.upstream import ScriptedUpstream
 
 if TYPE_CHECKING:
@@ -117,6 +120,12 @@ def _marina_server(django_db_setup, django_db_blocker) -> Iterator[str]:
 
     with serve_in_thread(application, proxy_headers=False) as url:
         yield url
+    _close_marinas_connections(django_db_blocker)
+
+
+def _close_marinas_connections(django_db_blocker: Any) -> None:
+    """Close the connections Marina's own threads hold (ledger writer, limiter, daily cap) before
+    the test database is dropped; harmless twice."""
     from ledger.spend.services import close_writer_connection
     from passthru import ratelimit, spendcap
 
@@ -140,11 +149,43 @@ def marina_url(_marina_server: str, transactional_db, marina_config) -> str:
     return _marina_server
 
 
+# --- Marina in-process --------------------------------------------------------------
+@pytest.fixture(scope="session")
+def _marina_loop(django_db_setup, django_db_blocker) -> Iterator[asyncio.AbstractEventLoop]:
+    """The event loop in-process Marina runs on, in a thread (as uvicorn's for marina_url)."""
+    with event_loop_thread() as loop:
+        yield loop
+    _close_marinas_connections(django_db_blocker)
+
+
 @pytest.fixture
-def openai_client(marina_url: str) -> openai.OpenAI:
-    """The openai SDK pointed at the live Marina with the test key, no retries (a retry would hide
-    the status under test). Named for what it is: pytest-django's `client` is Django's test client."""
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+def marina(_marina_loop, transactional_db, marina_config, upstream: ScriptedUpstream) -> Iterator[InProcessMarina]:
+    """Marina's whole ASGI application called in-process (no socket, no uvicorn), its providers
+    answered by the scripted upstream through passthru/upstream.py's transport seam
+    (tests/in_process.py): `marina.http` (httpx, base URL set), `marina.openai()`, `marina.url`.
+    For tests whose subject is what Marina answers; those about the socket use `marina_url`.
+    transactional_db, as marina_url: the ledger writer records from its own thread and connection."""
+    from marina.asgi import application
+    from passthru import spendcap
+    from passthru import upstream as upstream_client
+
+    spendcap.submit(spendcap.forget).result()  # as marina_url does: no lease from the case before
+    scripted = ScriptedTransport(upstream)
+    upstream_client.use_transport(scripted)
+    bridge = AsgiBridge(application, _marina_loop)
+    in_process = InProcessMarina(bridge, MARINA_KEY)
+    yield in_process
+    in_process.close()
+    upstream_client.use_transport(None)
+    bridge.run(scripted.aclose())
+
+
+@pytest.fixture
+def openai_client(marina: InProcessMarina) -> openai.OpenAI:
+    """The openai SDK pointed at in-process Marina with the test key, no retries (a retry would hide
+    the status under test). Named for what it is: pytest-django's `client` is Django's test client.
+    Over a socket: `openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)`."""
+    return marina.openai()
 
 
 @pytest.fixture(scope="session")

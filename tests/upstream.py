@@ -18,7 +18,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -107,6 +107,22 @@ class Sse:
     named: bool = False
 
 
+def sse_events(step: Sse, body: Any) -> list[dict[str, Any]]:
+    """The chunks an Sse step sends for this request body: its own, then a usage chunk when asked."""
+    chunks = list(step.chunks if step.chunks is not None else sse_chunks())
+    wants_usage = isinstance(body, dict) and (body.get("stream_options") or {}).get("include_usage")
+    if wants_usage and step.usage is not None:
+        base = {k: v for k, v in chunks[-1].items() if k != "choices"} if chunks else {"object": "chat.completion.chunk"}
+        chunks.append({**base, "choices": [], "usage": step.usage})
+    return chunks
+
+
+def sse_frame(chunk: dict[str, Any], named: bool) -> bytes:
+    """One event as it goes on the wire."""
+    name = b"event: " + str(chunk.get("type", "")).encode() + b"\n" if named else b""
+    return name + b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
 @dataclass
 class Reset:
     """Close the connection with a TCP reset before answering."""
@@ -173,6 +189,18 @@ class ScriptedUpstream:
             self.answer = None
             self.keep_alive = True
 
+    def take(self, path: str, headers: Iterable[tuple[str, str]], raw: bytes) -> tuple[Received, Step]:
+        """Record a request and choose its answer: the socket's handler and the in-process
+        transport (tests/in_process.py) both come through here."""
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        received = Received(path, {k.lower(): v for k, v in headers}, body, raw)
+        with self.lock:
+            self.requests.append(received)
+        return received, self.next_step(body, received)
+
     def next_step(self, body: Any, received: Received | None = None) -> Step:
         with self.lock:
             if self.steps:
@@ -212,15 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
-        with self.owner.lock:
-            self.owner.requests.append(received)
-        step = self.owner.next_step(body, received)
+        received, step = self.owner.take(self.path, self.headers.items(), self.rfile.read(length))
+        body = received.body
         try:
             if isinstance(step, Reset):
                 self._reset()
@@ -279,11 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Each event flushed through the compressor, so it still arrives as it is sent.
             self.wfile.write(data if squeeze is None else squeeze.compress(data) + squeeze.flush(zlib.Z_SYNC_FLUSH))
 
-        chunks = list(step.chunks if step.chunks is not None else sse_chunks())
-        wants_usage = isinstance(body, dict) and (body.get("stream_options") or {}).get("include_usage")
-        if wants_usage and step.usage is not None:
-            base = {k: v for k, v in chunks[-1].items() if k != "choices"} if chunks else {"object": "chat.completion.chunk"}
-            chunks.append({**base, "choices": [], "usage": step.usage})
+        chunks = sse_events(step, body)
         for i, chunk in enumerate(chunks):
             if step.reset_after is not None and i == step.reset_after:
                 self._reset()
@@ -293,8 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return "stalled"
             if step.usage_delay and i == len(chunks) - 1 and "usage" in chunk:
                 time.sleep(step.usage_delay)
-            name = b"event: " + str(chunk.get("type", "")).encode() + b"\n" if step.named else b""
-            write(name + b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            write(sse_frame(chunk, step.named))
             self.wfile.flush()
             time.sleep(step.gap)
         if step.done:

@@ -322,7 +322,7 @@ def test_client_gone_mid_stream_is_traced_cancelled(urls, upstream):
     views = {}
     for name, base in urls.items():
         upstream.reset()
-        upstream.script(Sse(stall_after=2, stall_seconds=3))
+        upstream.script(Sse(stall_after=2, stall_seconds=1))
         request_id = f"req-gone-{name}"
         headers = {"authorization": f"Bearer {MARINA_KEY}", "x-request-id": request_id}
         with httpx.Client(timeout=10) as client:

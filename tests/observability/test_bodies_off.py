@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
 
-import openai
 from django.db import connection
 
 from kernel.conversation import digest
@@ -43,7 +42,7 @@ def database_text() -> str:
     return "\n".join(dumped)
 
 
-def test_no_words_of_the_conversation_are_stored_or_exported(marina_url, upstream, otlp_receiver: OtlpReceiver, exporting, settings):  # noqa: F811
+def test_no_words_of_the_conversation_are_stored_or_exported(marina, upstream, otlp_receiver: OtlpReceiver, exporting, settings):  # noqa: F811
     settings.MARINA_TRACE_BODIES = False
     messages = [dict(m) for m in MESSAGES]
     messages[1] = {**messages[1], "content": f"Please cancel order #W1234567, {QUOTE}."}
@@ -54,7 +53,7 @@ def test_no_words_of_the_conversation_are_stored_or_exported(marina_url, upstrea
         checker=Reply(json=completion(json.dumps(verdict), prompt_tokens=300, completion_tokens=40, cost=0.0004)),
         revision=text("Shall I cancel order #W1234567 (yes/no)?"),
     )
-    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+    client = marina.openai(MARINA_KEY)
     raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=messages, tools=TOOLS)
     assert raw.headers["x-marina-verify"] == "revised"
     trace, found = received_trace(otlp_receiver, raw.headers["x-request-id"])
@@ -80,11 +79,11 @@ def test_no_words_of_the_conversation_are_stored_or_exported(marina_url, upstrea
     }
 
 
-def test_with_bodies_on_the_checkers_words_are_kept(marina_url, upstream, settings):
+def test_with_bodies_on_the_checkers_words_are_kept(marina, upstream, settings):
     settings.MARINA_TRACE_BODIES = True
     verdict = {"verdict": "revise", "fix": FIX, "conflict": {"quote": "obtain explicit user confirmation (yes)", "call": "cancel_pending_order"}}
     play(upstream, draft=draft_cancel(), checker=Reply(json=completion(json.dumps(verdict))), revision=text("Shall I?"))
-    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+    client = marina.openai(MARINA_KEY)
     raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=MESSAGES, tools=TOOLS)
     review = Trace.objects.get(request_id=raw.headers["x-request-id"]).spans.get(name="review").detail
     assert review["fix"] == FIX and review["conflict"]["quote"] == "obtain explicit user confirmation (yes)"
@@ -140,9 +139,9 @@ def planted() -> list[str]:
     return [SECRET, "card PIN", "by mistake", "W1234567", "W7654321", signature(*INVENTED)]
 
 
-def test_formation_state_and_spans_hold_no_words_and_the_formations_still_work(marina_url, upstream, otlp_receiver: OtlpReceiver, exporting, settings):  # noqa: F811
+def test_formation_state_and_spans_hold_no_words_and_the_formations_still_work(marina, upstream, otlp_receiver: OtlpReceiver, exporting, settings):  # noqa: F811
     settings.MARINA_TRACE_BODIES = False
-    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+    client = marina.openai(MARINA_KEY)
 
     def post(messages: list[dict[str, Any]]) -> tuple[dict[str, str], str]:
         raw = client.chat.completions.with_raw_response.create(model=STACK, messages=messages, tools=PLAY_TOOLS, seed=SEED)

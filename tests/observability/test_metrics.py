@@ -10,7 +10,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 
-import httpx
 import openai
 import pytest
 from django.test import Client
@@ -64,7 +63,7 @@ def test_a_call_adds_request_tokens_cost_and_latency(openai_client, upstream):
     assert SpendDaily.objects.get().cost_usd == Decimal("0.00125")
 
 
-def test_upstream_errors_and_refusals_are_counted_by_status(openai_client, upstream, marina_url):
+def test_upstream_errors_and_refusals_are_counted_by_status(openai_client, upstream, marina):
     model = "openrouter/openai/gpt-5.2"
     error_labels = {"door": "chat", "model": model, "provider": "openrouter", "route": "passthru", "status": "error", "code": "429"}
     refused_labels = {"door": "chat", "model": "", "provider": "", "route": "none", "status": "error", "code": "401"}
@@ -74,13 +73,13 @@ def test_upstream_errors_and_refusals_are_counted_by_status(openai_client, upstr
     upstream.script(Reply(status=429, json={"error": {"message": "slow down"}}))
     with pytest.raises(openai.RateLimitError):
         openai_client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}])
-    httpx.post(f"{marina_url}/v1/chat/completions", json={"model": model, "messages": []})
+    marina.http.post("/v1/chat/completions", json={"model": model, "messages": []})
     wait_for(lambda: sample("marina_requests_total", **refused_labels) == before_refused + 1, "the refused request")
     wait_for(lambda: sample("marina_requests_total", **error_labels) == before_error + 1, "the upstream error")
     assert sample("marina_upstream_calls_total", provider="openrouter", model="openai/gpt-5.2", status="error") == before_calls + 1
 
 
-def test_each_door_is_its_own_label(marina_url, upstream, marina_config):
+def test_each_door_is_its_own_label(marina, upstream, marina_config):
     """Responses, embeddings and Anthropic's Messages counted as themselves, not as chat."""
     keyed(marina_config, upstream, "openai", "anthropic")
     calls = {
@@ -97,8 +96,8 @@ def test_each_door_is_its_own_label(marina_url, upstream, marina_config):
     before = {door: sample("marina_requests_total", **labels[door]) for door in calls} | {"other": sample("marina_requests_total", **other)}
     auth = {"Authorization": f"Bearer {MARINA_KEY}"}
     for path, model, body in calls.values():
-        assert httpx.post(f"{marina_url}{path}", json={"model": model, **body}, headers=auth).status_code == 200
-    assert httpx.post(f"{marina_url}/v1/no-such-door", json={}, headers=auth).status_code == 404
+        assert marina.http.post(path, json={"model": model, **body}, headers=auth).status_code == 200
+    assert marina.http.post("/v1/no-such-door", json={}, headers=auth).status_code == 404
     for door in calls:
         wait_for(lambda door=door: sample("marina_requests_total", **labels[door]) == before[door] + 1, f"the {door} request")
     wait_for(lambda: sample("marina_requests_total", **other) == before["other"] + 1, "the request on no door")
@@ -177,7 +176,7 @@ def test_promtool_finds_no_problem(db):
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
-def test_model_ids_no_provider_knows_are_one_label_and_one_spend_row(openai_client, upstream, marina_url):
+def test_model_ids_no_provider_knows_are_one_label_and_one_spend_row(openai_client, upstream, marina):
     """Issue 24: every requested id (even one that 404s) was a series, and a spend_daily row."""
     upstream.handler = lambda body: Reply(status=404, json={"error": {"message": "no such model"}})
     ids = [f"openrouter/made-up-{n}" for n in range(30)]

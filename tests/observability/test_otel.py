@@ -1,4 +1,4 @@
-"""OpenTelemetry export in one process: requests through a live Marina reach
+"""OpenTelemetry export in one process: requests through Marina (in-process) reach
 a real OTLP/HTTP otlp_receiver on loopback (tests/otlp_receiver.py decodes them
 with OpenTelemetry's protobuf messages) with the right ids, parents and
 attributes; a stuck or absent collector costs the calls nothing; and without
@@ -12,7 +12,6 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 
 from ledger.models import Trace
@@ -120,7 +119,7 @@ def test_a_call_becomes_a_server_span_with_its_upstream_call_as_child(openai_cli
 
 
 def test_each_door_names_its_request_span_and_embeddings_are_embedding_spans(
-    marina_url, upstream, marina_config, otlp_receiver, exporting
+    marina, upstream, marina_config, otlp_receiver, exporting
 ):
     """/v1/responses, /v1/embeddings and /v1/messages were `POST` (the name of a refused request on no
     door), and an embeddings call an LLM span named `chat <model>`."""
@@ -133,7 +132,7 @@ def test_each_door_names_its_request_span_and_embeddings_are_embedding_spans(
                          "chat claude-sonnet-4-5"),
     }  # fmt: skip
     for path, (model, body, call_name) in calls.items():
-        answer = httpx.post(f"{marina_url}{path}", json={"model": model, **body}, headers=auth)
+        answer = marina.http.post(path, json={"model": model, **body}, headers=auth)
         assert answer.status_code == 200, answer.text
         _, found = received_trace(otlp_receiver, answer.headers["x-request-id"])
         [root] = [s for s in found if not s.parent_span_id]
@@ -147,7 +146,7 @@ def test_each_door_names_its_request_span_and_embeddings_are_embedding_spans(
             assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["llm.token_count.prompt"]) == (8, 8)
         else:
             assert (call.attributes["gen_ai.operation.name"], call.attributes["openinference.span.kind"]) == ("chat", "LLM")
-    refused = httpx.post(f"{marina_url}/v1/no-such-door", json={}, headers=auth)
+    refused = marina.http.post("/v1/no-such-door", json={}, headers=auth)
     _, [root] = received_trace(otlp_receiver, refused.headers["x-request-id"])
     assert root.name == "POST"
 
@@ -252,7 +251,7 @@ def test_a_full_export_queue_drops_spans_not_calls(openai_client, upstream, otlp
 def test_no_collector_at_all_costs_no_call_and_no_row(openai_client, upstream, monkeypatch):
     # Nothing listens there. The short timeout only shortens the test's end: the
     # exporter keeps retrying a batch (in its own thread) until then.
-    exporter = start_exporter(monkeypatch, f"http://127.0.0.1:{free_port()}", OTEL_EXPORTER_OTLP_TIMEOUT="2")
+    exporter = start_exporter(monkeypatch, f"http://127.0.0.1:{free_port()}", OTEL_EXPORTER_OTLP_TIMEOUT="1")
     try:
         ids = [
             openai_client.chat.completions.with_raw_response.create(model=PLAIN, messages=[{"role": "user", "content": str(n)}]).headers[

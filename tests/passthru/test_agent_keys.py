@@ -12,6 +12,7 @@ import pytest
 from ledger.models import SpendDaily, Trace
 from passthru.models import RateBucket
 from tests.conftest import MARINA_KEY
+from tests.in_process import InProcessMarina
 
 OPERATOR_KEY = "sk-marina-operator-key-777777777"
 OPS_KEY = "sk-marina-ops-key-888888888888888"  # `secret:ops/*`
@@ -26,44 +27,44 @@ def keys(marina_config):
     return marina_config
 
 
-def client(marina_url: str, key: str, agent: str | None = None) -> openai.OpenAI:
+def client(marina: InProcessMarina, key: str, agent: str | None = None) -> openai.OpenAI:
     headers = {"X-Marina-Agent": agent} if agent is not None else {}
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=key, max_retries=0, default_headers=headers)
+    return marina.openai(key, default_headers=headers)
 
 
-def test_operator_key_records_the_named_caller(marina_url, keys, upstream):
-    raw = client(marina_url, OPERATOR_KEY, "bob").chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
+def test_operator_key_records_the_named_caller(marina, keys, upstream):
+    raw = client(marina, OPERATOR_KEY, "bob").chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
     assert raw.status_code == 200
     assert Trace.objects.get(request_id=raw.headers["x-request-id"]).key_name == f"{OPERATOR_NAME}/bob"
     assert SpendDaily.objects.get().key_name == f"{OPERATOR_NAME}/bob"
     assert OPERATOR_KEY not in str(list(Trace.objects.values()))
 
 
-def test_operator_key_without_a_name_is_its_hash_name(marina_url, keys, upstream):
-    client(marina_url, OPERATOR_KEY).chat.completions.create(model=MODEL, messages=HELLO)
+def test_operator_key_without_a_name_is_its_hash_name(marina, keys, upstream):
+    client(marina, OPERATOR_KEY).chat.completions.create(model=MODEL, messages=HELLO)
     assert Trace.objects.get().key_name == OPERATOR_NAME
 
 
-def test_a_bound_key_cannot_rename_its_caller(marina_url, keys, upstream):
-    client(marina_url, MARINA_KEY, "mallory").chat.completions.create(model=MODEL, messages=HELLO)
+def test_a_bound_key_cannot_rename_its_caller(marina, keys, upstream):
+    client(marina, MARINA_KEY, "mallory").chat.completions.create(model=MODEL, messages=HELLO)
     assert Trace.objects.get().key_name == "alice"
 
 
 @pytest.mark.parametrize("agent", ["a:b", "has space", "x" * 65, "x" * 52, "a/b", "../alice"])
-def test_a_malformed_name_is_400(marina_url, keys, upstream, agent):
+def test_a_malformed_name_is_400(marina, keys, upstream, agent):
     with pytest.raises(openai.BadRequestError) as caught:
-        client(marina_url, OPERATOR_KEY, agent).chat.completions.create(model=MODEL, messages=HELLO)
+        client(marina, OPERATOR_KEY, agent).chat.completions.create(model=MODEL, messages=HELLO)
     assert caught.value.body["code"] == "invalid_agent_name"
     assert upstream.requests == []
 
 
-def test_rate_limit_buckets_follow_the_named_caller(marina_url, keys, upstream):
+def test_rate_limit_buckets_follow_the_named_caller(marina, keys, upstream):
     keys.MARINA_RATE_LIMIT_RPS = 0.001
     keys.MARINA_RATE_LIMIT_BURST = 1
-    client(marina_url, OPERATOR_KEY, "bob").chat.completions.create(model=MODEL, messages=HELLO)
-    client(marina_url, OPERATOR_KEY, "carol").chat.completions.create(model=MODEL, messages=HELLO)
+    client(marina, OPERATOR_KEY, "bob").chat.completions.create(model=MODEL, messages=HELLO)
+    client(marina, OPERATOR_KEY, "carol").chat.completions.create(model=MODEL, messages=HELLO)
     with pytest.raises(openai.RateLimitError):
-        client(marina_url, OPERATOR_KEY, "bob").chat.completions.create(model=MODEL, messages=HELLO)
+        client(marina, OPERATOR_KEY, "bob").chat.completions.create(model=MODEL, messages=HELLO)
     assert set(RateBucket.objects.values_list("client", flat=True)) == {
         f"key:{OPERATOR_NAME}/bob",
         f"key:{OPERATOR_NAME}/carol",
@@ -71,23 +72,23 @@ def test_rate_limit_buckets_follow_the_named_caller(marina_url, keys, upstream):
 
 
 # --- An operator key's callers never take another key's name --------------------------
-def test_naming_another_keys_name_is_charged_under_the_operator(marina_url, keys, upstream):
-    raw = client(marina_url, OPS_KEY, "alice").chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
+def test_naming_another_keys_name_is_charged_under_the_operator(marina, keys, upstream):
+    raw = client(marina, OPS_KEY, "alice").chat.completions.with_raw_response.create(model=MODEL, messages=HELLO)
     assert Trace.objects.get(request_id=raw.headers["x-request-id"]).key_name == "ops/alice"
-    client(marina_url, MARINA_KEY).chat.completions.create(model=MODEL, messages=HELLO)
+    client(marina, MARINA_KEY).chat.completions.create(model=MODEL, messages=HELLO)
     assert dict(SpendDaily.objects.values_list("key_name", "calls")) == {"ops/alice": 1, "alice": 1}
 
 
-def test_an_operator_caller_named_like_a_key_does_not_drain_its_bucket(marina_url, keys, upstream):
+def test_an_operator_caller_named_like_a_key_does_not_drain_its_bucket(marina, keys, upstream):
     keys.MARINA_RATE_LIMIT_RPS = 0.001
     keys.MARINA_RATE_LIMIT_BURST = 1
-    client(marina_url, OPS_KEY, "alice").chat.completions.create(model=MODEL, messages=HELLO)
+    client(marina, OPS_KEY, "alice").chat.completions.create(model=MODEL, messages=HELLO)
     # alice's own key still has her whole bucket
-    assert client(marina_url, MARINA_KEY).chat.completions.with_raw_response.create(model=MODEL, messages=HELLO).status_code == 200
+    assert client(marina, MARINA_KEY).chat.completions.with_raw_response.create(model=MODEL, messages=HELLO).status_code == 200
     assert set(RateBucket.objects.values_list("client", flat=True)) == {"key:ops/alice", "key:alice"}
 
 
-def test_formation_state_follows_the_real_principal(marina_url, keys, upstream):
+def test_formation_state_follows_the_real_principal(marina, keys, upstream):
     """alice's obligations under session s2 are never the operator's `alice`'s."""
     from passthru.formations.obligations.prompts import EXTRACT_MARKER as extract_marker
     from passthru.models import ConversationState
@@ -95,7 +96,7 @@ def test_formation_state_follows_the_real_principal(marina_url, keys, upstream):
 
     def ask(key: str, agent: str | None) -> None:
         Play(upstream, extract=extracted(CANCEL_OBLIGATION), main=text("Shall I?"), judge=json_reply({"o1": "waiting"}))
-        client(marina_url, key, agent).chat.completions.create(
+        client(marina, key, agent).chat.completions.create(
             model="marina/obligations:openrouter/agent", messages=OPENING, tools=TOOLS, extra_headers={"x-marina-session": "s2"}
         )
 

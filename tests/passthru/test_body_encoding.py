@@ -9,11 +9,12 @@ import httpx
 import pytest
 
 from tests.conftest import MARINA_KEY
+from tests.in_process import InProcessMarina
 
 
-def _post(marina_url: str, content: bytes, stream: bool = False) -> httpx.Response:
-    return httpx.post(
-        f"{marina_url}/v1/chat/completions",
+def _post(marina: InProcessMarina, content: bytes, stream: bool = False) -> httpx.Response:
+    return marina.http.post(
+        "/v1/chat/completions",
         content=content,
         headers={"authorization": f"Bearer {MARINA_KEY}", "content-type": "application/json"},
         timeout=10,
@@ -21,7 +22,7 @@ def _post(marina_url: str, content: bytes, stream: bool = False) -> httpx.Respon
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_values_reach_the_provider_unchanged(marina_url, upstream, stream):
+def test_values_reach_the_provider_unchanged(marina, upstream, stream):
     body = {
         "model": "openrouter/openai/gpt-5.2",
         "messages": [{"role": "user", "content": "é ✓ \u2028 \\ \"q\" \x01 𝄞"}],
@@ -30,7 +31,7 @@ def test_values_reach_the_provider_unchanged(marina_url, upstream, stream):
         "metadata": {"nested": [1, 2.5, None, True, {"k": []}]},
         "stream": stream,
     }
-    response = _post(marina_url, json.dumps(body).encode())
+    response = _post(marina, json.dumps(body).encode())
     assert response.status_code == 200
     sent = upstream.requests[0].body
     assert sent["model"] == "openai/gpt-5.2"
@@ -39,8 +40,8 @@ def test_values_reach_the_provider_unchanged(marina_url, upstream, stream):
 
 
 @pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
-def test_nan_and_infinity_are_not_json(marina_url, upstream, constant):
+def test_nan_and_infinity_are_not_json(marina, upstream, constant):
     raw = b'{"model": "openrouter/openai/gpt-5.2", "messages": [{"role": "user", "content": "x"}], "temperature": ' + constant + b"}"
-    response = _post(marina_url, raw)
+    response = _post(marina, raw)
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
     assert upstream.requests == []

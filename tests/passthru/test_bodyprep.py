@@ -1,5 +1,5 @@
 """Body preparation: only what the target provider needs changes
-(passthru/bodyprep.py), checked on the function and through a live Marina."""
+(passthru/bodyprep.py), checked on the function and through Marina in-process."""
 from __future__ import annotations
 
 import copy

@@ -1,6 +1,6 @@
 """`marina:<crew>`: crews made in the Django admin (its real forms, through
-Django's test client) and then served by name to the openai SDK by a live
-Marina, against the scripted upstream."""
+Django's test client) and then served by name to the openai SDK by Marina
+in-process, against the scripted upstream."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,8 @@
-"""Every auth and error path of /v1/chat/completions against a live Marina:
-OpenAI's error envelope, the right status and code, and a trace with the
-error kind for each."""
+"""Every auth and error path of /v1/chat/completions: OpenAI's error envelope,
+the right status and code, and a trace with the error kind for each. Marina runs
+in-process (tests/conftest.py's `marina`); the faults of the connection to the
+provider (a dead port, resets, timeouts, a trickle past the deadline) go
+through a live Marina to the scripted upstream's real socket (`live_http`)."""
 from __future__ import annotations
 
 import json
@@ -24,7 +26,13 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 
 @pytest.fixture
-def http(marina_url: str) -> Iterator[httpx.Client]:
+def http(marina) -> Iterator[httpx.Client]:
+    with marina.client(headers={"authorization": f"Bearer {MARINA_KEY}"}, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def live_http(marina_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=marina_url, headers={"authorization": f"Bearer {MARINA_KEY}"}, timeout=30) as client:
         yield client
 
@@ -68,9 +76,9 @@ def test_invalid_key_is_401_and_never_recorded(http):
 
 
 @pytest.mark.parametrize("scheme", ["bearer", "BEARER", "bEaReR"])
-def test_the_bearer_scheme_is_case_insensitive(marina_url, upstream, scheme):
+def test_the_bearer_scheme_is_case_insensitive(marina, upstream, scheme):
     """RFC 9110 section 11.1: the auth scheme is case-insensitive; the key itself is not."""
-    with httpx.Client(base_url=marina_url, timeout=30) as client:
+    with marina.client(timeout=30) as client:
         response = client.post(
             "/v1/chat/completions", json={"model": MODEL, "messages": HELLO}, headers={"authorization": f"{scheme} {MARINA_KEY}"}
         )
@@ -101,10 +109,10 @@ def test_no_keys_and_api_not_opened_is_401_naming_both_variables(http, settings)
     traced(response, "invalid_api_key")
 
 
-def test_open_mode_serves_without_a_key(marina_url, settings, upstream):
+def test_open_mode_serves_without_a_key(marina, settings, upstream):
     settings.MODEL_API_KEYS = ""
     settings.MARINA_OPEN_API = True
-    response = httpx.post(f"{marina_url}/v1/chat/completions", json={"model": MODEL, "messages": HELLO}, timeout=30)
+    response = marina.http.post("/v1/chat/completions", json={"model": MODEL, "messages": HELLO}, timeout=30)
     assert response.status_code == 200, response.text
     trace = Trace.objects.get(request_id=response.headers["x-request-id"])
     assert (trace.status, trace.key_name) == ("ok", "open")
@@ -161,23 +169,23 @@ def dead_provider(settings):
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_connect_error_is_502_upstream_error(http, dead_provider, stream):
-    response = post(http, {"model": dead_provider, "messages": HELLO, "stream": stream})
+def test_connect_error_is_502_upstream_error(live_http, dead_provider, stream):
+    response = post(live_http, {"model": dead_provider, "messages": HELLO, "stream": stream})
     error = error_of(response, 502)
     assert error["code"] == "upstream_error" and "dead" in error["message"]
     traced(response, "connect")
 
 
-def test_reset_is_502_upstream_error(http, upstream):
+def test_reset_is_502_upstream_error(live_http, upstream):
     upstream.script(Reset())
-    response = post(http)
+    response = post(live_http)
     assert error_of(response, 502)["code"] == "upstream_error"
     traced(response, "reset")
 
 
-def test_reset_mid_stream_ends_with_an_error_event_and_no_done(http, upstream):
+def test_reset_mid_stream_ends_with_an_error_event_and_no_done(live_http, upstream):
     upstream.script(Sse(reset_after=2))
-    response = post(http, {"model": MODEL, "messages": HELLO, "stream": True})
+    response = post(live_http, {"model": MODEL, "messages": HELLO, "stream": True})
     assert response.status_code == 200
     events = [e for e in response.text.split("\n\n") if e]
     assert '"upstream_error"' in events[-1] and "[DONE]" not in response.text
@@ -193,24 +201,24 @@ def short_timeout(settings) -> Iterator[float]:
 
 
 @pytest.mark.parametrize("step", [Reply(json=completion(), delay=1.5), Sse(delay=1.5)], ids=["plain", "stream"])
-def test_timeout_is_504_naming_the_variable(http, upstream, short_timeout, step):
+def test_timeout_is_504_naming_the_variable(live_http, upstream, short_timeout, step):
     upstream.script(step)
-    response = post(http, {"model": MODEL, "messages": HELLO, "stream": isinstance(step, Sse)})
+    response = post(live_http, {"model": MODEL, "messages": HELLO, "stream": isinstance(step, Sse)})
     error = error_of(response, 504)
     assert "MARINA_UPSTREAM_TIMEOUT=0.5" in error["message"]
     traced(response, "timeout")
 
 
-def test_a_plain_call_has_a_deadline_however_the_bytes_trickle(http, upstream, settings):
-    """Each gap (0.25 s) is within the idle timeout, the whole (2.5 s) is past
-    the deadline: the idle timeout alone kept such a call open for ever."""
+def test_a_plain_call_has_a_deadline_however_the_bytes_trickle(live_http, upstream, settings):
+    """Each gap (0.1 s) is within the idle timeout (1 s), the whole (1 s) is past
+    the deadline (0.5 s): the idle timeout alone kept such a call open for ever."""
     settings.MARINA_UPSTREAM_TIMEOUT = 1.0
-    settings.MARINA_UPSTREAM_DEADLINE = 1.0
-    upstream.script(Reply(json=completion(), trickle=0.25, pieces=10))
-    response = post(http)
+    settings.MARINA_UPSTREAM_DEADLINE = 0.5
+    upstream.script(Reply(json=completion(), trickle=0.1, pieces=10))
+    response = post(live_http)
     error = error_of(response, 504)
     assert error["message"] == (
-        "Provider 'openrouter' did not finish its answer in 1s (MARINA_UPSTREAM_DEADLINE=1s)."
+        "Provider 'openrouter' did not finish its answer in 0.5s (MARINA_UPSTREAM_DEADLINE=0.5s)."
     )
     traced(response, "timeout")
     # The provider's connection was closed at the deadline, not left to trickle on.
@@ -220,11 +228,11 @@ def test_a_plain_call_has_a_deadline_however_the_bytes_trickle(http, upstream, s
     assert upstream.requests[0].outcome == "client_gone"
 
 
-def test_a_stream_has_no_deadline_only_the_idle_timeout(http, upstream, settings):
+def test_a_stream_has_no_deadline_only_the_idle_timeout(live_http, upstream, settings):
     settings.MARINA_UPSTREAM_TIMEOUT = 1.0
-    settings.MARINA_UPSTREAM_DEADLINE = 0.5
-    upstream.script(Sse(gap=0.25))  # seven events: past the deadline, each gap within the idle timeout
-    response = post(http, {"model": MODEL, "messages": HELLO, "stream": True})
+    settings.MARINA_UPSTREAM_DEADLINE = 0.3
+    upstream.script(Sse(gap=0.1))  # seven events (0.7 s): past the deadline, each gap within the idle timeout
+    response = post(live_http, {"model": MODEL, "messages": HELLO, "stream": True})
     assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
     assert Trace.objects.get(request_id=response.headers["x-request-id"]).status == "ok"
 

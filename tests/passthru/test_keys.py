@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 
-import httpx
 import openai
 import pytest
 from django.core.management import call_command
@@ -14,56 +13,57 @@ from ledger.models import ApiKey, Trace
 from ledger.spend import keys as stored_keys
 from passthru import auth
 from tests.conftest import MARINA_KEY
+from tests.in_process import InProcessMarina
 
 HI = [{"role": "user", "content": "hi"}]
 
 
-def _client(marina_url: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=key, max_retries=0)
+def _client(marina: InProcessMarina, key: str) -> openai.OpenAI:
+    return marina.openai(key)
 
 
-def test_a_made_key_works_at_once_beside_the_environments_keys(marina_url, upstream) -> None:
+def test_a_made_key_works_at_once_beside_the_environments_keys(marina, upstream) -> None:
     secret = auth.create_key("alice")
     assert secret.startswith("sk-marina-") and len(secret) > 40
     row = ApiKey.objects.get()
     assert secret not in (row.name, row.digest, row.prefix) and secret.startswith(row.prefix)
-    _client(marina_url, secret).chat.completions.create(model="openrouter/openai/gpt-5.2", messages=HI)
-    _client(marina_url, MARINA_KEY).chat.completions.create(model="openrouter/openai/gpt-5.2", messages=HI)
+    _client(marina, secret).chat.completions.create(model="openrouter/openai/gpt-5.2", messages=HI)
+    _client(marina, MARINA_KEY).chat.completions.create(model="openrouter/openai/gpt-5.2", messages=HI)
     assert sorted(Trace.objects.values_list("key_name", flat=True)) == ["alice", "tester"]
     with pytest.raises(openai.AuthenticationError, match="Invalid API key"):
-        _client(marina_url, secret + "x").chat.completions.create(model="openrouter/openai/gpt-5.2", messages=HI)
+        _client(marina, secret + "x").chat.completions.create(model="openrouter/openai/gpt-5.2", messages=HI)
 
 
-def test_stored_keys_alone_close_the_api(marina_url, marina_config) -> None:
+def test_stored_keys_alone_close_the_api(marina, marina_config) -> None:
     marina_config.MODEL_API_KEYS = ""
     marina_config.MARINA_OPEN_API = True  # would open it, were there no keys at all
-    reply = httpx.get(f"{marina_url}/v1/models")
+    reply = marina.http.get("/v1/models")
     assert reply.status_code == 200  # open: no keys anywhere
     secret = auth.create_key("ci")
-    reply = httpx.get(f"{marina_url}/v1/models")
+    reply = marina.http.get("/v1/models")
     assert reply.status_code == 401 and "Authorization" in reply.json()["error"]["message"]
-    assert httpx.get(f"{marina_url}/v1/models", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+    assert marina.http.get("/v1/models", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
 
 
-def test_a_closed_api_says_how_to_make_a_key(marina_url, marina_config) -> None:
+def test_a_closed_api_says_how_to_make_a_key(marina, marina_config) -> None:
     marina_config.MODEL_API_KEYS = ""
-    reply = httpx.get(f"{marina_url}/v1/models", headers={"Authorization": "Bearer sk-anything"})
+    reply = marina.http.get("/v1/models", headers={"Authorization": "Bearer sk-anything"})
     assert reply.status_code == 401 and "manage.py create_key NAME" in reply.json()["error"]["message"]
 
 
-def test_a_revoked_key_is_refused(marina_url, monkeypatch) -> None:
+def test_a_revoked_key_is_refused(marina, monkeypatch) -> None:
     secret = auth.create_key("temp")
     headers = {"Authorization": f"Bearer {secret}"}
-    assert httpx.get(f"{marina_url}/v1/models", headers=headers).status_code == 200
+    assert marina.http.get("/v1/models", headers=headers).status_code == 200
     auth.revoke_key("temp")  # this process forgets at once
-    assert httpx.get(f"{marina_url}/v1/models", headers=headers).status_code == 401
+    assert marina.http.get("/v1/models", headers=headers).status_code == 401
     # Revoked elsewhere (another server): this process refuses it once its copy is stale.
     other = auth.create_key("other")
     headers = {"Authorization": f"Bearer {other}"}
-    assert httpx.get(f"{marina_url}/v1/models", headers=headers).status_code == 200
+    assert marina.http.get("/v1/models", headers=headers).status_code == 200
     assert stored_keys.revoke("other")
     monkeypatch.setattr(auth, "KEY_REFRESH_SECONDS", 0.0)
-    assert httpx.get(f"{marina_url}/v1/models", headers=headers).status_code == 401
+    assert marina.http.get("/v1/models", headers=headers).status_code == 401
 
 
 @pytest.mark.parametrize(

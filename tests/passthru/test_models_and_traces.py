@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
-
 from ledger.models import SpendDaily, Trace
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.upstream import Reply, completion
@@ -17,8 +15,8 @@ def test_models_lists_aliases_and_recently_served_ids(openai_client, marina_conf
     assert "fast" in ids and "openrouter/qwen/qwen3" in ids
 
 
-def test_models_requires_a_key(marina_url):
-    reply = httpx.get(f"{marina_url}/v1/models")
+def test_models_requires_a_key(marina):
+    reply = marina.http.get("/v1/models")
     assert reply.status_code == 401 and reply.json()["error"]["code"] == "invalid_api_key"
 
 

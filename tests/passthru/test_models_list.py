@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import openai
-
 from ledger.models import SpendDaily
 from ledger.spend.selectors import utc_today
 from passthru import models_list
@@ -70,7 +68,7 @@ def test_other_parts_add_their_ids_through_the_hook(openai_client, monkeypatch) 
     assert listed["crew/support-desk"] == "marina"
 
 
-def test_a_key_is_listed_the_ids_it_called_not_anothers(marina_url, openai_client, marina_config, transactional_db) -> None:
+def test_a_key_is_listed_the_ids_it_called_not_anothers(marina, openai_client, marina_config, transactional_db) -> None:
     """Issue 42 C5: Bob was listed the ids only Alice had called. A key sees
     the recent ids of its own calls (an operator key: its callers'); a
     read-all key sees every key's, as it reads every key's spend."""
@@ -84,7 +82,7 @@ def test_a_key_is_listed_the_ids_it_called_not_anothers(marina_url, openai_clien
     _served("openrouter/carol/agent-model", "openrouter", key="ops/carol")
 
     def listed(key: str) -> set[str]:
-        ids = {m.id for m in openai.OpenAI(base_url=f"{marina_url}/v1", api_key=key, max_retries=0).models.list()}
+        ids = {m.id for m in marina.openai(key).models.list()}
         return ids & {"openrouter/alice/secret-finetune", "openrouter/bob/own-model", "openrouter/carol/agent-model"}
 
     assert listed(MARINA_KEY) == {"openrouter/alice/secret-finetune"}

@@ -1,4 +1,4 @@
-"""The real `openai` SDK against a live Marina and the scripted upstream."""
+"""The real `openai` SDK against Marina in-process and the scripted upstream."""
 from __future__ import annotations
 
 from ledger.models import SpendDaily, Trace

@@ -1,5 +1,5 @@
-"""Routing without a provider prefix, through a live Marina and the scripted
-upstream: the fallback loop, vendor prefixes without their key, `default`,
+"""Routing without a provider prefix, through Marina in-process and the scripted
+upstream (LiteLLM's case over a socket): the fallback loop, vendor prefixes without their key, `default`,
 the passthru pin. Each provider is the scripted upstream under its own path
 (`/anthropic/v1`, ...), so the requests show which provider was asked."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The daily spend cap with the calls in flight held against it
 (passthru/spendcap.py): each upstream call counts its estimated cost in its
 process's lease (a row of passthru_spendhold: room reserved under the cap)
-until its spend is recorded, on a live Marina and its ledger. The 50-concurrent case on real gunicorn servers (SQLite, and two
+until its spend is recorded, on Marina in-process and its ledger (ten calls at once on a live one). The 50-concurrent case on real gunicorn servers (SQLite, and two
 servers on one PostgreSQL) is tests/e2e/test_spend_cap_in_flight.py."""
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ledger.spend.selectors import utc_today
 from passthru import spendcap
 from passthru.models import SpendHold
 from tests.conftest import MARINA_KEY
+from tests.in_process import InProcessMarina
 from tests.upstream import Reply, completion
 
 MODEL = "openrouter/openai/gpt-5.2"  # priced by genai-prices' tables
@@ -32,9 +33,9 @@ def _body(max_tokens: int | None = 10, model: str = MODEL) -> dict[str, Any]:
     return body
 
 
-def _call(marina_url: str, **kw: Any) -> httpx.Response:
-    return httpx.post(
-        f"{marina_url}/v1/chat/completions", json=_body(**kw), headers={"authorization": f"Bearer {MARINA_KEY}"}, timeout=10
+def _call(marina: InProcessMarina, **kw: Any) -> httpx.Response:
+    return marina.http.post(
+        "/v1/chat/completions", json=_body(**kw), headers={"authorization": f"Bearer {MARINA_KEY}"}, timeout=10
     )
 
 
@@ -70,7 +71,7 @@ _clock = _AheadClock()
 
 @pytest.fixture(autouse=True)
 def _lease_clock(monkeypatch):
-    monkeypatch.setattr(spendcap, "clock", _clock)  # the leases are dropped between cases (marina_url)
+    monkeypatch.setattr(spendcap, "clock", _clock)  # the leases are dropped between cases (marina)
     return _clock
 
 
@@ -97,42 +98,42 @@ def test_the_estimate_uses_the_prompt_size_the_price_and_max_tokens(settings):
     assert spendcap.estimate_nanousd("openrouter", "scripted-model", {"max_tokens": 100}, 4000) == 0
 
 
-def test_own_calls_count_at_once_and_the_refusal_states_the_figures(marina_url, settings, priced):
+def test_own_calls_count_at_once_and_the_refusal_states_the_figures(marina, settings, priced):
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("0.0025")
-    statuses = [_call(marina_url).status_code for _ in range(4)]
+    statuses = [_call(marina).status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
     assert len(priced.requests) == 3
-    blocked = _call(marina_url).json()["error"]
+    blocked = _call(marina).json()["error"]
     assert blocked["code"] == "spend_cap_reached"
     assert "$0.00300000 spent today (UTC) and $0.00000000 held by 0 calls in flight, of $0.0025" in blocked["message"]
     _wait_until_no_holds()  # every call's hold was released once its spend was recorded
 
 
-def test_spend_elsewhere_counts_once_the_lease_is_sized_again(marina_url, settings, priced):
+def test_spend_elsewhere_counts_once_the_lease_is_sized_again(marina, settings, priced):
     """Another host spends within the room its own lease reserved, so this
     process's lease stays good until it is used up or given back; sized
     again (here: after being given back idle), it counts that spend."""
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
-    assert _call(marina_url).status_code == 200
+    assert _call(marina).status_code == 200
     _wait_until_no_holds()
     _other_host_spent("1")
-    assert _call(marina_url).status_code == 429
+    assert _call(marina).status_code == 429
 
 
-def test_calls_in_flight_elsewhere_count_and_a_dead_processs_holds_expire(marina_url, settings, priced):
+def test_calls_in_flight_elsewhere_count_and_a_dead_processs_holds_expire(marina, settings, priced):
     """Another host's lease (its calls in flight) holds $0.99 of a $1 cap: no
     room for a call estimated at $0.014 (1000 completion tokens at $14/M). A
     lease not renewed for LEASE_STALE_SECONDS (its process died) no longer counts."""
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     hold = SpendHold.objects.create(id=42, day=utc_today(), nanousd=990_000_000, created_at=time.time())
-    response = _call(marina_url, max_tokens=1000)
+    response = _call(marina, max_tokens=1000)
     assert response.status_code == 429
     message = response.json()["error"]["message"]
     assert "$0.00000000 spent today (UTC) and $0.99000000 held by 1 call in flight, of $1" in message
     assert len(priced.requests) == 0
     hold.created_at = time.time() - spendcap.LEASE_STALE_SECONDS - 1
     hold.save()
-    assert _call(marina_url, max_tokens=1000).status_code == 200
+    assert _call(marina, max_tokens=1000).status_code == 200
 
 
 def test_concurrent_calls_stop_at_the_cap_not_past_it(marina_url, settings, upstream):
@@ -160,16 +161,16 @@ def test_concurrent_calls_stop_at_the_cap_not_past_it(marina_url, settings, upst
     _wait_until_no_holds()
 
 
-def test_an_unpriced_model_runs_while_something_is_left(marina_url, settings, upstream):
+def test_an_unpriced_model_runs_while_something_is_left(marina, settings, upstream):
     """No price known: held at nothing, so it runs while spend is under the
     cap, and counts when the provider reports its cost."""
     upstream.handler = lambda body: Reply(json=completion("ok", cost=0.4))
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     model = "openrouter/scripted-model"
-    assert [_call(marina_url, model=model).status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert [_call(marina, model=model).status_code for _ in range(4)] == [200, 200, 200, 429]
 
 
-def test_a_ledger_that_cannot_be_read_refuses_calls_unless_told_to_allow(marina_url, settings, priced, monkeypatch, caplog):
+def test_a_ledger_that_cannot_be_read_refuses_calls_unless_told_to_allow(marina, settings, priced, monkeypatch, caplog):
     """Fail closed (issue 24): a cap that cannot say there is room refuses,
     503 spend_cap_unavailable with Retry-After; MARINA_SPEND_CAP_ON_DB_ERROR=allow
     lets the call through uncounted, as before. Either way it is logged."""
@@ -180,16 +181,16 @@ def test_a_ledger_that_cannot_be_read_refuses_calls_unless_told_to_allow(marina_
 
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     monkeypatch.setattr(spendcap, "settle", down)
-    refused = _call(marina_url)
+    refused = _call(marina)
     assert refused.status_code == 503 and refused.headers["retry-after"] == "2"
     assert refused.json()["error"]["code"] == "spend_cap_unavailable"
     assert "MARINA_SPEND_CAP_ON_DB_ERROR=allow" in refused.json()["error"]["message"]
     assert "spend cap not checked" in caplog.text
     settings.MARINA_SPEND_CAP_ON_DB_ERROR = "allow"
-    assert _call(marina_url).status_code == 200
+    assert _call(marina).status_code == 200
 
 
-def test_a_call_served_from_the_lease_makes_no_database_round_trip(marina_url, settings, priced, monkeypatch):
+def test_a_call_served_from_the_lease_makes_no_database_round_trip(marina, settings, priced, monkeypatch):
     """The first call sizes this process's lease (one transaction on the cap
     thread): its estimate and a chunk, 1 % of the cap here. The next calls fit
     in it and start without the database: no transaction, the row unchanged."""
@@ -197,7 +198,7 @@ def test_a_call_served_from_the_lease_makes_no_database_round_trip(marina_url, s
     sized: list[int] = []
     real = spendcap.settle
     monkeypatch.setattr(spendcap, "settle", lambda asks, book: sized.append(len(asks)) or real(asks, book))
-    assert _call(marina_url).status_code == 200
+    assert _call(marina).status_code == 200
     assert sized == [1]
     estimate = spendcap.estimate_nanousd("openrouter", "openai/gpt-5.2", priced.requests[0].body, len(priced.requests[0].raw))
     lease = SpendHold.objects.get()
@@ -206,7 +207,7 @@ def test_a_call_served_from_the_lease_makes_no_database_round_trip(marina_url, s
     spent = sum(SpendDaily.objects.values_list("cost_nanousd", flat=True))
     assert spent > 0
     assert lease.nanousd in (estimate + 10_000_000, estimate + 10_000_000 - spent)
-    assert [_call(marina_url).status_code for _ in range(5)] == [200] * 5
+    assert [_call(marina).status_code for _ in range(5)] == [200] * 5
     assert len(priced.requests) == 6
     assert sized == [1]
     assert SpendHold.objects.get().nanousd <= lease.nanousd  # only brought down to what is left (by the ticker)
@@ -221,7 +222,7 @@ def _leased() -> int:
     return sum(SpendHold.objects.values_list("nanousd", flat=True))
 
 
-def test_two_processes_leases_never_exceed_the_cap(marina_url, settings, upstream):
+def test_two_processes_leases_never_exceed_the_cap(marina, settings, upstream):
     """Another process (a second Book, through the same locked transaction)
     and this server lease room together: each lease is sized within what the
     other left, near the cap to its calls in flight only, and this server's
@@ -232,7 +233,7 @@ def test_two_processes_leases_never_exceed_the_cap(marina_url, settings, upstrea
     other = spendcap.Book()
     assert _ask(other, 10_000_000, cap)[0]
     assert _leased() == 90_000_000  # its call and a chunk of 8 like it: the cap is far
-    assert _call(marina_url, max_tokens=700).status_code == 200  # about $0.0098
+    assert _call(marina, max_tokens=700).status_code == 200  # about $0.0098
     ours = SpendHold.objects.exclude(nanousd=90_000_000).get().nanousd
     assert ours > 8 * 9_800_000  # a chunk too
     spent = sum(row.cost_nanousd for row in SpendDaily.objects.all())
@@ -242,18 +243,18 @@ def test_two_processes_leases_never_exceed_the_cap(marina_url, settings, upstrea
     assert spent + _leased() <= cap  # (this server's row may be down to its room left already)
     taken, figures = _ask(other, ours, cap)  # more than is free
     assert not taken and figures.spent == spent
-    statuses = [_call(marina_url, max_tokens=700).status_code for _ in range(30)]
+    statuses = [_call(marina, max_tokens=700).status_code for _ in range(30)]
     assert 429 in statuses  # its lease used up, and no more room beside the other's
     spent = sum(row.cost_nanousd for row in SpendDaily.objects.all())
     assert spent == 10_000_000 * len(upstream.requests)
     assert spent + _leased() <= cap
 
 
-def test_an_idle_lease_is_given_back(marina_url, settings, priced):
+def test_an_idle_lease_is_given_back(marina, settings, priced):
     """A lease keeps room beyond its calls; IDLE_SECONDS after its last call
     ends it is given back (its row deleted), so an idle worker blocks no one."""
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
-    assert _call(marina_url).status_code == 200
+    assert _call(marina).status_code == 200
     # Sized with a chunk of 1 % of the cap beyond the call; the ticker (every
     # 0.25 s) may already have brought the row down to the room left, the
     # chunk less what the call spent: still room beyond the calls in flight (none).
@@ -261,18 +262,18 @@ def test_an_idle_lease_is_given_back(marina_url, settings, priced):
     assert spent == 1_000_000
     assert SpendHold.objects.get().nanousd >= 10_000_000 - spent
     _wait_until_no_holds()
-    assert _call(marina_url).status_code == 200  # and sized again on the next call
+    assert _call(marina).status_code == 200  # and sized again on the next call
     assert SpendHold.objects.exists()
 
 
-def test_a_lease_with_calls_in_flight_is_renewed(marina_url, settings, upstream):
+def test_a_lease_with_calls_in_flight_is_renewed(marina, settings, upstream):
     """A call in flight longer than RENEW_SECONDS: its process renews its
     lease row meanwhile (others stop counting rows not renewed for
     LEASE_STALE_SECONDS)."""
     upstream.handler = lambda body: Reply(json=completion("ok", cost=0.001), delay=1.5)
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
     answer: list[int] = []
-    call = threading.Thread(target=lambda: answer.append(_call(marina_url).status_code))
+    call = threading.Thread(target=lambda: answer.append(_call(marina).status_code))
     call.start()
     deadline = time.monotonic() + 10  # only bounds for a row or renewal that never comes
     while not SpendHold.objects.exists() and time.monotonic() < deadline:

@@ -2,13 +2,11 @@
 daily cap's 503 names the spool, not the database (which is well)."""
 from __future__ import annotations
 
-import httpx
-
 from ledger.spend.spool import Spool
 from tests.conftest import MARINA_KEY
 
 
-def test_a_broken_spool_shows_in_health_and_in_the_caps_refusal(marina_url, upstream, settings, tmp_path, monkeypatch):
+def test_a_broken_spool_shows_in_health_and_in_the_caps_refusal(marina, upstream, settings, tmp_path, monkeypatch):
     from ledger.spend import services
 
     blocker = tmp_path / "a-file"
@@ -19,11 +17,11 @@ def test_a_broken_spool_shows_in_health_and_in_the_caps_refusal(marina_url, upst
     monkeypatch.setattr(services, "spool", broken)  # the spool /v1/health and the cap ask, through services
     settings.MARINA_DAILY_SPEND_CAP_USD = 10
 
-    health = httpx.get(f"{marina_url}/v1/health", timeout=10).json()
+    health = marina.http.get("/v1/health", timeout=10).json()
     assert health["status"] == "degraded"
     assert health["spool"].startswith(f"MARINA_SPOOL_DIR={blocker / 'spool'} cannot be written")
-    reply = httpx.post(
-        f"{marina_url}/v1/chat/completions", headers={"authorization": f"Bearer {MARINA_KEY}"}, timeout=30,
+    reply = marina.http.post(
+        "/v1/chat/completions", headers={"authorization": f"Bearer {MARINA_KEY}"}, timeout=30,
         json={"model": "openrouter/openai/gpt-5.2", "messages": [{"role": "user", "content": "hi"}]},
     )
     assert reply.status_code == 503
@@ -33,4 +31,4 @@ def test_a_broken_spool_shows_in_health_and_in_the_caps_refusal(marina_url, upst
     assert not upstream.requests
 
     monkeypatch.setattr(services, "spool", Spool())  # a spool not yet used is well
-    assert httpx.get(f"{marina_url}/v1/health", timeout=10).json() == {"status": "ok", "engine": "marina", "spool": "ok"}
+    assert marina.http.get("/v1/health", timeout=10).json() == {"status": "ok", "engine": "marina", "spool": "ok"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 import pytest
 
 from passthru.toolcalls import StreamNormaliser, normalise_reply
@@ -114,11 +113,11 @@ def test_plain_reply_with_a_text_block_arrives_as_a_tool_call(openai_client, ups
     assert json.loads(choice.message.tool_calls[0].function.arguments) == {"order_id": "#W1"}
 
 
-def test_without_tools_in_the_request_the_reply_is_byte_for_byte(marina_url, upstream):
+def test_without_tools_in_the_request_the_reply_is_byte_for_byte(marina, upstream):
     raw = json.dumps(completion(BLOCK), indent=1).encode()
     upstream.script(Reply(raw=raw))
-    response = httpx.post(
-        f"{marina_url}/v1/chat/completions",
+    response = marina.http.post(
+        "/v1/chat/completions",
         headers={"authorization": f"Bearer {MARINA_KEY}"},
         json={"model": MODEL, "messages": HELLO},
         timeout=30,
@@ -144,7 +143,7 @@ def test_streamed_text_block_arrives_as_a_tool_call_and_usage_follows(openai_cli
     assert chunks[-1].choices == [] and chunks[-1].usage.prompt_tokens == 30
 
 
-def test_streamed_structured_tool_calls_are_relayed_untouched(marina_url, upstream):
+def test_streamed_structured_tool_calls_are_relayed_untouched(marina, upstream):
     base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
     chunks = [
@@ -152,8 +151,8 @@ def test_streamed_structured_tool_calls_are_relayed_untouched(marina_url, upstre
         {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     ]
     upstream.script(Sse(chunks=chunks))
-    with httpx.stream(
-        "POST", f"{marina_url}/v1/chat/completions", headers={"authorization": f"Bearer {MARINA_KEY}"},
+    with marina.http.stream(
+        "POST", "/v1/chat/completions", headers={"authorization": f"Bearer {MARINA_KEY}"},
         json={"model": MODEL, "messages": HELLO, "tools": TOOLS, "stream": True}, timeout=30,
     ) as response:
         body = response.read()

@@ -1,5 +1,5 @@
 """Per-item formation decisions (ledger/benchmarks/decisions.py): the real
-stacked formations answer through a live Marina (the scripted upstream plays
+stacked formations answer through Marina in-process (the scripted upstream plays
 the agent, the extractor and the judges), their traces are linked to items,
 and each item's decisions and counters are what the response headers said;
 then `compare` breaks a difference down by them."""
@@ -60,8 +60,8 @@ def _item(item_id: str, seed: int, started: Any, opening: list[dict[str, Any]]) 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_stacked_formations_decisions_and_counters_per_item(marina_url, upstream):
-    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+def test_stacked_formations_decisions_and_counters_per_item(marina, upstream):
+    client = marina.openai(MARINA_KEY)
     started = timezone.now() - timedelta(seconds=1)
     # Item 1: the ledger finds the draft owes the cancellation and retries (nudged-acted); verify
     # approves both runs; argcheck finds the stated order id (supported, no judge).

@@ -8,7 +8,6 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -95,12 +94,12 @@ def test_the_command(db, settings) -> None:
     assert out.getvalue().startswith("Deleted 5 traces and 20 spans") and Trace.objects.count() == 2
 
 
-def test_a_server_prunes_on_its_own_when_retention_is_set(marina_url, marina_config, monkeypatch) -> None:
+def test_a_server_prunes_on_its_own_when_retention_is_set(marina, marina_config, monkeypatch) -> None:
     _ledger(old=3, new=1)
     marina_config.MARINA_TRACE_RETENTION_DAYS = 30
     monkeypatch.setattr(retention, "_last_prune", None)
-    reply = httpx.post(
-        f"{marina_url}/v1/chat/completions", headers={"Authorization": f"Bearer {MARINA_KEY}"},
+    reply = marina.http.post(
+        "/v1/chat/completions", headers={"Authorization": f"Bearer {MARINA_KEY}"},
         json={"model": "openrouter/openai/gpt-5.2", "messages": [{"role": "user", "content": "hi"}]},
     )  # fmt: skip
     assert reply.status_code == 200

@@ -1,4 +1,4 @@
-"""The doors' tests: the real clients against a live Marina and the scripted upstream."""
+"""The doors' tests: the real clients against Marina in-process and the scripted upstream."""
 from __future__ import annotations
 
 import pytest

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import httpx
-import openai
 import pytest
 
 from ledger.models import SpendDaily
 from ledger.spend.selectors import utc_today
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
+from tests.in_process import InProcessMarina
 from tests.scripted_providers import ScriptedProviders
 
 CHAT, RESPONSES, EMBEDDINGS, MESSAGES = "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/messages"
@@ -34,14 +34,14 @@ CALLS = {
 
 
 @pytest.fixture
-def listed(marina_url, speakers) -> dict[str, list[str]]:
+def listed(marina, speakers) -> dict[str, list[str]]:
     speakers.MARINA_MODEL_ALIASES = ALIASES
     for model, provider in RECENT.items():
         SpendDaily.objects.create(
             day=utc_today() - timedelta(days=1), key_name="tester", requested_model=model, provider=provider,
             upstream_model=model, calls=2,
         )  # fmt: skip
-    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+    client = marina.openai(MARINA_KEY)
     return {m.id: m.endpoints for m in client.models.list()}
 
 
@@ -54,9 +54,9 @@ def world(upstream, speakers) -> ScriptedProviders:
     return providers
 
 
-def call(marina_url: str, door: str, model: str) -> httpx.Response:
+def call(marina: InProcessMarina, door: str, model: str) -> httpx.Response:
     body, _ = CALLS[door]
-    return httpx.post(f"{marina_url}{door}", json={"model": model, **body}, headers={"Authorization": f"Bearer {MARINA_KEY}"}, timeout=30)
+    return marina.http.post(door, json={"model": model, **body}, headers={"Authorization": f"Bearer {MARINA_KEY}"}, timeout=30)
 
 
 def test_each_card_names_only_the_doors_that_route_it(listed):
@@ -68,12 +68,12 @@ def test_each_card_names_only_the_doors_that_route_it(listed):
     assert listed["marina/verify:fast"] == [CHAT]
 
 
-def test_every_listed_door_serves_its_id(marina_url, listed, world):
+def test_every_listed_door_serves_its_id(marina, listed, world):
     pairs = [(model, door) for model, doors in listed.items() for door in doors]
     assert len(pairs) > len(listed), "some ids have more than one door"
     for model, door in pairs:
         seen = len(world.seen)
-        answer = call(marina_url, door, model)
+        answer = call(marina, door, model)
         assert answer.status_code == 200, (model, door, answer.text)
         if model.startswith("marina/"):
             continue  # a formation: its steps' calls are chat completions
@@ -83,11 +83,11 @@ def test_every_listed_door_serves_its_id(marina_url, listed, world):
         assert len(world.seen) > seen
 
 
-def test_the_doors_left_out_are_refused(marina_url, listed, world):
+def test_the_doors_left_out_are_refused(marina, listed, world):
     """What /v1/models over-claimed: embeddings for Claude, chat for an embedding model."""
-    refused = call(marina_url, EMBEDDINGS, "claude")
+    refused = call(marina, EMBEDDINGS, "claude")
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "model"
     assert "embeddings API" in refused.json()["error"]["message"]
     assert not world.seen, "no provider without embeddings is sent one"
-    assert call(marina_url, CHAT, "embed").status_code == 404  # OpenAI: not a chat model
-    assert call(marina_url, MESSAGES, "small").status_code == 400  # OpenAI has no Messages API
+    assert call(marina, CHAT, "embed").status_code == 404  # OpenAI: not a chat model
+    assert call(marina, MESSAGES, "small").status_code == 400  # OpenAI has no Messages API

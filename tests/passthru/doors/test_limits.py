@@ -9,6 +9,7 @@ import pytest
 
 from ledger.models import Trace
 from tests.conftest import MARINA_KEY
+from tests.in_process import InProcessMarina
 from tests.passthru.doors.test_messages import message, message_events
 from tests.passthru.doors.test_responses import response_object
 from tests.upstream import Reply, Sse
@@ -21,12 +22,11 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
-def clients(marina_url: str) -> tuple[openai.OpenAI, anthropic.Anthropic]:
-    import anthropic
+def clients(marina: InProcessMarina) -> tuple[openai.OpenAI, anthropic.Anthropic]:
 
     return (
-        openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0),
-        anthropic.Anthropic(base_url=marina_url, api_key=MARINA_KEY, max_retries=0),
+        marina.openai(MARINA_KEY),
+        marina.anthropic(api_key=MARINA_KEY, max_retries=0),
     )
 
 

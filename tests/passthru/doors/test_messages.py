@@ -8,6 +8,7 @@ import pytest
 
 from ledger.models import SpendDaily, Trace
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
+from tests.in_process import InProcessMarina
 from tests.upstream import Reply, Sse
 
 if TYPE_CHECKING:
@@ -46,11 +47,10 @@ SYSTEM = [{"type": "text", "text": "You are a support agent. " * 50, "cache_cont
 
 
 @pytest.fixture
-def anthropic_client(marina_url: str) -> anthropic.Anthropic:
+def anthropic_client(marina: InProcessMarina) -> anthropic.Anthropic:
     # Claude Code and the SDK take the base URL without /v1 and send the key as x-api-key.
-    import anthropic
 
-    return anthropic.Anthropic(base_url=marina_url, api_key=MARINA_KEY, max_retries=0)
+    return marina.anthropic(api_key=MARINA_KEY, max_retries=0)
 
 
 def test_create_passes_through_with_cache_control_and_meters_cache_tokens_exactly(anthropic_client, upstream, speakers):
@@ -100,10 +100,9 @@ def test_stream_is_relayed_and_metered_from_message_start_and_delta(anthropic_cl
     assert SpendDaily.objects.get().cost_nanousd == COST_NANOUSD
 
 
-def test_bearer_key_and_openrouters_anthropic_models(marina_url, upstream, speakers):
-    import anthropic
+def test_bearer_key_and_openrouters_anthropic_models(marina, upstream, speakers):
 
-    anthropic_client = anthropic.Anthropic(base_url=marina_url, auth_token=MARINA_KEY, max_retries=0)
+    anthropic_client = marina.anthropic(auth_token=MARINA_KEY, max_retries=0)
     upstream.script(Reply(json=message(usage={**USAGE, "cost": 0.0123})))
     reply = anthropic_client.messages.create(
         model="openrouter/anthropic/claude-sonnet-4.5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
@@ -116,10 +115,10 @@ def test_bearer_key_and_openrouters_anthropic_models(marina_url, upstream, speak
     assert (span.provider, span.cost_nanousd, span.cost_source) == ("openrouter", 12_300_000, "provider")
 
 
-def test_errors_are_anthropics_envelope(marina_url, anthropic_client, upstream, speakers):
+def test_errors_are_anthropics_envelope(marina, anthropic_client, upstream, speakers):
     import anthropic
 
-    wrong = anthropic.Anthropic(base_url=marina_url, api_key="sk-marina-wrong-key-000000", max_retries=0)
+    wrong = marina.anthropic(api_key="sk-marina-wrong-key-000000", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as caught:
         wrong.messages.create(model="anthropic/claude-sonnet-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
     assert caught.value.body == {"type": "error", "error": {"type": "authentication_error", "message": "Invalid API key."}}
@@ -138,14 +137,13 @@ def test_errors_are_anthropics_envelope(marina_url, anthropic_client, upstream, 
     assert Trace.objects.filter(path="/v1/messages", status="error").count() == 4
 
 
-def test_wrong_method_and_missing_key_in_anthropics_envelope(marina_url, speakers):
-    import httpx
+def test_wrong_method_and_missing_key_in_anthropics_envelope(marina, speakers):
 
-    wrong = httpx.get(f"{marina_url}/v1/messages", headers={"x-api-key": MARINA_KEY})
+    wrong = marina.http.get("/v1/messages", headers={"x-api-key": MARINA_KEY})
     assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
     assert wrong.json()["type"] == "error" and wrong.json()["error"]["type"] == "invalid_request_error"
-    keyless = httpx.post(f"{marina_url}/v1/messages", json={"model": "anthropic/x", "max_tokens": 1, "messages": []})
+    keyless = marina.http.post("/v1/messages", json={"model": "anthropic/x", "max_tokens": 1, "messages": []})
     assert keyless.status_code == 401 and keyless.json()["error"]["type"] == "authentication_error"
     # x-api-key is Anthropic's way; on the OpenAI doors the key is a Bearer.
-    other = httpx.post(f"{marina_url}/v1/responses", json={"model": "openrouter/x", "input": "hi"}, headers={"x-api-key": MARINA_KEY})
+    other = marina.http.post("/v1/responses", json={"model": "openrouter/x", "input": "hi"}, headers={"x-api-key": MARINA_KEY})
     assert other.status_code == 401 and other.json()["error"]["code"] == "invalid_api_key"

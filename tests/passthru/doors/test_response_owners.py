@@ -11,6 +11,7 @@ import pytest
 
 from ledger.models import Trace
 from tests.conftest import MARINA_KEY
+from tests.in_process import InProcessMarina
 from tests.passthru.doors.test_responses import native_events, response_object
 from tests.upstream import Reply, Sse
 
@@ -27,9 +28,9 @@ def keys(speakers):
     return speakers
 
 
-def client(marina_url: str, key: str, agent: str | None = None) -> openai.OpenAI:
+def client(marina: InProcessMarina, key: str, agent: str | None = None) -> openai.OpenAI:
     headers = {"x-marina-agent": agent} if agent else None
-    return openai.OpenAI(base_url=f"{marina_url}/v1", api_key=key, max_retries=0, default_headers=headers)
+    return marina.openai(key, default_headers=headers)
 
 
 def _streamed(response_id: str) -> Sse:
@@ -41,8 +42,8 @@ def _streamed(response_id: str) -> Sse:
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
-def test_another_keys_response_id_is_404_and_never_reaches_the_provider(marina_url, upstream, keys, streamed):
-    alice, bob = client(marina_url, MARINA_KEY), client(marina_url, BOB_KEY)
+def test_another_keys_response_id_is_404_and_never_reaches_the_provider(marina, upstream, keys, streamed):
+    alice, bob = client(marina, MARINA_KEY), client(marina, BOB_KEY)
     made = "resp_alice_streamed" if streamed else "resp_alice_plain"
     if streamed:
         upstream.script(_streamed(made))
@@ -67,15 +68,15 @@ def test_another_keys_response_id_is_404_and_never_reaches_the_provider(marina_u
     assert upstream.requests[-1].body["previous_response_id"] == made
 
 
-def test_an_operator_keys_callers_share_its_responses_and_an_unknown_id_passes(marina_url, upstream, keys):
+def test_an_operator_keys_callers_share_its_responses_and_an_unknown_id_passes(marina, upstream, keys):
     upstream.script(Reply(json={**response_object(), "id": "resp_carol"}))
-    client(marina_url, OPS_KEY, "carol").responses.create(model="openai/gpt-5.2", input="hi")
+    client(marina, OPS_KEY, "carol").responses.create(model="openai/gpt-5.2", input="hi")
     upstream.script(Reply(json=response_object()))
-    client(marina_url, OPS_KEY, "dave").responses.create(model="openai/gpt-5.2", input="on", previous_response_id="resp_carol")
+    client(marina, OPS_KEY, "dave").responses.create(model="openai/gpt-5.2", input="on", previous_response_id="resp_carol")
     assert upstream.requests[-1].body["previous_response_id"] == "resp_carol"
     with pytest.raises(openai.NotFoundError):
-        client(marina_url, MARINA_KEY).responses.create(model="openai/gpt-5.2", input="on", previous_response_id="resp_carol")
+        client(marina, MARINA_KEY).responses.create(model="openai/gpt-5.2", input="on", previous_response_id="resp_carol")
     # An id Marina never recorded: not another key's as far as it knows, passed on.
     upstream.script(Reply(json=response_object()))
-    client(marina_url, BOB_KEY).responses.create(model="openai/gpt-5.2", input="on", previous_response_id="resp_elsewhere")
+    client(marina, BOB_KEY).responses.create(model="openai/gpt-5.2", input="on", previous_response_id="resp_elsewhere")
     assert upstream.requests[-1].body["previous_response_id"] == "resp_elsewhere"

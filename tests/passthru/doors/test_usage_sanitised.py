@@ -86,20 +86,25 @@ def request(door: str, stream: bool) -> dict[str, Any]:
 
 
 def rejected_count(provider: str, field: str) -> float:
+    """The counter, once the ledger writer has counted every trace it committed: it counts just
+    after the commit that makes the trace readable here, on its own thread, which works in order."""
+    from kernel import dbwriter
+
+    dbwriter.submit(lambda: None).result()
     return REGISTRY.get_sample_value("marina_usage_rejected_total", {"provider": provider, "field": field}) or 0.0
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 @pytest.mark.parametrize("door", list(DOORS))
 @pytest.mark.parametrize("case", list(BAD))
-def test_bad_usage_is_recorded_as_unknown_and_never_negative(case, door, stream, marina_url, upstream, speakers):
+def test_bad_usage_is_recorded_as_unknown_and_never_negative(case, door, stream, marina, upstream, speakers):
     bad, field = BAD[case]
     usage = bad_usage(door, bad)
     provider = DOORS[door][0].split("/")[0]
     script(upstream, door, usage, stream)
     before = rejected_count(provider, field)
-    with httpx.Client(timeout=30) as client:
-        reply = client.post(f"{marina_url}/v1{DOORS[door][1]}", json=request(door, stream), headers={"authorization": f"Bearer {MARINA_KEY}"})
+    with marina.client(timeout=30) as client:
+        reply = client.post(f"/v1{DOORS[door][1]}", json=request(door, stream), headers={"authorization": f"Bearer {MARINA_KEY}"})
     assert reply.status_code == 200, reply.text
     if stream and door == "chat":
         assert reply.text.rstrip().endswith("data: [DONE]")  # not cut mid-way
@@ -138,14 +143,14 @@ def _good_counts(door: str) -> dict[str, int]:
             "cached_tokens": read, "cache_write_tokens": written}
 
 
-def test_a_cost_of_1e400_on_the_wire_is_recorded_at_the_list_price(marina_url, upstream):
+def test_a_cost_of_1e400_on_the_wire_is_recorded_at_the_list_price(marina, upstream):
     """The literal the probe sent (json reads it as inf), on a plain chat call."""
     reply = completion()
     text = httpx.Response(200, json=reply).text.replace('"usage": {', '"usage": {"cost": 1e400, ').replace('"usage":{', '"usage":{"cost":1e400,')
     assert "1e400" in text
     upstream.script(Reply(raw=text.encode()))
-    with httpx.Client(timeout=30) as client:
-        answer = client.post(f"{marina_url}/v1/chat/completions", json=request("chat", False), headers={"authorization": f"Bearer {MARINA_KEY}"})
+    with marina.client(timeout=30) as client:
+        answer = client.post("/v1/chat/completions", json=request("chat", False), headers={"authorization": f"Bearer {MARINA_KEY}"})
     assert answer.status_code == 200, answer.text
     span = Trace.objects.get(request_id=answer.headers["x-request-id"]).spans.get(provider="openrouter")
     assert span.detail["usage_rejected"] == ["cost"] and span.cost_source == "price_table" and span.cost_nanousd > 0
@@ -153,14 +158,14 @@ def test_a_cost_of_1e400_on_the_wire_is_recorded_at_the_list_price(marina_url, u
 
 @pytest.mark.parametrize("door", list(DOORS))
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_max_tokens_of_1e29_is_refused_with_400(door, stream, marina_url, upstream, speakers, settings):
+def test_max_tokens_of_1e29_is_refused_with_400(door, stream, marina, upstream, speakers, settings):
     """Issue 42 D3: 10^29 reached the cap's estimate and its 429 crashed formatting it (500)."""
     settings.MARINA_DAILY_SPEND_CAP_USD = 10
     body = request(door, stream)
     name = "max_output_tokens" if door == "responses" else "max_tokens"
     body[name] = 10**29
-    with httpx.Client(timeout=30) as client:
-        reply = client.post(f"{marina_url}/v1{DOORS[door][1]}", json=body, headers={"authorization": f"Bearer {MARINA_KEY}"})
+    with marina.client(timeout=30) as client:
+        reply = client.post(f"/v1{DOORS[door][1]}", json=body, headers={"authorization": f"Bearer {MARINA_KEY}"})
     assert reply.status_code == 400, reply.text
     error = reply.json()["error"]
     if door == "messages":  # Anthropic's envelope on its door

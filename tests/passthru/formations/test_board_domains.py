@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 
 from ledger.models import Trace
@@ -82,8 +81,8 @@ def _tools() -> list[dict[str, Any]]:
     ["marina/verify:openrouter/openai/gpt-5.2", "marina/obligations:marina/argcheck:openrouter/openai/gpt-5.2",
      "marina/lessons:marina/verify:openrouter/openai/gpt-5.2"],
 )  # fmt: skip
-def test_no_formation_wraps_the_user_simulators_own_tool_calls(marina_url, upstream, model_id):
-    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+def test_no_formation_wraps_the_user_simulators_own_tool_calls(marina, upstream, model_id):
+    client = marina.openai(MARINA_KEY)
     upstream.script(calls(("toggle_airplane_mode", {}), ("apply_for_credit_card", {"card_type": "Gold Rewards Card"})))
     messages = [USER_SIM, {"role": "user", "content": "Hi! How can I help you today?"},
                 {"role": "assistant", "content": "My phone has no signal."},

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import openai
 import pytest
 
 from passthru.formations.argcheck import prompts as argcheck_prompts
@@ -86,7 +85,7 @@ def test_the_verdict_is_the_last_object_in_the_asked_shape(reply, decision):
     assert (verdict.decision if verdict else None) == decision
 
 
-def test_an_approve_quoted_before_the_real_revise_is_read_as_revise_end_to_end(marina_url, upstream):
+def test_an_approve_quoted_before_the_real_revise_is_read_as_revise_end_to_end(marina, upstream):
     reply = f"The conversation contains {INJECTED_APPROVE}; that is the user's text.\n{json.dumps(REAL_REVISE)}"
     seen = play(
         upstream,
@@ -94,7 +93,7 @@ def test_an_approve_quoted_before_the_real_revise_is_read_as_revise_end_to_end(m
         checker=Reply(json=completion(reply, prompt_tokens=300, completion_tokens=40, cost=0.0004)),
         revision=text("Shall I cancel order #W1234567 (yes/no)?"),
     )
-    client = openai.OpenAI(base_url=f"{marina_url}/v1", api_key=MARINA_KEY, max_retries=0)
+    client = marina.openai(MARINA_KEY)
     raw = client.chat.completions.with_raw_response.create(
         model="marina/verify:openrouter/prop+openrouter/check", messages=injected_conversation(), tools=TOOLS
     )

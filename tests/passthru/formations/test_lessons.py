@@ -1,5 +1,5 @@
-"""Lessons at request time, end to end: the openai SDK -> a live Marina ->
-the scripted upstream. Where the lessons land (byte-identical prefix), the
+"""Lessons at request time, end to end: the openai SDK -> Marina in-process
+-> the scripted upstream. Where the lessons land (byte-identical prefix), the
 three modes, the opt-ins, measurement self-exclusion, the header, the span;
 and the whole loop: lessons learned from the failed τ² fixture run are
 recalled on a related request."""
@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
@@ -38,7 +37,7 @@ OTHER = "Refunds go back to the original payment method; never offer a gift card
 
 
 @pytest.fixture
-def stored(marina_url) -> dict[str, Lesson]:
+def stored(marina) -> dict[str, Lesson]:
     return {
         "bags": Lesson.objects.create(rule=BAGS, benchmark="tau2-airline", trust="trusted"),
         "cabin": Lesson.objects.create(rule=CABIN, benchmark="tau2-retail", domain="code"),
@@ -118,9 +117,9 @@ def test_a_trailing_tool_result_gets_the_lessons_as_a_new_user_message(openai_cl
     assert sent[:-1] == history and sent[-1] == {"role": "user", "content": block(BAGS, CABIN)}
 
 
-def test_streamed_requests_get_the_lessons_too(marina_url, upstream, stored):
-    with httpx.stream(
-        "POST", f"{marina_url}/v1/chat/completions", headers={"authorization": f"Bearer {MARINA_KEY}"},
+def test_streamed_requests_get_the_lessons_too(marina, upstream, stored):
+    with marina.http.stream(
+        "POST", "/v1/chat/completions", headers={"authorization": f"Bearer {MARINA_KEY}"},
         json={"model": "marina/lessons:openrouter/agent", "messages": [SYSTEM, OPENING], "stream": True},
     ) as response:  # fmt: skip
         body = b"".join(response.iter_bytes())

@@ -9,7 +9,6 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
-import httpx
 import openai
 import pytest
 
@@ -87,10 +86,10 @@ def test_a_stack_streams_text_and_the_summed_usage_when_asked(openai_client, ups
     assert trace.stream and trace.route == "obligations+argcheck"
 
 
-def test_the_raw_events_end_with_done(marina_url, upstream):
+def test_the_raw_events_end_with_done(marina, upstream):
     Play(upstream, main=text("Checked."), review=APPROVE)
-    response = httpx.post(
-        f"{marina_url}/v1/chat/completions",
+    response = marina.http.post(
+        "/v1/chat/completions",
         headers={"authorization": f"Bearer {MARINA_KEY}"},
         json={"model": VERIFY, "messages": OPENING, "stream": True},
         timeout=30,

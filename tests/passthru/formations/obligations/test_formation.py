@@ -1,5 +1,5 @@
-"""marina/obligations: and marina/argcheck: end to end: the openai SDK -> a live
-Marina -> the scripted upstream playing the agent, the extractor and the
+"""marina/obligations: and marina/argcheck: end to end: the openai SDK -> Marina
+in-process -> the scripted upstream playing the agent, the extractor and the
 judges. Asserts the exact sequence of upstream calls, where the trailing note
 lands, the headers and counters, and the stored conversation state."""
 from __future__ import annotations

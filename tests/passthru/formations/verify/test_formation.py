@@ -1,5 +1,5 @@
-"""marina/verify: end to end: the real openai SDK (and LiteLLM, as τ² calls it)
--> a live Marina -> the scripted upstream playing proposer and checker."""
+"""marina/verify: end to end: the real openai SDK -> Marina in-process
+(LiteLLM, as τ² calls it: over a socket) -> the scripted upstream playing proposer and checker."""
 from __future__ import annotations
 
 import json
