@@ -259,7 +259,7 @@ def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, 
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode != 0
+    assert proc.returncode != 0, f"the signal did not stop it:\n{out[-2000:]}\n{''.join(seen[-10:])}{err[-3000:]}"
     ledger = server.ledger
     assert ledger.one("SELECT status FROM ledger_experiment") == "stopped"
     assert ledger.rows("SELECT outcome, detail FROM ledger_experimentrun ORDER BY id") == [
