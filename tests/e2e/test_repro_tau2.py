@@ -233,6 +233,13 @@ def assert_each_refusal_tried_once(server: Gunicorn, tmp_path: Path, done: subpr
     assert refused >= 1 and refused == failed, (refused, failed, logs[-3000:])
 
 
+def as_in_a_terminal() -> None:
+    """The command as a terminal runs it, where Ctrl-C reaches it: a suite started in the background
+    by a shell without job control (`nohup … &`) has SIGINT ignored, and every process below inherits
+    that (Python then installs no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("signum", "reason"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
 def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, tmp_path, signum, reason):
     upstream, url = oracle
@@ -243,7 +250,7 @@ def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, 
          "--task-ids", "7", "11", "14", "15", "21", "--num-trials", "2", "--max-concurrency", "1",
          "--unpriced-usd-per-mtok", "0.0001"],
         cwd=PROJECT_ROOT, env=clean_environ({"DATABASE_URL": server.ledger.url, "TAU2_BIN": str(TAU2)}),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_in_a_terminal,
     )  # fmt: skip
     try:
         assert proc.stderr is not None
