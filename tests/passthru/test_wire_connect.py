@@ -200,43 +200,40 @@ def unanswered() -> Iterator[tuple[str, int]]:
                 filler.close()
 
 
+async def seconds_to_fail(
+    target: str, error: type[Exception], match: str | None = None, *, stall: bool = False
+) -> float:
+    """How long a GET of `target` takes to raise `error` (its message matching `match`); with `stall`,
+    the loop is blocked for STALL seconds just after the call begins."""
+    transport = LeanTransport()
+    if stall:
+        asyncio.get_running_loop().call_later(0.05, time.sleep, STALL)
+    started = time.monotonic()
+    try:
+        with pytest.raises(error, match=match):
+            await get(transport, target)
+        return time.monotonic() - started
+    finally:
+        await transport.aclose()
+
+
 @pytest.mark.parametrize("loop_factory", LOOPS)
 @pytest.mark.parametrize("stalled", [False, True], ids=["running", "stalled"])
 def test_a_connect_nobody_answers_is_a_connect_timeout(loop_factory, stalled, unanswered):
     """The socket decides both ways: one still connecting when the time is up is a timeout, stall or not."""
     host, port = unanswered
-
-    async def go() -> float:
-        transport = LeanTransport()
-        if stalled:
-            asyncio.get_running_loop().call_later(0.05, time.sleep, STALL)
-        started = time.monotonic()
-        try:
-            with pytest.raises(httpx.ConnectTimeout, match=f"Connecting to {host}:{port} timed out"):
-                await get(transport, f"http://{host}:{port}/v1/models")
-            return time.monotonic() - started
-        finally:
-            await transport.aclose()
-
-    took = run(loop_factory, go())
+    failing = seconds_to_fail(
+        f"http://{host}:{port}/v1/models", httpx.ConnectTimeout, f"Connecting to {host}:{port} timed out", stall=stalled
+    )
+    took = run(loop_factory, failing)
     assert CONNECT_TIMEOUT * 0.9 <= took < (STALL if stalled else CONNECT_TIMEOUT) + 0.5
 
 
 @pytest.mark.parametrize("loop_factory", LOOPS)
 def test_a_tls_handshake_nobody_answers_is_a_connect_timeout(loop_factory, listener):
     """TCP connects (the kernel queues it), the TLS handshake waits for an answer that never comes."""
-
-    async def go() -> float:
-        transport = LeanTransport()
-        started = time.monotonic()
-        try:
-            with pytest.raises(httpx.ConnectTimeout):
-                await get(transport, url("https", listener))
-            return time.monotonic() - started
-        finally:
-            await transport.aclose()
-
-    assert CONNECT_TIMEOUT * 0.9 <= run(loop_factory, go()) < CONNECT_TIMEOUT + 0.5
+    took = run(loop_factory, seconds_to_fail(url("https", listener), httpx.ConnectTimeout))
+    assert CONNECT_TIMEOUT * 0.9 <= took < CONNECT_TIMEOUT + 0.5
 
 
 @pytest.mark.parametrize("loop_factory", LOOPS)
@@ -244,18 +241,9 @@ def test_nobody_listening_is_a_connect_error_at_once(loop_factory):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-
-    async def go() -> float:
-        transport = LeanTransport()
-        started = time.monotonic()
-        try:
-            with pytest.raises(httpx.ConnectError, match=f"Could not connect to 127.0.0.1:{port}: "):
-                await get(transport, f"http://127.0.0.1:{port}/v1/models")
-            return time.monotonic() - started
-        finally:
-            await transport.aclose()
-
-    assert run(loop_factory, go()) < CONNECT_TIMEOUT
+    target = f"http://127.0.0.1:{port}/v1/models"
+    failing = seconds_to_fail(target, httpx.ConnectError, f"Could not connect to 127.0.0.1:{port}: ")
+    assert run(loop_factory, failing) < CONNECT_TIMEOUT
 
 
 def ipv6_listener() -> socket.socket:
