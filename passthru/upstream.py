@@ -239,7 +239,7 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
             status=503,
         )
     if isinstance(exc, httpx.ConnectTimeout):
-        connect = min(settings.MARINA_UPSTREAM_CONNECT_TIMEOUT, settings.MARINA_UPSTREAM_TIMEOUT)
+        connect = _timeout().connect  # the connect timeout the call had
         return UpstreamError(
             provider.name,
             "timeout",
