@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -61,9 +63,20 @@ class _AheadClock:
 
     def __init__(self) -> None:
         self.ahead = 0.0
+        self.stopped: float | None = None
 
     def __call__(self) -> float:
-        return time.monotonic() + self.ahead
+        return self.stopped if self.stopped is not None else time.monotonic() + self.ahead
+
+    @contextlib.contextmanager
+    def still(self) -> Iterator[None]:
+        """Stopped meanwhile: no lease turns idle or due for renewal however
+        slow the machine is between two steps of a case."""
+        self.stopped = self()
+        try:
+            yield
+        finally:
+            self.stopped = None
 
 
 _clock = _AheadClock()
@@ -72,6 +85,7 @@ _clock = _AheadClock()
 @pytest.fixture(autouse=True)
 def _lease_clock(monkeypatch):
     monkeypatch.setattr(spendcap, "clock", _clock)  # the leases are dropped between cases (marina)
+    _clock.stopped = None
     return _clock
 
 
@@ -222,26 +236,52 @@ def _leased() -> int:
     return sum(SpendHold.objects.values_list("nanousd", flat=True))
 
 
+def _settled_row() -> int:
+    """This server's lease row once the ticker has written its room left
+    (size less the spend recorded since it was sized), which it keeps while
+    the lease clock stands still and no call runs."""
+    deadline = time.monotonic() + 10  # only a bound for a ticker that never comes
+    while time.monotonic() < deadline:
+        with spendcap._book.lock:
+            (lease,) = spendcap._book.leases.values()
+            settled = lease.row and lease.published == lease.size - lease.recorded
+        if settled and SpendHold.objects.filter(id=lease.id, nanousd=lease.published).exists():
+            return lease.published
+        time.sleep(0.01)
+    raise AssertionError(f"the lease row was not brought to its room left: {lease}")
+
+
 def test_two_processes_leases_never_exceed_the_cap(marina, settings, upstream):
     """Another process (a second Book, through the same locked transaction)
     and this server lease room together: each lease is sized within what the
     other left, near the cap to its calls in flight only, and this server's
-    calls stop once its lease is used up: spent + leased never passes the cap."""
+    calls stop once its lease is used up: spent + leased never passes the cap.
+    The lease clock stands still (on a loaded machine a second between two
+    steps would give this server's idle lease back, and its room with it), and
+    the figures are read once the ticker has brought this server's row down to
+    its room left (else room appears between the reading and the ask)."""
     upstream.handler = lambda body: Reply(json=completion("ok", cost=0.01))
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("1")
+    with _clock.still():
+        _two_processes_lease(marina, upstream)
+
+
+def _two_processes_lease(marina: InProcessMarina, upstream: Any) -> None:
     cap = 1_000_000_000
     other = spendcap.Book()
     assert _ask(other, 10_000_000, cap)[0]
     assert _leased() == 90_000_000  # its call and a chunk of 8 like it: the cap is far
     assert _call(marina, max_tokens=700).status_code == 200  # about $0.0098
-    ours = SpendHold.objects.exclude(nanousd=90_000_000).get().nanousd
-    assert ours > 8 * 9_800_000  # a chunk too
     spent = sum(row.cost_nanousd for row in SpendDaily.objects.all())
+    ours = _settled_row()
+    assert ours > 8 * 9_800_000 - spent  # a chunk too, less the call's spend
     free = cap - spent - _leased()
     assert _ask(other, free, cap)[0]  # the other takes all that is free, and no chunk beyond
     assert SpendHold.objects.filter(nanousd=10_000_000 + free).exists()
-    assert spent + _leased() <= cap  # (this server's row may be down to its room left already)
-    taken, figures = _ask(other, ours, cap)  # more than is free
+    assert SpendHold.objects.filter(nanousd=ours).exists()  # this server's room untouched
+    free = cap - spent - _leased()  # its own chunk, given back
+    assert spent + _leased() + free == cap and free > 0
+    taken, figures = _ask(other, free + 1, cap)  # more than is free
     assert not taken and figures.spent == spent
     statuses = [_call(marina, max_tokens=700).status_code for _ in range(30)]
     assert 429 in statuses  # its lease used up, and no more room beside the other's
