@@ -48,6 +48,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 from django.utils.module_loading import import_string
 
+from passthru import admission
 from passthru.intake import BODY, ASGIApp, Receive, Scope, Send
 
 API_PREFIX = "/v1/"
@@ -162,13 +163,19 @@ class ApiHandler(ASGIHandler):
         task = asyncio.current_task()
         gone = asyncio.Event()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task, gone))
+        turn = None
         try:
+            # Its turn, in the order requests came (passthru/admission.py): given
+            # back once its provider has it, or at the latest here at its end.
+            turn = await admission.enter()
             await self.send_response(await self.run_get_response(request), send)
         except asyncio.CancelledError:
             if not gone.is_set() or task is None:
                 raise
             task.uncancel()
         finally:
+            if turn is not None:
+                turn.leave()
             watcher.cancel()
             body_file.close()
 

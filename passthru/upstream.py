@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from passthru import admission
 from passthru.errors import UpstreamError
 from passthru.providers import Provider
 from passthru.wire import LeanTransport, Sent
@@ -115,6 +116,8 @@ def watch_queue(watcher: Callable[[int], None]) -> None:
 
 
 def _tell_queue(delta: int) -> None:
+    if delta > 0:
+        admission.leave()  # it waits for a connection: nothing for this worker to do meanwhile
     for watcher in _queue_watchers:
         watcher(delta)
 
@@ -157,7 +160,15 @@ class _OneStep:
 async def _start(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> Sent | _OneStep:
     """The POST written to the provider (on the lean transport); the result's
     `response()`, to be awaited at once, waits for the answer. Until then the
-    caller may let go of `body`: nothing here keeps it once it is written."""
+    caller may let go of `body`: nothing here keeps it once it is written.
+    Either way the request's turn ends here (passthru/admission.py)."""
+    try:
+        return await _write(provider, body, headers, path)
+    finally:
+        admission.leave()
+
+
+async def _write(provider: Provider, body: bytes, headers: dict[str, str], path: str) -> Sent | _OneStep:
     url = f"{provider.base_url}/{path}"
     if _transport is None and _proxied(provider.base_url):
         proxied = client()

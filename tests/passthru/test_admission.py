@@ -1,0 +1,182 @@
+"""Turns (passthru/admission.py): at most MARINA_INTAKE_TURNS /v1 requests of a
+worker are worked on before their provider has them; the others wait in the
+order they came. The gate itself on an event loop, then a live Marina
+(uvicorn in a thread, the lean transport, the scripted upstream on loopback)
+with one turn: a turn ends when the provider has the request, when the call
+waits for a connection, and when the request ends without a call."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import REGISTRY
+
+from passthru import admission
+from tests.conftest import MARINA_KEY
+from tests.upstream import Reply, Sse, completion
+
+MODEL = "openrouter/openai/gpt-5.2"
+HEADERS = {"authorization": f"Bearer {MARINA_KEY}"}
+
+
+def _body(**more: Any) -> dict[str, Any]:
+    return {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], **more}
+
+
+# --- The gate -----------------------------------------------------------------
+def test_turns_are_handed_on_in_the_order_requests_came():
+    async def go() -> tuple[list[int], int]:
+        gate = admission.Gate(2)
+        admitted: list[int] = []
+        turns: dict[int, admission.Turn] = {}
+        most = 0
+
+        async def request(n: int) -> None:
+            nonlocal most
+            turns[n] = await gate.enter()
+            admitted.append(n)
+            most = max(most, gate.held)
+
+        tasks = []
+        for n in range(6):
+            tasks.append(asyncio.create_task(request(n)))
+            await asyncio.sleep(0)  # each one reaches the gate before the next arrives
+        for n in (1, 0, 3, 2, 5, 4):  # turns given back out of order
+            while n not in turns:
+                await asyncio.sleep(0)
+            turns[n].leave()
+            turns[n].leave()  # a second leave gives nothing back
+        await asyncio.gather(*tasks)
+        return admitted, most
+
+    admitted, most = asyncio.run(go())
+    assert admitted == [0, 1, 2, 3, 4, 5]
+    assert most == 2
+
+
+def test_a_request_gone_while_waiting_takes_no_turn_and_blocks_no_one():
+    async def go() -> tuple[int, int, list[str]]:
+        gate = admission.Gate(1)
+        first = await gate.enter()
+        seen: list[str] = []
+
+        async def request(name: str) -> admission.Turn:
+            turn = await gate.enter()
+            seen.append(name)
+            return turn
+
+        gone = asyncio.create_task(request("gone"))
+        handed = asyncio.create_task(request("handed, then gone"))
+        last = asyncio.create_task(request("last"))
+        await asyncio.sleep(0)
+        gone.cancel()  # waiting: it leaves the queue
+        await asyncio.sleep(0)
+        first.leave()  # the turn is handed to the next in the queue...
+        handed.cancel()  # ...which goes before it runs: the turn passes on to the last
+        (await last).leave()
+        for task in (gone, handed):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        return gate.held, len(gate.waiting), seen
+
+    held, waiting, seen = asyncio.run(go())
+    assert seen == ["last"]
+    assert (held, waiting) == (0, 0)
+
+
+def test_no_limit_takes_no_turn(settings):
+    settings.MARINA_INTAKE_TURNS = 0
+
+    async def go() -> Any:
+        return await admission.enter()
+
+    assert asyncio.run(go()) is None
+
+
+# --- A live Marina with one turn ------------------------------------------------
+@pytest.fixture
+def one_turn(marina_config):
+    marina_config.MARINA_INTAKE_TURNS = 1
+    return marina_config
+
+
+def test_a_stream_waiting_for_its_first_token_holds_no_turn(one_turn, marina_url, upstream):
+    """The stream's provider has its request and thinks for 3 s: another call,
+    made meanwhile, takes the one turn and is answered before the stream's first token."""
+    upstream.script(Sse(delay=3.0), Reply(json=completion("quick")))
+
+    async def go() -> list[str]:
+        ended: list[str] = []
+        async with httpx.AsyncClient(base_url=f"{marina_url}/v1", headers=HEADERS, timeout=30) as client:
+
+            async def stream() -> None:
+                async with client.stream("POST", "/chat/completions", json=_body(stream=True)) as response:
+                    assert response.status_code == 200
+                    await response.aread()
+                ended.append("stream")
+
+            async def plain() -> None:
+                response = await client.post("/chat/completions", json=_body())
+                assert response.json()["choices"][0]["message"]["content"] == "quick"
+                ended.append("plain")
+
+            streaming = asyncio.create_task(stream())
+            async with asyncio.timeout(10):
+                while not upstream.requests:  # the provider has the stream's request
+                    await asyncio.sleep(0.01)
+            await plain()
+            await streaming
+        return ended
+
+    assert asyncio.run(go()) == ["plain", "stream"]
+
+
+def test_a_call_waiting_for_a_connection_gives_back_its_turn(one_turn, transactional_db, upstream):
+    """One connection to the provider, held by a stream: two more calls both
+    wait for it (the queue gauge counts two). The first holding its turn while it
+    waits would have kept the second from reaching the pool. Marina's ASGI
+    application on a new event loop, so that its pool is made with the limit."""
+    from marina.asgi import application
+
+    one_turn.MARINA_UPSTREAM_MAX_CONNECTIONS = 1
+    upstream.script(Sse(gap=0.3))  # ~2 s on the one connection; then the default completions
+
+    def queued() -> float:
+        return REGISTRY.get_sample_value("marina_upstream_queued_calls") or 0.0
+
+    before = queued()
+
+    async def go() -> tuple[float, list[int]]:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1/v1", headers=HEADERS, timeout=30) as client:
+            streaming = asyncio.create_task(client.post("/chat/completions", json=_body(stream=True)))
+            async with asyncio.timeout(10):
+                while not upstream.requests:
+                    await asyncio.sleep(0.01)
+            calls = [asyncio.create_task(client.post("/chat/completions", json=_body())) for _ in range(2)]
+            most = before
+            async with asyncio.timeout(10):
+                while not streaming.done():
+                    most = max(most, queued())
+                    await asyncio.sleep(0.01)
+            statuses = [r.status_code for r in await asyncio.gather(streaming, *calls)]
+        return most, statuses
+
+    most, statuses = asyncio.run(go())
+    assert most == before + 2
+    assert statuses == [200, 200, 200]
+    assert len(upstream.requests) == 3
+
+
+def test_requests_that_end_before_a_call_give_back_their_turn(one_turn, marina_url, upstream):
+    """Refused (a body that is not JSON, one that is not an object) or answered without a provider:
+    each ends its turn, and the next call is served."""
+    with httpx.Client(base_url=f"{marina_url}/v1", headers=HEADERS, timeout=10) as client:
+        assert client.post("/chat/completions", content=b"{not json").status_code == 400
+        assert client.post("/chat/completions", json=[MODEL]).status_code == 400
+        assert client.get("/models").status_code == 200
+        answered = client.post("/chat/completions", json=_body())
+    assert answered.status_code == 200
+    assert len(upstream.requests) == 1
