@@ -105,7 +105,10 @@ class ScriptedTransport(httpx.AsyncBaseTransport):
         return httpx.Response(step.status, headers=headers, stream=_Answer(pieces(), received))
 
     async def _sse(self, step: Sse, request: httpx.Request, received: Received, read_timeout: float | None) -> httpx.Response:
-        await _wait(step.delay, read_timeout)
+        if step.until is not None:
+            await asyncio.to_thread(step.until.wait, step.delay)
+        else:
+            await _wait(step.delay, read_timeout)
         gzipped = step.gzip == "always" or (step.gzip == "if-asked" and "gzip" in request.headers.get("accept-encoding", ""))
         headers = [("content-type", step.content_type), ("cache-control", "no-cache"), ("connection", "close")]
         if gzipped:

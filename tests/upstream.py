@@ -102,6 +102,9 @@ class Sse:
     gzip: str = ""
     content_type: str = "text/event-stream"
     usage_delay: float = 0.0  # seconds between the finish chunk and the usage chunk
+    # Set: the first byte waits for this event instead (at most `delay` seconds), so
+    # a test looks at a waiting stream for as long as it needs, however slow the machine.
+    until: threading.Event | None = None
     # Name each event after its chunk's "type" (`event: response.created`), as
     # the Responses and Anthropic streams do; they send no [DONE] (done=False).
     named: bool = False
@@ -283,7 +286,10 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(step.trickle)
 
     def _sse(self, step: Sse, body: Any) -> str:
-        time.sleep(step.delay)
+        if step.until is not None:
+            step.until.wait(step.delay)
+        else:
+            time.sleep(step.delay)
         accepted = self.headers.get("accept-encoding", "")
         gzipped = step.gzip == "always" or (step.gzip == "if-asked" and "gzip" in accepted)
         self.send_response(200)

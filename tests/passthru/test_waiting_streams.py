@@ -9,8 +9,10 @@ from __future__ import annotations
 import gc
 import http.client
 import json
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,7 +25,7 @@ from passthru.providers import Plan, resolve
 from tests.conftest import MARINA_KEY
 from tests.upstream import Reply, ScriptedUpstream, Sse
 
-THINKING = 1.5  # seconds the provider takes before its first byte
+THINKING = 60.0  # at most: the provider's first byte waits for the test's checks (`answer`)
 
 
 @pytest.fixture
@@ -59,7 +61,14 @@ def _wait_for_requests(upstream: ScriptedUpstream, n: int) -> None:
     while len(upstream.requests) < n:
         assert time.monotonic() < deadline, f"the upstream got {len(upstream.requests)} requests, not {n}"
         time.sleep(0.01)
-    time.sleep(0.2)  # Marina is now waiting for the answer's head
+
+
+def _settle(held: Callable[[], bool]) -> None:
+    """Until `held()` is False (at most 5 s): the provider has the request, and
+    Marina lets go of the body as its write returns, a moment later on a busy machine."""
+    deadline = time.monotonic() + 5
+    while held() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _bodies_alive(marker: str) -> list[dict[str, Any]]:
@@ -71,6 +80,11 @@ def _bodies_alive(marker: str) -> list[dict[str, Any]]:
         and isinstance(o.get("messages"), list)
         and any(isinstance(m, dict) and m.get("content") == marker for m in o["messages"])
     ]
+
+
+def _inbound_bodies() -> list[bytes]:
+    """The bytes still held by chat requests' Inbounds."""
+    return [o.body for o in gc.get_objects() if isinstance(o, Inbound) and o.path == "/v1/chat/completions" and o.body]
 
 
 def _read_stream(conn: http.client.HTTPConnection) -> tuple[int, str, str]:
@@ -89,16 +103,19 @@ def _read_stream(conn: http.client.HTTPConnection) -> tuple[int, str, str]:
 
 def test_a_stream_waiting_for_its_first_byte_holds_no_parsed_body(marina_url, upstream):
     marker = f"waiting {uuid.uuid4()}"
-    upstream.script(Sse(delay=THINKING))
+    answer = threading.Event()
+    upstream.script(Sse(delay=THINKING, until=answer))
     conn = _start_stream(marina_url, _request_body("openrouter/openai/gpt-5.2", marker))
     _wait_for_requests(upstream, 1)
+    _settle(lambda: len(_bodies_alive(marker)) > 1 or bool(_inbound_bodies()))
     alive = _bodies_alive(marker)
     # The one left is the scripted upstream's record of what it received: Marina holds none.
     assert [id(o) for o in alive] == [id(upstream.requests[0].body)]
     # Nor the bytes: the request's Inbound gave them up, and no scope still holds them.
     waiting = [o for o in gc.get_objects() if isinstance(o, Inbound) and o.path == "/v1/chat/completions"]
-    assert waiting and all(o.body == b"" for o in waiting)
+    assert waiting and not _inbound_bodies()
     assert not [o for o in gc.get_objects() if type(o) is dict and BODY in o]
+    answer.set()
     status, model, text = _read_stream(conn)
     assert (status, model, text) == (200, "openrouter/openai/gpt-5.2", "Hello there, streamed.")
     assert upstream.requests[0].body["messages"][1]["content"] == marker
@@ -106,11 +123,14 @@ def test_a_stream_waiting_for_its_first_byte_holds_no_parsed_body(marina_url, up
 
 def test_a_fallback_stream_holds_no_parsed_body_and_sends_the_next_provider_the_same(two_providers, marina_url, upstream):
     marker = f"falling back {uuid.uuid4()}"
-    upstream.script(Reply(status=503, json={"error": {"message": "overloaded"}}), Sse(delay=THINKING))
+    answer = threading.Event()
+    upstream.script(Reply(status=503, json={"error": {"message": "overloaded"}}), Sse(delay=THINKING, until=answer))
     conn = _start_stream(marina_url, _request_body("gpt-4.1-mini", marker))
     _wait_for_requests(upstream, 2)
+    _settle(lambda: len(_bodies_alive(marker)) > 2)
     alive = _bodies_alive(marker)
     assert sorted(id(o) for o in alive) == sorted(id(r.body) for r in upstream.requests)
+    answer.set()
     status, model, text = _read_stream(conn)
     assert (status, model, text) == (200, "openai/gpt-4.1-mini", "Hello there, streamed.")
     first, second = (r.body for r in upstream.requests)
