@@ -13,8 +13,9 @@ encoded body (~130 KB) meanwhile, and their first tokens came 11 s late.
 
 So a request takes a turn once its body is read (marina/mounts.py) and gives
 it back once its upstream call is written (passthru/upstream.py), when it
-waits for a pooled connection (nothing for this worker to do meanwhile), or
-when it ends, whichever comes first. At most MARINA_INTAKE_TURNS requests of a
+starts waiting for a connection, pooled or new (the network's time, or another
+call's: nothing for this worker to do meanwhile), or when it ends, whichever
+comes first. At most MARINA_INTAKE_TURNS requests of a
 worker hold one; the others wait, in the order they came, holding only their
 body's bytes. An iteration then runs at most that many first steps, and the
 requests reach their provider in the order they came, each a few iterations

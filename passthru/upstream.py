@@ -116,8 +116,6 @@ def watch_queue(watcher: Callable[[int], None]) -> None:
 
 
 def _tell_queue(delta: int) -> None:
-    if delta > 0:
-        admission.leave()  # it waits for a connection: nothing for this worker to do meanwhile
     for watcher in _queue_watchers:
         watcher(delta)
 
@@ -184,6 +182,9 @@ async def _write(provider: Provider, body: bytes, headers: dict[str, str], path:
             max_connections=max_connections(),
             max_keepalive=MAX_KEEPALIVE,
             on_queue=_tell_queue,
+            # Waiting for a connection (a TLS handshake may take a provider's round
+            # trips), a request has nothing for this worker to do: its turn ends.
+            on_wait=admission.leave,
             limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
         )
     return await transport.send(_request(url, headers, body))

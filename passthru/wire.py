@@ -228,8 +228,10 @@ class _Pool:
                 conn.close()
             if self.active < self.owner.max_connections:
                 break
+            self.owner.waits()
             queued += await self._wait(pool_timeout if pool_timeout is None else pool_timeout - queued)
         self.active += 1
+        self.owner.waits()
         try:
             conn = await self._connect(connect_timeout)
         except BaseException:
@@ -428,6 +430,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         max_connections: int = 512,
         max_keepalive: int = 128,
         on_queue: Callable[[int], None] | None = None,
+        on_wait: Callable[[], None] | None = None,
         limit_name: str = "max_connections",
     ) -> None:
         self.max_connections = max_connections
@@ -435,9 +438,16 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.ssl_context = httpx.create_ssl_context()
         self._pools: dict[tuple[str, str, int], _Pool] = {}
         self.on_queue = on_queue  # called with +1 / -1 as requests start and stop waiting for a connection
+        # Called in a request's task as it starts waiting for a connection, pooled or
+        # new: the network's time or another call's, none of this process's CPU.
+        self.on_wait = on_wait
         self.limit_name = limit_name  # the setting to name in the warning
         self.queued = 0  # requests waiting for a connection now, all pools
         self._warned_at: float | None = None
+
+    def waits(self) -> None:
+        if self.on_wait is not None:
+            self.on_wait()
 
     def queue_changed(self, delta: int, pool: _Pool) -> None:
         self.queued += delta

@@ -7,6 +7,7 @@ waits for a connection, and when the request ends without a call."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -168,6 +169,34 @@ def test_a_call_waiting_for_a_connection_gives_back_its_turn(one_turn, transacti
     assert most == before + 2
     assert statuses == [200, 200, 200]
     assert len(upstream.requests) == 3
+
+
+def test_a_call_connecting_to_its_provider_holds_no_turn(one_turn, marina_url, upstream, unanswered):
+    """A provider whose connect hangs (its SYNs unanswered, as a far or
+    overloaded host's take round trips): the call waits for the network, not
+    for this worker, so another call takes the one turn and is answered before
+    that connect times out (holding the turn, it would have waited for it)."""
+    connect_timeout = 5.0
+    one_turn.MARINA_UPSTREAM_CONNECT_TIMEOUT = connect_timeout
+    providers = {name: dict(conf) for name, conf in one_turn.MARINA_PROVIDERS.items()}
+    host, port = unanswered
+    providers["openai"] = {"base_url": f"http://{host}:{port}/v1", "api_key": "sk-openai", "key_env": "OPENAI_API_KEY"}
+    one_turn.MARINA_PROVIDERS = providers
+    upstream.script(Reply(json=completion("meanwhile")))
+
+    async def go() -> tuple[float, int]:
+        async with httpx.AsyncClient(base_url=f"{marina_url}/v1", headers=HEADERS, timeout=30) as client:
+            began = time.monotonic()
+            connecting = asyncio.create_task(client.post("/chat/completions", json=_body(model="openai/gpt-4.1-mini")))
+            await asyncio.sleep(0.5)  # its connect has begun
+            answered = await client.post("/chat/completions", json=_body())
+            assert answered.json()["choices"][0]["message"]["content"] == "meanwhile"
+            took = time.monotonic() - began
+            return took, (await connecting).status_code
+
+    took, status = asyncio.run(go())
+    assert took < connect_timeout
+    assert status == 504  # the hanging connect, timed out
 
 
 def test_requests_that_end_before_a_call_give_back_their_turn(one_turn, marina_url, upstream):
