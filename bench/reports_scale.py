@@ -16,8 +16,13 @@ is measured at a tenth of that (`--scale 0.1`, its default).
     ... --database-url postgres://…/db   --refill   --repeat 20   --json out.json
 
 The filled database is kept and reused by the next run (`--refill` makes it
-anew). Goals: p95 ≤ 300 ms for every page, ≤ 2 s for the group compare; the
-script prints the table and exits 1 above a goal.
+anew). Goals: p95 ≤ 300 ms for every page, ≤ 1 s for the group compare (issue
+45; issue 17 asked 2 s); the script prints the table and exits 1 above a goal.
+
+Profiling the compare pages and the spend CSV needs only their shape, not 2M
+traces: `--scale 0.05 --keys 20 --runs 1000` fills in ~30 s the 90,000
+spend_daily rows, the 1,000 runs the compare page's pickers offer and the
+10-run groups of 400 items (docs/performance.md).
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PAGE_GOAL_MS = 300.0
-COMPARE_GOAL_MS = 2000.0
+COMPARE_GOAL_MS = 1000.0
 DAYS = 90
 MODELS = [f"openrouter/vendor{n % 7}/model-{n}" for n in range(50)]
 KEYS = [f"team-{n}" for n in range(20)]
