@@ -16,8 +16,13 @@ is measured at a tenth of that (`--scale 0.1`, its default).
     ... --database-url postgres://…/db   --refill   --repeat 20   --json out.json
 
 The filled database is kept and reused by the next run (`--refill` makes it
-anew). Goals: p95 ≤ 300 ms for every page, ≤ 2 s for the group compare; the
-script prints the table and exits 1 above a goal.
+anew). Goals: p95 ≤ 300 ms for every page, ≤ 1 s for the group compare (issue
+45; issue 17 asked 2 s); the script prints the table and exits 1 above a goal.
+
+Profiling the compare pages and the spend CSV needs only their shape, not 2M
+traces: `--scale 0.05 --keys 20 --runs 1000` fills in ~30 s the 90,000
+spend_daily rows, the 1,000 runs the compare page's pickers offer and the
+10-run groups of 400 items (docs/performance.md).
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PAGE_GOAL_MS = 300.0
-COMPARE_GOAL_MS = 2000.0
+COMPARE_GOAL_MS = 1000.0
 DAYS = 90
 MODELS = [f"openrouter/vendor{n % 7}/model-{n}" for n in range(50)]
 KEYS = [f"team-{n}" for n in range(20)]
@@ -54,6 +59,10 @@ def parse_args() -> argparse.Namespace:
                         "or a SQLite file under bench/.scale/")
     parser.add_argument("--scale", type=float, help="1 = 2M traces (default 1 on PostgreSQL, 0.1 on SQLite)")
     parser.add_argument("--repeat", type=int, default=20, help="timed requests per page (default 20)")
+    parser.add_argument("--keys", type=int, help="keys in spend_daily (default 20 x scale): --scale 0.05 --keys 20 "
+                        "profiles the spend pages on the 2M fill's 90,000 rows in seconds")
+    parser.add_argument("--runs", type=int, help="benchmark runs (default 1,000 x scale): --runs 1000 gives the compare "
+                        "page's pickers the 2M fill's 500 runs each")
     parser.add_argument("--refill", action="store_true", help="drop what a previous run filled and fill again")
     parser.add_argument("--json", type=Path, help="also write the table here as JSON")
     parser.add_argument("--only", default="", help="time only the pages whose name contains one of these (comma-separated, e.g. frontier,trajector)")
@@ -178,21 +187,21 @@ def _span_rows(start: datetime, n_traces: int, span_seconds: float) -> Iterator[
                    _json({"label": "approved"} if seq == 1 else {}), at)
 
 
-def fill(scale: float, *, now: datetime) -> dict[str, int]:
+def fill(scale: float, *, now: datetime, n_keys: int | None = None, n_runs: int | None = None) -> dict[str, int]:
     from django.db import connection
 
     from ledger.models import BenchmarkItem, BenchmarkItemTrace, BenchmarkRun, Span, SpendDaily, Trace
 
     rng = random.Random(20261203)
     n_traces = int(2_000_000 * scale)
-    n_runs = max(2 * RUNS_PER_GROUP, int(1_000 * scale))
+    n_runs = n_runs or max(2 * RUNS_PER_GROUP, int(1_000 * scale))
     if connection.vendor == "sqlite":
         connection.cursor().execute("PRAGMA synchronous=OFF")
     connection.ensure_connection()
     start = now - timedelta(days=DAYS)
     counts: dict[str, int] = {}
 
-    keys = KEYS[: max(1, round(len(KEYS) * scale))]
+    keys = KEYS[: n_keys or max(1, round(len(KEYS) * scale))]
 
     counts["spend_daily"] = Writer(SpendDaily, [
         "id", "day", "key_name", "requested_model", "provider", "upstream_model", "calls", "errors",
@@ -436,7 +445,7 @@ def main() -> int:
         empty_tables()
     if not Trace.objects.exists():
         began = time.monotonic()
-        counts = fill(args.scale, now=now)
+        counts = fill(args.scale, now=now, n_keys=args.keys, n_runs=args.runs)
         print(f"filled in {time.monotonic() - began:.0f} s: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()),
               flush=True)
     from django.db import connection

@@ -197,25 +197,3 @@ class TraceTable(tables.Table):
 
     def render_status(self, value: str) -> str:
         return format_html('<span class="badge badge-{}">{}</span>', value, value)
-
-
-class DisagreementTable(tables.Table):
-    """Tasks whose pass rates differ between the compared sides (ledger.benchmarks.compare.TaskDiff)."""
-
-    task_id = tables.Column(verbose_name="Task", orderable=False)
-    a = tables.Column(verbose_name="A passed", empty_values=(), orderable=False, attrs=NumberColumn.attrs)
-    b = tables.Column(verbose_name="B passed", empty_values=(), orderable=False, attrs=NumberColumn.attrs)
-    diff = tables.Column(verbose_name="B − A pass rate", orderable=False, attrs=NumberColumn.attrs)
-
-    class Meta:
-        attrs = ATTRS
-        empty_text = "The two sides agree on every shared task."
-
-    def render_a(self, record: Any) -> str:
-        return f"{record.a_successes}/{record.a_trials}"
-
-    def render_b(self, record: Any) -> str:
-        return f"{record.b_successes}/{record.b_trials}"
-
-    def render_diff(self, value: float) -> str:
-        return f"{value:+.3f}"

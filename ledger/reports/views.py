@@ -27,7 +27,7 @@ from ledger.reports import live, overview, selectors, spendcsv
 from ledger.reports.access import EXPERIMENTS, RUNS, SPEND, TRACES, TRAJECTORIES, may_see, needs
 from ledger.reports.charts import Point, Series, Stack, line_chart, stacked_bar_chart
 from ledger.reports.forms import CompareForm, RunFilterForm, SpendRangeForm, TraceFilterForm
-from ledger.reports.insight_views import disagreement_table
+from ledger.reports.insight_views import disagreement_rows
 from ledger.reports.tables import (
     OutcomeColumn,
     RunTable,
@@ -279,6 +279,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             return render(request, "ledger/compare.html", context, status=400)
         view = selectors.comparison_view(comparison)
         names = _side_names(data)
+        linked = may_see(request.user, TRAJECTORIES)
         chart = line_chart(
             [f"k={k}" for k in range(1, view.max_k + 1)],
             [
@@ -296,7 +297,8 @@ def compare(request: HttpRequest) -> HttpResponse:
             "view": view,
             "chart_svg": mark_safe(chart),  # built from escaped text only (ledger.reports.charts)
             # Each task linked to its trajectories, for whom may open them.
-            "disagreements": disagreement_table(view.disagreements, data, linked=may_see(request.user, TRAJECTORIES)),
+            "disagreements": disagreement_rows(view.disagreements, data, linked=linked),
+            "linked": linked,
         }
     elif form.is_bound:  # a pick the page cannot use (unknown run or group, one side, the same twice): 400, as the filters
         return render(request, "ledger/compare.html", context, status=400)

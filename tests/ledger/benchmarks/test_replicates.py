@@ -138,3 +138,17 @@ def test_runs_without_a_trial_seed_in_common_say_they_are_paired_by_trial_number
     c = compare_runs(a, b, resamples=50)
     assert (c.a_only, c.b_only) == (1, 0)
     assert any("no trial seed in common" in w and "paired by trial number" in w for w in c.warnings)
+
+
+def test_a_run_on_both_sides_counts_on_each(groups):
+    # compare_run_sets loads every run's items in one query (compare._load): a run given on both
+    # sides is one set of items that each side pools, as two loads of it were.
+    from ledger.benchmarks.compare import compare_run_sets
+    from ledger.models import BenchmarkRun
+
+    a1, a2, b1, _ = BenchmarkRun.objects.order_by("pk")
+    c = compare_run_sets([a1, a2], [a2, b1], label_a="A", label_b="B", resamples=50)
+    assert (c.a.run_ids, c.b.run_ids) == ([a1.pk, a2.pk], [a2.pk, b1.pk])
+    assert (c.a.items, c.b.items) == (16, 16)
+    assert c.a.pass_hat_k[0] == 0.375 and c.b.pass_hat_k[0] == pytest.approx((3 + 6) / 16)
+    assert f"run(s) #{a2.pk} are on both sides" in c.warnings

@@ -1,6 +1,7 @@
 """ledger.benchmarks.stats against hand-computed cases and published values."""
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 from math import comb, sqrt
 
@@ -199,6 +200,37 @@ def test_two_stage_with_one_run_per_side_is_the_task_bootstrap_in_distribution()
     m = sum(draws) / len(draws)
     assert m == pytest.approx(mean, abs=0.01)
     assert sum((d - m) ** 2 for d in draws) / (len(draws) - 1) == pytest.approx(expected_var, rel=0.05)
+
+
+def _two_stage_by_hand(a_runs: list[list[tuple[int, int]]], b_runs: list[list[tuple[int, int]]], seed: int) -> list[float]:
+    """The two-stage bootstrap written out: the same draws from the same generator, each task's
+    pooled counts summed one run at a time."""
+    rng = random.Random(seed)
+    t = len(a_runs[0])
+    out = []
+    for _ in range(300):
+        pick_a = rng.choices(range(len(a_runs)), k=len(a_runs))
+        pick_b = rng.choices(range(len(b_runs)), k=len(b_runs))
+        diff = []
+        for task in range(t):
+            sa = sum(a_runs[r][task][0] for r in pick_a)
+            na = sum(a_runs[r][task][1] for r in pick_a)
+            sb = sum(b_runs[r][task][0] for r in pick_b)
+            nb = sum(b_runs[r][task][1] for r in pick_b)
+            diff.append(sb / nb - sa / na)
+        out.append(sum(rng.choices(diff, k=t)) / t)
+    return out
+
+
+@pytest.mark.parametrize("items", [4, 30, 300, 70_000, 2**31])  # pooled counts of 1, 2, 4 and 8 bytes
+def test_two_stage_packed_counts_give_the_draws_by_hand(items: int) -> None:
+    # two_stage_bootstrap adds each side's drawn runs as packed integers (ledger.benchmarks.stats._Column):
+    # exact at every width, so the very same floats as summing task by task.
+    rng = random.Random(items)
+    a_runs = [[(rng.randint(0, items), items) for _ in range(37)] for _ in range(10)]
+    b_runs = [[(rng.randint(0, items), items) for _ in range(37)] for _ in range(7)]
+    assert two_stage_bootstrap(a_runs, b_runs, resamples=300, seed=4) == _two_stage_by_hand(a_runs, b_runs, 4)
+    assert set(two_stage_bootstrap([[(items, items)] * 3] * 10, [[(0, items)] * 3] * 10, resamples=20)) == {-1.0}
 
 
 def test_two_stage_is_seeded_and_validates() -> None:

@@ -269,7 +269,7 @@ def test_compare_lists_the_tasks_where_groups_disagree(user_client: Client, runs
     assert figure(html, "diff_pass1") == f"{expected.diff_pass1:+.3f}" == "+0.075"
     assert figure(html, "discordant") == "0 / 3"
     disagree = html.split("Tasks where they disagree")[1]
-    assert re.findall(r"<td >(\d+)</td>", disagree) == ["8"]
+    assert re.findall(r"<td>(\d+)</td>", disagree) == ["8"]
     assert "1/4" in disagree and "4/4" in disagree and "+0.750" in disagree
     assert "two-stage" in html and "has a single run" in html
 

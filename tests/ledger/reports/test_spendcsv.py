@@ -51,3 +51,20 @@ def test_postgres_copy_writes_what_python_writes(db) -> None:
     since, until = DAY, DAY + timedelta(days=9)
     # Cell for cell (the quoting may differ: COPY also quotes a cell holding a carriage return).
     assert rows(spendcsv._copied(since, until)) == rows(spendcsv._written(since, until))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's; the PostgreSQL pass runs this")
+def test_postgres_copy_writes_iso_days_whatever_the_sessions_datestyle(transactional_db) -> None:
+    # COPY writes `day` in the session's DateStyle; _copied sets ISO for its own transaction only.
+    buckets()
+    since, until = DAY, DAY + timedelta(days=9)
+    expected = rows(spendcsv._written(since, until))
+    with connection.cursor() as cursor:
+        cursor.execute("SET datestyle TO 'SQL, DMY'")  # days as 04/03/2025
+        try:
+            body = rows(spendcsv._copied(since, until))
+            cursor.execute("SHOW datestyle")
+            assert cursor.fetchone()[0] == "SQL, DMY"
+        finally:
+            cursor.execute("SET datestyle TO 'ISO, MDY'")
+    assert body == expected and body[1][0] == "2025-03-04"
