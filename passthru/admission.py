@@ -12,14 +12,14 @@ the provider 8 s later with the last ones, each holding its parsed and
 encoded body (~130 KB) meanwhile, and their first tokens came 11 s late.
 
 So a request takes a turn once its body is read (marina/mounts.py) and gives
-it back once its upstream call is written (passthru/upstream.py), when it
-starts waiting for a connection, pooled or new (the network's time, or another
-call's: nothing for this worker to do meanwhile), or when it ends, whichever
-comes first. At most MARINA_INTAKE_TURNS requests of a
+it back once its upstream call is written (passthru/upstream.py), in the
+iteration after it starts waiting for a connection, pooled or new (the
+network's time, or another call's: a provider that does not answer its
+connects holds no turn), or when it ends, whichever comes first. At most MARINA_INTAKE_TURNS requests of a
 worker hold one; the others wait, in the order they came, holding only their
-body's bytes. An iteration then runs at most that many first steps, and the
-requests reach their provider in the order they came, each a few iterations
-after its turn began. 0 turns the limit off.
+body's bytes. Two iterations then run at most that many first steps, the loop
+polls in between, and the requests reach their provider in the order they
+came, each a few iterations after its turn began. 0 turns the limit off.
 
 Turns are counted per event loop (a worker has one; tests run several)."""
 from __future__ import annotations
@@ -105,10 +105,22 @@ async def enter() -> Turn | None:
 
 def leave() -> None:
     """Give back the current request's turn, if it holds one: its provider
-    has the request, or it waits for a connection."""
+    has the request."""
     turn = _current.get()
     if turn is not None:
         turn.leave()
+
+
+def leave_soon() -> None:
+    """Give back the current request's turn, if it holds one, once the event
+    loop has polled its sockets again: the request now waits for the network
+    (a connect) or for another call (a pooled connection). At once, the turn
+    would only ever be held within one step, and bound nothing: the next
+    request's first step would run in the same iteration, as would the one
+    after, and the loop would not poll until the burst had all been taken in."""
+    turn = _current.get()
+    if turn is not None:
+        asyncio.get_running_loop().call_soon(turn.leave)
 
 
 def in_use() -> tuple[int, int]:

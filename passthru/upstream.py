@@ -184,7 +184,7 @@ async def _write(provider: Provider, body: bytes, headers: dict[str, str], path:
             on_queue=_tell_queue,
             # Waiting for a connection (a TLS handshake may take a provider's round
             # trips), a request has nothing for this worker to do: its turn ends.
-            on_wait=admission.leave,
+            on_wait=admission.leave_soon,
             limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
         )
     return await transport.send(_request(url, headers, body))

@@ -87,6 +87,24 @@ def test_a_request_gone_while_waiting_takes_no_turn_and_blocks_no_one():
     assert (held, waiting) == (0, 0)
 
 
+def test_a_turn_left_for_the_network_is_handed_on_after_the_loop_polls():
+    """leave_soon(): not within the step that waits (the turn would bound
+    nothing: every request's first step would run in one iteration), but by
+    the next iterations."""
+
+    async def go() -> tuple[bool, bool]:
+        gate = admission.Gate(1)
+        await gate.enter()
+        second = asyncio.create_task(gate.enter())
+        await asyncio.sleep(0)  # it waits
+        admission.leave_soon()
+        handed_in_this_step = gate.waiting[0].done()
+        await asyncio.wait_for(second, 1)
+        return handed_in_this_step, gate.held == 1 and not gate.waiting
+
+    assert asyncio.run(go()) == (False, True)
+
+
 def test_no_limit_takes_no_turn(settings):
     settings.MARINA_INTAKE_TURNS = 0
 
