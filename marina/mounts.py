@@ -165,9 +165,12 @@ class ApiHandler(ASGIHandler):
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task, gone))
         turn = None
         try:
-            # Its turn, in the order requests came (passthru/admission.py): given
-            # back once its provider has it, or at the latest here at its end.
-            turn = await admission.enter()
+            # A call (the doors are /v1's POSTs) waits its turn, in the order calls
+            # came (passthru/admission.py): given back once its provider has it, or
+            # at the latest here at its end. Reads (health, models, the ledger's
+            # API) never queue behind a burst of calls.
+            if scope["method"] == "POST":
+                turn = await admission.enter()
             await self.send_response(await self.run_get_response(request), send)
         except asyncio.CancelledError:
             if not gone.is_set() or task is None:

@@ -184,7 +184,7 @@ MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 1
 # for (passthru/upstream.py; gunicorn.conf.py raises that limit to its hard limit).
 MARINA_UPSTREAM_MAX_CONNECTIONS = env_int("MARINA_UPSTREAM_MAX_CONNECTIONS", 4096, minimum=1)
 MARINA_UPSTREAM_POOL_TIMEOUT = env_float("MARINA_UPSTREAM_POOL_TIMEOUT", 60.0, minimum=0.001)
-# /v1 requests one worker works on at once before their provider has them
+# Calls (POSTs to /v1's doors) one worker works on at once before their provider has them
 # (passthru/admission.py): the rest wait their turn, in the order they came,
 # so that a burst reaches its providers as it arrives. 0: no limit.
 MARINA_INTAKE_TURNS = env_int("MARINA_INTAKE_TURNS", 64)

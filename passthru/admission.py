@@ -1,5 +1,6 @@
-"""Turns: how many /v1 requests a worker works on at once before their
-provider has them.
+"""Turns: how many calls (POSTs to /v1's doors) a worker works on at once
+before their provider has them. Reads (health, the model list, the ledger's
+API) take no turn: they never queue behind a burst of calls.
 
 Why (docs/performance.md, issue 45). An event loop runs, in each of its
 iterations, the first step of every request that arrived during the one
@@ -11,7 +12,7 @@ the writes waited for the end of the burst: requests taken in at 0 s reached
 the provider 8 s later with the last ones, each holding its parsed and
 encoded body (~130 KB) meanwhile, and their first tokens came 11 s late.
 
-So a request takes a turn once its body is read (marina/mounts.py) and gives
+So a call takes a turn once its body is read (marina/mounts.py) and gives
 it back once its upstream call is written (passthru/upstream.py), in the
 iteration after it starts waiting for a connection, pooled or new (the
 network's time, or another call's: a provider that does not answer its

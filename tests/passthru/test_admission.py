@@ -217,6 +217,29 @@ def test_a_call_connecting_to_its_provider_holds_no_turn(one_turn, marina_url, u
     assert status == 504  # the hanging connect, timed out
 
 
+def test_reads_never_wait_behind_calls(one_turn, transactional_db, upstream):
+    """The one turn held: a call waits for it, a read (health, the model
+    list) is answered meanwhile; the call goes once the turn is given back."""
+    from marina.asgi import application
+
+    async def go() -> tuple[list[int], bool, int]:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1/v1", headers=HEADERS, timeout=30) as client:
+            held = await admission.enter()  # the gate of this loop, which the application shares
+            assert held is not None
+            call = asyncio.create_task(client.post("/chat/completions", json=_body()))
+            async with asyncio.timeout(10):  # a read waiting for the turn would wait for ever
+                reads = [(await client.get(path)).status_code for path in ("/health", "/models")]
+            await asyncio.sleep(0.3)
+            waited = not call.done() and not upstream.requests
+            held.leave()
+            return reads, waited, (await call).status_code
+
+    reads, waited, status = asyncio.run(go())
+    assert reads == [200, 200]
+    assert waited and status == 200
+
+
 def test_requests_that_end_before_a_call_give_back_their_turn(one_turn, marina_url, upstream):
     """Refused (a body that is not JSON, one that is not an object) or answered without a provider:
     each ends its turn, and the next call is served."""
