@@ -123,8 +123,3 @@ def leave_soon() -> None:
     if turn is not None:
         asyncio.get_running_loop().call_soon(turn.leave)
 
-
-def in_use() -> tuple[int, int]:
-    """(turns held, requests waiting for one) on this loop."""
-    gate = _gates.get(asyncio.get_running_loop())
-    return (gate.held, len(gate.waiting)) if gate is not None else (0, 0)
