@@ -191,12 +191,14 @@ class _Column:
     width is the smallest that holds the largest pooled count (`holding`)."""
 
     code: _TypeCode  # an array/memoryview type code: B, H, I or Q (1, 2, 4, 8 bytes)
+    size: int  # its bytes a task
 
     @classmethod
     def holding(cls, largest: int) -> _Column:
         for code in _TYPE_CODES:
-            if largest < 256 ** array(code).itemsize:
-                return cls(code)
+            size = array(code).itemsize
+            if largest < 256**size:
+                return cls(code, size)
         raise ValueError(f"task counts too large to pool ({largest:,})")
 
     def packed(self, runs: Iterable[list[int]]) -> list[int]:
@@ -206,7 +208,7 @@ class _Column:
     def pooled(self, packed: list[int], picks: list[int], tasks: int) -> memoryview[int]:
         """The per-task sums of the picked runs' counts (a run picked twice counts twice)."""
         total = sum(map(packed.__getitem__, picks))
-        return memoryview(total.to_bytes(array(self.code).itemsize * tasks, sys.byteorder)).cast(self.code)
+        return memoryview(total.to_bytes(self.size * tasks, sys.byteorder)).cast(self.code)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
