@@ -25,6 +25,36 @@ if TYPE_CHECKING:
 MARINA_KEY = "sk-marina-test-key-0123456789"
 PROVIDER_KEY = "sk-or-test-provider-key-9876543210"
 
+
+# Modules that import a client library costing seconds of CPU to import (litellm 3-4 s, the
+# anthropic SDK 2 s) run on one pytest-xdist worker each, so a library is imported once per
+# suite instead of once in every worker that meets one of them (scripts/test; docs/performance.md).
+# Every other module is its own scope, as under --dist loadscope.
+SHARED_IMPORT_SCOPES = {
+    "litellm": (
+        "tests/passthru/test_litellm.py",
+        "tests/passthru/test_routing.py",
+        "tests/passthru/formations/test_streaming.py",
+        "tests/passthru/formations/verify/test_formation.py",
+    ),
+    "anthropic": ("tests/passthru/doors/test_messages.py", "tests/passthru/doors/test_limits.py"),
+}
+_SCOPE_OF_MODULE = {module: scope for scope, modules in SHARED_IMPORT_SCOPES.items() for module in modules}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadscope":
+        return None  # xdist's own choice
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedImportScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return _SCOPE_OF_MODULE.get(module) or super()._split_scope(nodeid)
+
+    return SharedImportScheduling(config, log)
+
+
 # --- No test reaches beyond loopback ----------------------------------------
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -190,10 +190,11 @@ def test_a_huge_cost_through_manage_py_is_one_line_and_exit_2(tmp_path):
     database = tmp_path / "ledger.sqlite3"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "marina.settings", "DATABASE_URL": f"sqlite:///{database}"}
     run = {"cwd": ROOT, "env": env, "capture_output": True, "text": True, "timeout": 120}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True, **run)
     done = subprocess.run([sys.executable, "manage.py", "import_tau2", str(path), "--target", "m"], **run)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"CommandError: {path}: {FIRST}: agent_cost 1e+300 is not a cost in dollars (0 to 1,000,000)"]
+    # Refused while the file is read, before the ledger is opened: SQLite never made its file.
+    assert not database.exists()
 
 
 def test_cost_usd_beyond_what_the_ledger_holds_is_refused(tmp_path, db):
