@@ -174,15 +174,15 @@ class _Rates:
     """Each model price's priced units, resolved and checked once.
 
     genai-prices' `ModelPrice.calc_price` resolves the model's prices against
-    its unit registry and validates their coverage on every call: kept, a
-    call's pricing took 85-90 µs instead of 130-160 (docs/performance.md,
-    issue 45). Both depend
-    on the model price and the registry alone, so they are kept here, one
+    its unit registry and validates their coverage on every call; both depend
+    on the model price and the registry alone. Kept here, a call's pricing
+    takes 85-90 µs instead of 130-160 (docs/performance.md, issue 45): one
     entry per model price object of the current snapshot (so bounded by it),
-    and forgotten when genai-prices swaps in new price data. The per-call
-    part, the usage's counts and their sum, is genai-prices' own code run on
-    the call's figures: `table_price` equals `calc_price(...).total_price`
-    (tests/passthru/test_pricing.py checks every model of the snapshot)."""
+    forgotten when genai-prices swaps in new price data. The per-call part,
+    the usage's counts and their sum, is genai-prices' own code run on the
+    call's figures, so `table_price` is `calc_price(...).total_price` to the
+    last digit (tests/passthru/test_pricing.py checks every model of the
+    snapshot over several usage shapes)."""
 
     def __init__(self) -> None:
         self._resolved: dict[int, tuple[_price_types.ModelPrice, tuple[Any, ...], bool]] = {}
@@ -216,7 +216,9 @@ rates = _Rates()
 def table_price(usage: _PriceUsage, *, provider: str, model_ref: str) -> Decimal:
     """What genai-prices' `calc_price(usage, model_ref, provider_id=provider).total_price`
     gives, with the model's units resolved once (`_Rates`). LookupError for a
-    model the tables do not know, ValueError for usage or prices they refuse."""
+    model the tables do not know, ValueError for usage or prices they refuse.
+    (`ModelInfo.calc_price`'s one adjustment, Groq Whisper's billed seconds,
+    concerns audio seconds: Marina reports none.)"""
     snapshot = get_snapshot()
     _, model = snapshot.find_provider_model(model_ref, None, provider, None)
     model_price = model.get_prices(datetime.now(tz=UTC))
