@@ -27,10 +27,21 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from genai_prices import Usage as _PriceUsage
-from genai_prices import types as _price_types
+from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
-from genai_prices.units import _get_registry
-from genai_prices.validation import validate_priced_units
+from genai_prices.types import ModelPrice, TieredPrices
+
+try:
+    # The steps of genai-prices' ModelPrice.calc_price (0.2.x), for table_price.
+    # requirements.txt bounds genai-prices from below only: a release that moves
+    # them prices with calc_price whole, as before.
+    from genai_prices.types import _collect_resolved_model_prices, _compute_registry_priced_counts, calc_unit_price
+    from genai_prices.units import _get_registry
+    from genai_prices.validation import validate_priced_units
+
+    RESOLVED_ONCE = True
+except ImportError:
+    RESOLVED_ONCE = False
 
 from kernel.money import MoneyError, to_nanousd
 
@@ -185,11 +196,11 @@ class _Rates:
     snapshot over several usage shapes)."""
 
     def __init__(self) -> None:
-        self._resolved: dict[int, tuple[_price_types.ModelPrice, tuple[Any, ...], bool]] = {}
+        self._resolved: dict[int, tuple[ModelPrice, tuple[Any, ...], bool]] = {}
         self._snapshot: object = None
         self._lock = threading.Lock()
 
-    def of(self, snapshot: object, model_price: _price_types.ModelPrice) -> tuple[tuple[Any, ...], bool]:
+    def of(self, snapshot: object, model_price: ModelPrice) -> tuple[tuple[Any, ...], bool]:
         """The model price's (unit, price) pairs, and whether any is tiered (then the tier depends on input tokens)."""
         with self._lock:
             if snapshot is not self._snapshot:
@@ -200,9 +211,9 @@ class _Rates:
             registry = _get_registry()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a price key the registry does not know is left out, as calc_price does
-                resolved = _price_types._collect_resolved_model_prices(model_price, registry)
+                resolved = _collect_resolved_model_prices(model_price, registry)
             validate_priced_units(tuple(unit for unit, _ in resolved), registry)  # ValueError: unpriced
-            tiered = any(isinstance(rate, _price_types.TieredPrices) for _, rate in resolved)
+            tiered = any(isinstance(rate, TieredPrices) for _, rate in resolved)
             entry = (model_price, resolved, tiered)
             with self._lock:
                 if snapshot is self._snapshot:
@@ -219,15 +230,19 @@ def table_price(usage: _PriceUsage, *, provider: str, model_ref: str) -> Decimal
     model the tables do not know, ValueError for usage or prices they refuse.
     (`ModelInfo.calc_price`'s one adjustment, Groq Whisper's billed seconds,
     concerns audio seconds: Marina reports none.)"""
+    if not RESOLVED_ONCE:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return calc_price(usage, model_ref=model_ref, provider_id=provider).total_price
     snapshot = get_snapshot()
     _, model = snapshot.find_provider_model(model_ref, None, provider, None)
     model_price = model.get_prices(datetime.now(tz=UTC))
     resolved, tiered = rates.of(snapshot, model_price)
     usage = _PriceUsage.from_raw(usage)
-    counts = _price_types._compute_registry_priced_counts(resolved, usage)
+    counts = _compute_registry_priced_counts(resolved, usage)
     input_tokens = usage.input_tokens if tiered else 0
     return sum(
-        (_price_types.calc_unit_price(rate, counts[unit.usage_key], input_tokens, unit.per) for unit, rate in resolved),
+        (calc_unit_price(rate, counts[unit.usage_key], input_tokens, unit.per) for unit, rate in resolved),
         Decimal(0),
     )
 

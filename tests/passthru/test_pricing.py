@@ -171,7 +171,7 @@ def test_a_models_units_are_resolved_once_per_model_price(monkeypatch: pytest.Mo
         resolved.append(model_price)
         return collect(model_price, registry)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(types, "_collect_resolved_model_prices", counted)
+    monkeypatch.setattr(pricing, "_collect_resolved_model_prices", counted)
     monkeypatch.setattr(pricing, "rates", pricing._Rates())  # nothing kept yet
     first, second = priced("gpt-4.1-mini"), priced("gpt-4.1-mini", provider="openai")
     assert first.cost_nanousd == second.cost_nanousd and first.cost_nanousd
@@ -196,3 +196,14 @@ def test_new_price_data_forgets_the_resolved_units_and_prices_with_the_new(bundl
     assert after.cost_nanousd == 5_600_000 != before.cost_nanousd
     kept = list(pricing.rates._resolved.values())
     assert len(kept) == 1 and kept[0][0] is get_snapshot().find_provider_model("gpt-4.1-mini", None, "openai", None)[1].prices
+
+
+def test_a_genai_prices_without_the_steps_table_price_uses_prices_with_calc_price(monkeypatch: pytest.MonkeyPatch) -> None:
+    """requirements.txt bounds genai-prices from below only: a release whose
+    ModelPrice internals moved (RESOLVED_ONCE false at import) still prices."""
+    expected = priced("gpt-4.1-mini").cost_nanousd
+    monkeypatch.setattr(pricing, "RESOLVED_ONCE", False)
+    monkeypatch.setattr(pricing, "_compute_registry_priced_counts", None)
+    monkeypatch.setattr(pricing, "rates", None)
+    again = priced("gpt-4.1-mini")
+    assert (again.cost_nanousd, again.cost_source) == (expected, SOURCE_PRICE_TABLE) and expected
