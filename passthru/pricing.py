@@ -29,13 +29,18 @@ from typing import Any
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
-from genai_prices.types import ModelPrice, TieredPrices
 
 try:
     # The steps of genai-prices' ModelPrice.calc_price (0.2.x), for table_price.
     # requirements.txt bounds genai-prices from below only: a release that moves
     # them prices with calc_price whole, as before.
-    from genai_prices.types import _collect_resolved_model_prices, _compute_registry_priced_counts, calc_unit_price
+    from genai_prices.types import (
+        ModelPrice,
+        TieredPrices,
+        _collect_resolved_model_prices,
+        _compute_registry_priced_counts,
+        calc_unit_price,
+    )
     from genai_prices.units import _get_registry
     from genai_prices.validation import validate_priced_units
 
