@@ -22,12 +22,31 @@ import threading
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from genai_prices import Usage as _PriceUsage
 from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
+
+try:
+    # The steps of genai-prices' ModelPrice.calc_price (0.2.x), for table_price.
+    # requirements.txt bounds genai-prices from below only: a release that moves
+    # them prices with calc_price whole, as before.
+    from genai_prices.types import (
+        ModelPrice,
+        TieredPrices,
+        _collect_resolved_model_prices,
+        _compute_registry_priced_counts,
+        calc_unit_price,
+    )
+    from genai_prices.units import _get_registry
+    from genai_prices.validation import validate_priced_units
+
+    RESOLVED_ONCE = True
+except ImportError:
+    RESOLVED_ONCE = False
 
 from kernel.money import MoneyError, to_nanousd
 
@@ -167,6 +186,72 @@ class _Misses:
 unpriced = _Misses()
 
 
+class _Rates:
+    """Each model price's priced units, resolved and checked once.
+
+    genai-prices' `ModelPrice.calc_price` resolves the model's prices against
+    its unit registry and validates their coverage on every call; both depend
+    on the model price and the registry alone. Kept here, a call's pricing
+    takes 85-90 µs instead of 130-160 (docs/performance.md, issue 45): one
+    entry per model price object of the current snapshot (so bounded by it),
+    forgotten when genai-prices swaps in new price data. The per-call part,
+    the usage's counts and their sum, is genai-prices' own code run on the
+    call's figures, so `table_price` is `calc_price(...).total_price` to the
+    last digit (tests/passthru/test_pricing.py checks every model of the
+    snapshot over several usage shapes)."""
+
+    def __init__(self) -> None:
+        self._resolved: dict[int, tuple[ModelPrice, tuple[Any, ...], bool]] = {}
+        self._snapshot: object = None
+        self._lock = threading.Lock()
+
+    def of(self, snapshot: object, model_price: ModelPrice) -> tuple[tuple[Any, ...], bool]:
+        """The model price's (unit, price) pairs, and whether any is tiered (then the tier depends on input tokens)."""
+        with self._lock:
+            if snapshot is not self._snapshot:
+                self._resolved.clear()
+                self._snapshot = snapshot
+            entry = self._resolved.get(id(model_price))
+        if entry is None or entry[0] is not model_price:
+            registry = _get_registry()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a price key the registry does not know is left out, as calc_price does
+                resolved = _collect_resolved_model_prices(model_price, registry)
+            validate_priced_units(tuple(unit for unit, _ in resolved), registry)  # ValueError: unpriced
+            tiered = any(isinstance(rate, TieredPrices) for _, rate in resolved)
+            entry = (model_price, resolved, tiered)
+            with self._lock:
+                if snapshot is self._snapshot:
+                    self._resolved[id(model_price)] = entry
+        return entry[1], entry[2]
+
+
+rates = _Rates()
+
+
+def table_price(usage: _PriceUsage, *, provider: str, model_ref: str) -> Decimal:
+    """What genai-prices' `calc_price(usage, model_ref, provider_id=provider).total_price`
+    gives, with the model's units resolved once (`_Rates`). LookupError for a
+    model the tables do not know, ValueError for usage or prices they refuse.
+    (`ModelInfo.calc_price`'s one adjustment, Groq Whisper's billed seconds,
+    concerns audio seconds: Marina reports none.)"""
+    if not RESOLVED_ONCE:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return calc_price(usage, model_ref=model_ref, provider_id=provider).total_price
+    snapshot = get_snapshot()
+    _, model = snapshot.find_provider_model(model_ref, None, provider, None)
+    model_price = model.get_prices(datetime.now(tz=UTC))
+    resolved, tiered = rates.of(snapshot, model_price)
+    usage = _PriceUsage.from_raw(usage)
+    counts = _compute_registry_priced_counts(resolved, usage)
+    input_tokens = usage.input_tokens if tiered else 0
+    return sum(
+        (calc_unit_price(rate, counts[unit.usage_key], input_tokens, unit.per) for unit, rate in resolved),
+        Decimal(0),
+    )
+
+
 def price(
     usage: Usage, *, provider: str, upstream_model: str, reported: dict[str, Any] | None, cache_writes: bool = False
 ) -> None:
@@ -190,25 +275,23 @@ def price(
         usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE
         return
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # OpenAI counts cached and reasoning tokens inside prompt/completion
-            # tokens; genai-prices' input/output tokens are the same totals.
-            calc = calc_price(
-                _PriceUsage(
-                    input_tokens=usage.prompt_tokens,
-                    cache_read_tokens=usage.cached_tokens,
-                    cache_write_tokens=usage.cache_write_tokens if cache_writes else None,
-                    output_tokens=usage.completion_tokens,
-                ),
-                model_ref=upstream_model,
-                provider_id=provider,
-            )
+        # OpenAI counts cached and reasoning tokens inside prompt/completion
+        # tokens; genai-prices' input/output tokens are the same totals.
+        total = table_price(
+            _PriceUsage(
+                input_tokens=usage.prompt_tokens,
+                cache_read_tokens=usage.cached_tokens,
+                cache_write_tokens=usage.cache_write_tokens if cache_writes else None,
+                output_tokens=usage.completion_tokens,
+            ),
+            provider=provider,
+            model_ref=upstream_model,
+        )
     except (LookupError, ValueError):
         unpriced.add(pair)
         usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE
         return
-    usage.cost_nanousd = to_nanousd(calc.total_price)
+    usage.cost_nanousd = to_nanousd(total)
     usage.cost_source = SOURCE_PRICE_TABLE
 
 

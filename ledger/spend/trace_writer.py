@@ -30,7 +30,8 @@ two per formation call, none for a plain one, which the links read for the
 formations' counters. No other table: the trace row already is the slim row."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date
 from functools import lru_cache
@@ -77,13 +78,13 @@ def _column(field: Field[Any, Any]) -> str:
 
 
 class _Insert:
-    """One model's INSERT: the SQL and a function turning a dict of values into its parameters."""
+    """One model's INSERT: the SQL (`mark` its placeholder) and a function turning a dict of values into its parameters."""
 
-    def __init__(self, model: type[Model], returning: bool) -> None:
+    def __init__(self, model: type[Model], returning: bool, mark: str) -> None:
         quote = connection.ops.quote_name
         self.fields: list[Field[Any, Any]] = [f for f in model._meta.concrete_fields if not f.primary_key]
         columns = ", ".join(quote(_column(f)) for f in self.fields)
-        marks = ", ".join(["%s"] * len(self.fields))
+        marks = ", ".join([mark] * len(self.fields))
         self.sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
         if returning:
             self.sql += f" RETURNING {quote(_column(model._meta.pk))}"
@@ -100,9 +101,33 @@ class _Insert:
 
 
 @lru_cache(maxsize=4)
-def _statements(vendor: str) -> tuple[_Insert, _Insert]:
+def _statements(vendor: str) -> tuple[_Insert, _Insert, str]:
+    """The trace's and the span's INSERT and the spend upsert, with the placeholders
+    the cursor of `_cursor` takes: SQLite's own `?`, else `%s`."""
     returning = connection.features.can_return_columns_from_insert
-    return _Insert(Trace, returning), _Insert(Span, False)
+    if vendor == "sqlite":
+        return _Insert(Trace, returning, "?"), _Insert(Span, False, "?"), SPEND_UPSERT.replace("%s", "?")
+    return _Insert(Trace, returning, "%s"), _Insert(Span, False, "%s"), SPEND_UPSERT
+
+
+@contextlib.contextmanager
+def _cursor() -> Iterator[Any]:
+    """The cursor insert_traces runs its statements on. On SQLite, the driver's
+    own: Django's SQLite cursor rewrites every statement's `%s` into `?` with a
+    regular expression on each execute, 7 % of a plain call's instructions at
+    c=1 for these three statements (docs/performance.md, issue 45); these are
+    written with `?` once (`_statements`). Errors are Django's, as from its cursor."""
+    if connection.vendor != "sqlite":
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    connection.ensure_connection()
+    cursor = connection.connection.cursor()
+    try:
+        with connection.wrap_database_errors:
+            yield cursor
+    finally:
+        cursor.close()
 
 
 def storable(value: Any) -> Any:
@@ -235,11 +260,11 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
                     _execute_one_statement(cursor, trace)
                     cursors.append(cursor)
             return [cursor.fetchone()[0] for cursor in cursors]
-    trace_insert, span_insert = _statements(connection.vendor)
+    trace_insert, span_insert, spend_upsert = _statements(connection.vendor)
     ids: list[int] = []
     spans: list[list[Any]] = []
     spend: list[SpendRow] = []
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         for trace in traces:
             upstream = [s for s in trace.spans if s.is_upstream_call]
             cursor.execute(trace_insert.sql, trace_insert.params(_trace_values(trace, upstream)))
@@ -250,7 +275,7 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
         if spans:
             cursor.executemany(span_insert.sql, spans)
         if spend:
-            cursor.executemany(SPEND_UPSERT, spend)
+            cursor.executemany(spend_upsert, spend)
     return ids
 
 
@@ -283,7 +308,7 @@ def summed_spend(rows: Sequence[SpendRow]) -> list[SpendRow]:
 def _one_statement(spans: int, spend_rows: int) -> str:
     """PostgreSQL: a trace, `spans` spans and `spend_rows` spend upserts in one
     statement (its SQL made once per shape; psycopg prepares each once per connection)."""
-    trace_insert, span_insert = _statements("postgresql")
+    trace_insert, span_insert, _ = _statements("postgresql")
     parts = [f"t AS ({trace_insert.sql})"]
     if spans:
         # The span's trace is the row inserted above; its other columns are parameters.
@@ -302,7 +327,7 @@ def _insert_one_statement(cursor: Any, trace: TraceRecord) -> int:
 
 
 def _execute_one_statement(cursor: Any, trace: TraceRecord) -> None:
-    trace_insert, span_insert = _statements("postgresql")
+    trace_insert, span_insert, _ = _statements("postgresql")
     upstream = [s for s in trace.spans if s.is_upstream_call]
     spend = summed_spend([spend_row(trace, s) for s in upstream])
     params = trace_insert.params(_trace_values(trace, upstream))

@@ -3,10 +3,13 @@ until the price data changes."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Iterator
+from decimal import Decimal
 
 import pytest
-from genai_prices import types
+from genai_prices import Usage as PriceUsage
+from genai_prices import calc_price, types
 from genai_prices.data_snapshot import DataSnapshot, get_snapshot, set_custom_snapshot
 
 from passthru import pricing
@@ -45,7 +48,7 @@ def test_an_unknown_model_stays_unpriced_and_the_miss_is_remembered(monkeypatch:
     def no_lookup(*args: object, **kwargs: object) -> None:
         raise AssertionError("looked up a remembered miss")
 
-    monkeypatch.setattr(pricing, "calc_price", no_lookup)
+    monkeypatch.setattr(pricing, "table_price", no_lookup)
     again = priced("my-local-llama-unknown-1")
     assert (again.cost_nanousd, again.cost_source) == (None, SOURCE_NONE)
 
@@ -107,3 +110,100 @@ def test_whole_float_counts_are_read_and_a_formations_sum_keeps_what_was_rejecte
     total.add(bad)
     total.add(Usage(cost_nanousd=1, rejected=["cost", "prompt_tokens"]))
     assert total.rejected == ["cost", "prompt_tokens"] and total.cost_nanousd == 6
+
+
+# Usage shapes as price() hands them to the tables: (prompt, cached, cache writes or None, completion).
+SHAPES = [
+    (1000, 0, None, 100),
+    (0, 0, None, 0),
+    (123_457, 100_000, None, 7),  # mostly cached
+    (900, 900, None, 33),  # all cached
+    (250_001, 1_000, 5_000, 4_096),  # past the usual 200k tier; cache writes priced
+    (5_000, 0, 5_000, 1),  # all written to the cache
+    (10, 11, None, 1),  # more cached than sent: the tables refuse it
+    (1_000_000, 0, 0, 1_000_000),
+]
+
+
+def _genai_total(shape: tuple[int, int, int | None, int], provider: str, model: str) -> object:
+    prompt, cached, written, completion = shape
+    usage = PriceUsage(input_tokens=prompt, cache_read_tokens=cached, cache_write_tokens=written, output_tokens=completion)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return calc_price(usage, model_ref=model, provider_id=provider).total_price
+    except (LookupError, ValueError) as e:
+        return type(e)
+
+
+def _table_total(shape: tuple[int, int, int | None, int], provider: str, model: str) -> object:
+    prompt, cached, written, completion = shape
+    usage = PriceUsage(input_tokens=prompt, cache_read_tokens=cached, cache_write_tokens=written, output_tokens=completion)
+    try:
+        return pricing.table_price(usage, provider=provider, model_ref=model)
+    except (LookupError, ValueError) as e:
+        return type(e)
+
+
+def test_every_model_is_priced_exactly_as_genai_prices_prices_it(bundled: DataSnapshot) -> None:
+    """The resolved units kept per model price (pricing._Rates) give calc_price's
+    total to the last digit, for every model of the snapshot, each usage shape
+    twice (the second from what was kept), or the same refusal."""
+    compared = priced_models = 0
+    for provider in bundled.providers:
+        for model in provider.models:
+            for shape in SHAPES:
+                expected = _genai_total(shape, provider.id, model.id)
+                for _ in range(2):
+                    got = _table_total(shape, provider.id, model.id)
+                    assert got == expected and type(got) is type(expected), (provider.id, model.id, shape)
+                compared += 1
+                priced_models += isinstance(expected, Decimal) and expected > 0
+    assert compared == len(SHAPES) * sum(len(p.models) for p in bundled.providers)
+    assert priced_models > 1000  # the tables priced most of them, so the sums were compared, not only refusals
+
+
+def test_a_models_units_are_resolved_once_per_model_price(monkeypatch: pytest.MonkeyPatch) -> None:
+    resolved: list[object] = []
+    collect = types._collect_resolved_model_prices
+
+    def counted(model_price: types.ModelPrice, registry: object) -> object:
+        resolved.append(model_price)
+        return collect(model_price, registry)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pricing, "_collect_resolved_model_prices", counted)
+    monkeypatch.setattr(pricing, "rates", pricing._Rates())  # nothing kept yet
+    first, second = priced("gpt-4.1-mini"), priced("gpt-4.1-mini", provider="openai")
+    assert first.cost_nanousd == second.cost_nanousd and first.cost_nanousd
+    assert len(resolved) == 1
+
+
+def test_new_price_data_forgets_the_resolved_units_and_prices_with_the_new(bundled: DataSnapshot) -> None:
+    before = priced("gpt-4.1-mini")
+    providers = []
+    for provider in bundled.providers:
+        if provider.id == "openai":
+            models = []
+            for model in provider.models:
+                if model.id == "gpt-4.1-mini":
+                    model = dataclasses.replace(model, prices=types.ModelPrice(input_mtok=Decimal(4), output_mtok=Decimal(16)))
+                models.append(model)
+            provider = dataclasses.replace(provider, models=models)
+        providers.append(provider)
+    set_custom_snapshot(DataSnapshot(providers=providers, from_auto_update=False))
+
+    after = priced("gpt-4.1-mini")  # 1000 prompt tokens at $4/M and 100 completion tokens at $16/M
+    assert after.cost_nanousd == 5_600_000 != before.cost_nanousd
+    kept = list(pricing.rates._resolved.values())
+    assert len(kept) == 1 and kept[0][0] is get_snapshot().find_provider_model("gpt-4.1-mini", None, "openai", None)[1].prices
+
+
+def test_a_genai_prices_without_the_steps_table_price_uses_prices_with_calc_price(monkeypatch: pytest.MonkeyPatch) -> None:
+    """requirements.txt bounds genai-prices from below only: a release whose
+    ModelPrice internals moved (RESOLVED_ONCE false at import) still prices."""
+    expected = priced("gpt-4.1-mini").cost_nanousd
+    monkeypatch.setattr(pricing, "RESOLVED_ONCE", False)
+    monkeypatch.setattr(pricing, "_compute_registry_priced_counts", None)
+    monkeypatch.setattr(pricing, "rates", None)
+    again = priced("gpt-4.1-mini")
+    assert (again.cost_nanousd, again.cost_source) == (expected, SOURCE_PRICE_TABLE) and expected

@@ -219,3 +219,21 @@ def test_a_trace_with_more_spans_than_one_statement_takes_is_written_whole(monke
     (trace_id,) = services.record_requests([_record("many")])
     assert _view(Trace.objects.get(pk=trace_id)) == _view(_orm_twin(_record("many")))
     assert sum(SpendDaily.objects.values_list("calls", flat=True)) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_writes_on_the_drivers_cursor_with_its_own_placeholders():
+    """On SQLite the trace's statements go to the driver's cursor with `?`
+    already in them (the driver takes no `%s`): Django's SQLite cursor would
+    rewrite `%s` with a regular expression on every execute (7 % of a plain
+    call's instructions). The rows are the ORM's own (as the tests above)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's path")
+    with CaptureQueriesContext(connection) as through_django:
+        (trace_id,) = services.record_requests([_record("lone")], notify=False)
+    assert [q["sql"].split()[0] for q in through_django] == ["BEGIN", "COMMIT"]  # the transaction only
+    assert (Span.objects.filter(trace_id=trace_id).count(), sum(SpendDaily.objects.values_list("calls", flat=True))) == (3, 2)
+    assert _view(Trace.objects.get(pk=trace_id)) == _view(_orm_twin(_record("lone")))
