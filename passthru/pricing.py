@@ -287,8 +287,14 @@ def price(
             provider=provider,
             model_ref=upstream_model,
         )
-    except (LookupError, ValueError):
+    except LookupError:  # a model the tables do not know: remembered
         unpriced.add(pair)
+        usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE
+        return
+    except ValueError:
+        # Figures genai-prices refuses (more cached tokens than input tokens, say): this
+        # call is unpriced, not the model; remembered, one odd reply would leave every
+        # later call to it unpriced until the price data changed.
         usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE
         return
     usage.cost_nanousd = to_nanousd(total)

@@ -53,6 +53,17 @@ def test_an_unknown_model_stays_unpriced_and_the_miss_is_remembered(monkeypatch:
     assert (again.cost_nanousd, again.cost_source) == (None, SOURCE_NONE)
 
 
+@pytest.mark.parametrize("resolved_once", [True, False], ids=["units-resolved-once", "calc_price-whole"])
+def test_usage_the_tables_refuse_leaves_that_call_unpriced_not_the_model(monkeypatch: pytest.MonkeyPatch, resolved_once: bool) -> None:
+    monkeypatch.setattr(pricing, "RESOLVED_ONCE", resolved_once)
+    odd = Usage(prompt_tokens=10, completion_tokens=1, cached_tokens=11)  # more cached than input: genai-prices refuses it
+    price(odd, provider="openai", upstream_model="gpt-4.1-mini", reported=None)
+    assert (odd.cost_nanousd, odd.cost_source) == (None, SOURCE_NONE)
+    assert ("openai", "gpt-4.1-mini") not in pricing.unpriced
+    after = priced("gpt-4.1-mini")
+    assert after.cost_source == SOURCE_PRICE_TABLE and after.cost_nanousd and after.cost_nanousd > 0
+
+
 def test_new_price_data_forgets_the_misses(bundled: DataSnapshot) -> None:
     assert priced("brand-new-model-x").cost_source == SOURCE_NONE
     # genai-prices' auto-update swaps in a new snapshot; here one that knows the model.
