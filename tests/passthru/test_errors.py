@@ -343,15 +343,18 @@ def test_daily_cap_is_429_naming_the_reset_time_and_the_variable(http, upstream,
     upstream.script(Reply(json=completion(cost=0.002)))
     # Its estimate (one completion token) fits under the cap; it costs more: the overshoot is the estimate's error.
     assert post(http, {"model": MODEL, "messages": HELLO, "max_tokens": 1}).status_code == 200
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).date()
+    midnight = datetime.combine(tomorrow, datetime.min.time(), tzinfo=UTC)
+    to_midnight_before = (midnight - datetime.now(UTC)).total_seconds()
     response = post(http, {"model": MODEL, "messages": HELLO, "stream": stream})
+    to_midnight_after = (midnight - datetime.now(UTC)).total_seconds()
     error = error_of(response, 429)
     assert error["code"] == "spend_cap_reached"
-    tomorrow = (datetime.now(UTC) + timedelta(days=1)).date()
     assert f"resets at {tomorrow:%Y-%m-%d} 00:00 UTC" in error["message"]
     assert "MARINA_DAILY_SPEND_CAP_USD" in error["message"] and "$0.00200000" in error["message"]
-    # Until the reset: the seconds to it, and the openai and anthropic SDKs' own word for "do not retry".
-    to_midnight = (datetime.combine(tomorrow, datetime.min.time(), tzinfo=UTC) - datetime.now(UTC)).total_seconds()
-    assert to_midnight - 5 <= int(response.headers["retry-after"]) <= to_midnight + 1
+    # Until the reset: the seconds to it, as the server counted them while the request was in
+    # flight (whole seconds), and the openai and anthropic SDKs' own word for "do not retry".
+    assert to_midnight_after - 1 <= int(response.headers["retry-after"]) <= to_midnight_before + 1
     assert response.headers["x-should-retry"] == "false"
     traced(response, "spend_cap_reached")
     assert len(upstream.requests) == 1  # refused before any upstream call
