@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernel.allocator import map_large_blocks
 from kernel.env import ConfigError, env_bool, env_int, env_log_level, env_str, load_env_file
 from kernel.proxies import uvicorn_allow_ips
 
@@ -86,8 +87,10 @@ def post_worker_init(worker: Any) -> None:
     price tables) lives as long as it does: move it out of the collector's
     reach, so a full collection scans only what requests allocate. Under load
     the collector cost 0.17–0.3 ms per call here, 0.05–0.1 ms once frozen
-    (docs/performance.md)."""
+    (docs/performance.md). And C blocks of 16 KB and more (request bodies)
+    get pages of their own, given back when freed (kernel/allocator.py)."""
     gc.freeze()
+    map_large_blocks()
 
 
 # Prometheus metrics (observability/metrics.py): every worker writes its

@@ -62,11 +62,13 @@ def serve(port: int) -> None:
     sys.path.insert(0, str(ROOT))  # this script's folder is on the path, not the project's
     import uvicorn
 
+    from kernel.allocator import map_large_blocks
     from marina.asgi import application
     from marina.worker import MarinaServer
     from passthru import admission
 
     gc.freeze()  # as gunicorn.conf.py's post_worker_init
+    map_large_blocks()
     report = Path(os.environ[REPORT])
     taken = 0
 
