@@ -65,6 +65,13 @@ if _soft != resource.RLIM_INFINITY and _hard != resource.RLIM_INFINITY and _soft
     resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 
 
+# C blocks of 16 KB and more (request bodies; while a worker imports the app,
+# each module's cached bytecode read whole) get pages of their own when the
+# heap has no room, given back when freed (kernel/allocator.py). Set here, in
+# the master: the workers it forks inherit it before they load anything.
+map_large_blocks()
+
+
 def on_starting(server: Any) -> None:
     """Read Marina's settings once in the master, before any worker: a malformed
     variable stops the server with one line naming it (gunicorn prints a
@@ -87,10 +94,8 @@ def post_worker_init(worker: Any) -> None:
     price tables) lives as long as it does: move it out of the collector's
     reach, so a full collection scans only what requests allocate. Under load
     the collector cost 0.17–0.3 ms per call here, 0.05–0.1 ms once frozen
-    (docs/performance.md). And C blocks of 16 KB and more (request bodies)
-    get pages of their own, given back when freed (kernel/allocator.py)."""
+    (docs/performance.md)."""
     gc.freeze()
-    map_large_blocks()
 
 
 # Prometheus metrics (observability/metrics.py): every worker writes its

@@ -63,12 +63,14 @@ def serve(port: int) -> None:
     import uvicorn
 
     from kernel.allocator import map_large_blocks
+
+    map_large_blocks()  # as gunicorn.conf.py does before the workers load the app
+
     from marina.asgi import application
     from marina.worker import MarinaServer
     from passthru import admission
 
     gc.freeze()  # as gunicorn.conf.py's post_worker_init
-    map_large_blocks()
     report = Path(os.environ[REPORT])
     taken = 0
 
