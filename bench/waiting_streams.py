@@ -5,6 +5,7 @@ holds for each of N streams while the provider thinks.
     .venv/bin/python bench/waiting_streams.py --where          # and what holds it, by line (tracemalloc)
     .venv/bin/python bench/waiting_streams.py --marina-env MARINA_TRACE_BODIES=on
     .venv/bin/python bench/waiting_streams.py --queued         # requests waiting for their turn instead
+    .venv/bin/python bench/waiting_streams.py --relay 30       # and again once they relay (first token after 30 s)
 
 The upstream (bench/fake_upstream.py) sends nothing for an hour: every
 stream stays where a reasoning model's would, Marina's request sent and its
@@ -28,7 +29,14 @@ With `--queued` the worker first holds all its turns (passthru/admission.py),
 as a burst's first requests do: the `--streams` requests then wait for a turn,
 read but not yet begun, as thousands do in a burst; the figure is once the
 worker counts them all waiting. The worker's resident memory before the first
-request (after /v1/health, collected) is reported too: its base."""
+request (after /v1/health, collected) is reported too: its base.
+
+With `--relay F` the upstream sends its first token F seconds after each
+call, then a chunk every 2 s (`--relay-chunks`, 20 by default): the client
+reads every stream (a thread drains the sockets), and once all the streams
+are relaying (the last opened F + `--relay-after` seconds ago) the worker is
+read a third time; the figure is then the relaying streams' against the
+waiting ones', and `--where` lists what relaying added, by line."""
 from __future__ import annotations
 
 import argparse
@@ -37,11 +45,13 @@ import gc
 import json
 import os
 import resource
+import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -79,7 +89,8 @@ def serve(port: int) -> None:
         uncollected = _rss_kb()
         gc.collect()
         gate = admission._gates.get(asyncio.get_running_loop())
-        out: dict[str, object] = {"rss_kb": _rss_kb(), "uncollected_kb": uncollected, "queued": len(gate.waiting) if gate else 0}
+        out: dict[str, object] = {"rss_kb": _rss_kb(), "uncollected_kb": uncollected, "queued": len(gate.waiting) if gate else 0,
+                                  **_pymalloc()}
         if tracemalloc.is_tracing():
             taken += 1
             snapshot = report.with_suffix(f".{taken}.snapshot")
@@ -108,6 +119,25 @@ def serve(port: int) -> None:
     import uvloop
 
     uvloop.run(main())
+
+
+def _pymalloc() -> dict[str, int]:
+    """Python's small-object allocator: its arenas (1 MB each in 3.10+) and the bytes of the blocks in use in them."""
+    with tempfile.TemporaryFile() as out:
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode()
+    found = {}
+    for label, key in (("# arenas allocated current", "arenas"), ("# bytes in allocated blocks", "block_bytes")):
+        line = next(ln for ln in text.splitlines() if ln.startswith(label))
+        found[key] = int(line.split("=")[1].replace(",", ""))
+    return found
 
 
 def _rss_kb(pid: int | str = "self") -> int:
@@ -168,6 +198,27 @@ def wait_queued(pid: int, report: Path, n: int, timeout: float = 300) -> tuple[f
         time.sleep(0.5)
 
 
+def drain(clients: list[socket.socket], stop: threading.Event) -> threading.Thread:
+    """A thread reading (and dropping) whatever the streams send, as a client reading them would."""
+    def run() -> None:
+        with selectors.DefaultSelector() as selector:
+            for sock in clients:
+                sock.setblocking(False)
+                selector.register(sock, selectors.EVENT_READ)
+            while not stop.is_set():
+                for key, _ in selector.select(0.5):
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
+                    try:
+                        if not sock.recv(65536):
+                            selector.unregister(sock)
+                    except BlockingIOError:
+                        pass
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def where(before: dict[str, object], after: dict[str, object], n: int, top: int) -> None:
     """The lines that allocated what the streams hold, per stream."""
     old = tracemalloc.Snapshot.load(str(before["snapshot"]))
@@ -183,6 +234,29 @@ def where(before: dict[str, object], after: dict[str, object], n: int, top: int)
         name = os.path.relpath(frame.filename, ROOT) if frame.filename.startswith(str(ROOT)) else frame.filename
         name = name.split("site-packages/")[-1]
         print(f"| {d.size_diff / n / 1024:.2f} | {d.count_diff / n:.1f} | {name}:{frame.lineno} |")
+    if new.traceback_limit > 1:  # --frames: the callers of the first lines
+        for d in new.compare_to(old, "traceback")[:top // 2]:
+            print(f"\n{d.size_diff / n / 1024:.2f} KB, {d.count_diff / n:.1f} blocks per stream:")
+            for line in d.traceback.format(most_recent_first=True)[::2][:8]:
+                print("   ", line.strip().split("site-packages/")[-1])
+
+
+def report_relaying(args: argparse.Namespace, before: dict[str, object], waiting: dict[str, object],
+                    relaying: dict[str, object]) -> None:
+    """What the streams hold once relaying, against what they held waiting (--relay)."""
+    rss1, raw1 = int(str(waiting["rss_kb"])), int(str(waiting["uncollected_kb"]))
+    rss2, raw2 = int(str(relaying["rss_kb"])), int(str(relaying["uncollected_kb"]))
+    n = args.warm + args.streams
+    print(f"\n## The same {n} streams relaying ({args.relay_after:.0f} s after the last one's first token; "
+          f"load average {os.getloadavg()[0]:.2f})\n")
+    print(f"Worker resident: {rss2 / 1024:.1f} MB against {rss1 / 1024:.1f} MB while they waited: "
+          f"**{(rss2 - rss1) / n:+.1f} KB per stream relaying** ({(raw2 - raw1) / n:+.1f} KB before the "
+          f"collections)" + (" (tracemalloc on: not comparable)" if args.where else "") + ".")
+    for name, reading in (("before", before), ("waiting", waiting), ("relaying", relaying)):
+        print(f"- pymalloc {name}: {reading['arenas']} arenas (1 MB each), "
+              f"{int(str(reading['block_bytes'])) / 1048576:.1f} MB in blocks in use")
+    if args.where:
+        where(waiting, relaying, n, args.top)
 
 
 def main() -> None:
@@ -194,6 +268,12 @@ def main() -> None:
                         help="connect all the --streams first, then send all their requests: the worker takes them in at once")
     parser.add_argument("--queued", action="store_true",
                         help="the worker holds all its turns first: measure requests waiting for one")
+    parser.add_argument("--relay", type=float, metavar="F",
+                        help="the upstream's first token after F s: read the worker again once all the streams relay")
+    parser.add_argument("--relay-chunks", type=int, default=20, help="content chunks, 2 s apart, with --relay")
+    parser.add_argument("--relay-after", type=float, default=7.0,
+                        help="seconds after the last stream's first token to read the worker, with --relay")
+    parser.add_argument("--frames", type=int, default=1, help="frames traced with --where (the callers listed when > 1)")
     parser.add_argument("--top", type=int, default=20, help="lines listed with --where")
     parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for Marina (repeatable)")
@@ -208,7 +288,9 @@ def main() -> None:
     request_body = tau2_body.encoded(MODEL, stream=True)
     with tempfile.TemporaryDirectory(prefix="marina-waiting-") as tmpdir:
         tmp = Path(tmpdir)
-        upstream, up_port = start_fake_upstream(tmp, "--first-token-ms", "3600000", "--chunks", "1")
+        slow = ("--first-token-ms", str(args.relay * 1000), "--chunks", str(args.relay_chunks), "--gap-ms", "2000") \
+            if args.relay else ("--first-token-ms", "3600000", "--chunks", "1")
+        upstream, up_port = start_fake_upstream(tmp, *slow)
         marina = None
         try:
             port = free_port()
@@ -218,7 +300,7 @@ def main() -> None:
             env[REPORT] = str(tmp / "figures.json")
             env["DJANGO_SETTINGS_MODULE"] = "marina.settings"
             if args.where:
-                env["PYTHONTRACEMALLOC"] = "1"
+                env["PYTHONTRACEMALLOC"] = str(args.frames)
             migrate(env)
             marina = start("marina", [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)], env=env,
                            base_url=f"http://127.0.0.1:{port}", ready_path="/v1/health", log_dir=tmp)
@@ -229,6 +311,7 @@ def main() -> None:
                 b"authorization: Bearer %s\r\ncontent-length: %d\r\n\r\n%s"
                 % (port, KEY.encode(), len(request_body), request_body)
             )
+            opened_at = time.monotonic()
             clients = open_streams(port, request, args.warm)
             wait_upstream(pid, port, up_port, args.warm)
             time.sleep(1.0)
@@ -238,6 +321,10 @@ def main() -> None:
                 time.sleep(0.5)
             started = time.monotonic()
             clients += open_streams(port, request, args.streams, burst=args.burst)
+            last_opened = time.monotonic()
+            stop = threading.Event()
+            if args.relay:
+                drain(clients, stop)
             if args.queued:
                 took, _ = wait_queued(pid, Path(env[REPORT]), args.streams)
                 what, until = "request waiting for its turn", "all waited for a turn"
@@ -246,6 +333,7 @@ def main() -> None:
                 what, until = "waiting stream", "all had called the upstream"
             time.sleep(2.0)
             after = figures(pid, Path(env[REPORT]))
+            after_at = time.monotonic()
             rss0, rss1 = int(str(before["rss_kb"])), int(str(after["rss_kb"]))
             print(f"\n## {'Requests waiting for their turn' if args.queued else 'Streams waiting for their first token'}"
                   f" ({args.streams} after {args.warm}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f})\n")
@@ -259,6 +347,13 @@ def main() -> None:
                   "(what the worker held until its collector's next full pass; the previous reading's collection in between).")
             if args.where:
                 where(before, after, args.streams, args.top)
+            if args.relay:
+                if after_at - opened_at > args.relay:
+                    print("\n(the first streams had their first token before the streams were all waiting: "
+                          "raise --relay)")
+                time.sleep(max(0.0, last_opened + args.relay + args.relay_after - time.monotonic()))
+                report_relaying(args, before, after, figures(pid, Path(env[REPORT])))
+                stop.set()
             log = marina.log.read_text(errors="replace")
             problems = [ln for ln in log.splitlines() if "WARNING" in ln or "ERROR" in ln or "Traceback" in ln]
             if problems:
