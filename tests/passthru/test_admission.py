@@ -270,36 +270,51 @@ def _django_requests() -> list[Any]:
     return [o for o in gc.get_objects() if isinstance(o, HttpRequest) and o.path == "/v1/chat/completions"]
 
 
-def test_a_call_waiting_for_its_turn_holds_its_bytes_and_no_django_request(one_turn, transactional_db, upstream):
-    """In a burst thousands of calls wait for a turn: each holds its body's
-    bytes, and Django's request is made once its turn comes; then it is served."""
-    from marina.asgi import application
+class _AsgiClient:
+    """One request's ASGI side, as a server plays it: the body once, then
+    `http.disconnect` when the client hangs up (`hang_up`, or once the whole
+    response is sent if `leave_when_answered`); what the app sends, in `sent`."""
 
-    body = json.dumps(_body()).encode()
-    sent: list[dict[str, Any]] = []
+    def __init__(self, body: bytes, *, leave_when_answered: bool) -> None:
+        self.messages = [{"type": "http.request", "body": body, "more_body": False}]
+        self.sent: list[dict[str, Any]] = []
+        self.hang_up = asyncio.Event()
+        self.leave_when_answered = leave_when_answered
 
-    async def go() -> tuple[int, int, bool]:
+    async def receive(self) -> dict[str, Any]:
+        if self.messages:
+            return self.messages.pop(0)
+        await self.hang_up.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        if self.leave_when_answered and message["type"] == "http.response.body" and not message.get("more_body"):
+            self.hang_up.set()
+
+    async def call_behind_a_held_turn(self) -> tuple[admission.Turn, admission.Gate, asyncio.Task[None]]:
+        """The one turn taken here, then this request sent to Marina's application: once
+        it waits for the turn, (the held turn, the gate, the request's task)."""
+        from marina.asgi import application
+
         held = await admission.enter()
         assert held is not None
         gate = admission._gates[asyncio.get_running_loop()]
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        hang_up = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            if messages:
-                return messages.pop(0)
-            await hang_up.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                hang_up.set()
-
-        call = asyncio.create_task(application(_call_scope(body), receive, send))
+        body = self.messages[0]["body"]
+        call = asyncio.create_task(application(_call_scope(body), self.receive, self.send))
         async with asyncio.timeout(10):
             while not gate.waiting:
                 await asyncio.sleep(0.01)
+        return held, gate, call
+
+
+def test_a_call_waiting_for_its_turn_holds_its_bytes_and_no_django_request(one_turn, transactional_db, upstream):
+    """In a burst thousands of calls wait for a turn: each holds its body's
+    bytes, and Django's request is made once its turn comes; then it is served."""
+    client = _AsgiClient(json.dumps(_body()).encode(), leave_when_answered=True)
+
+    async def go() -> tuple[int, int, bool]:
+        held, gate, call = await client.call_behind_a_held_turn()
         requests_while_waiting = len(_django_requests())
         held.leave()
         async with asyncio.timeout(10):
@@ -308,39 +323,18 @@ def test_a_call_waiting_for_its_turn_holds_its_bytes_and_no_django_request(one_t
 
     requests_while_waiting, held, called = asyncio.run(go())
     assert requests_while_waiting == 0
-    assert sent[0]["status"] == 200 and called
+    assert client.sent[0]["status"] == 200 and called
     assert held == 0
 
 
 def test_a_call_gone_while_waiting_for_its_turn_is_not_served(one_turn, transactional_db, upstream):
     """The client hangs up while its call waits for the turn: the call ends
     unanswered and uncalled, and the held turn, once given back, is not given back twice."""
-    from marina.asgi import application
-
-    body = json.dumps(_body()).encode()
-    sent: list[dict[str, Any]] = []
+    client = _AsgiClient(json.dumps(_body()).encode(), leave_when_answered=False)
 
     async def go() -> tuple[int, int, int]:
-        held = await admission.enter()
-        assert held is not None
-        gate = admission._gates[asyncio.get_running_loop()]
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        hang_up = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            if messages:
-                return messages.pop(0)
-            await hang_up.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        call = asyncio.create_task(application(_call_scope(body), receive, send))
-        async with asyncio.timeout(10):
-            while not gate.waiting:
-                await asyncio.sleep(0.01)
-        hang_up.set()
+        held, gate, call = await client.call_behind_a_held_turn()
+        client.hang_up.set()
         async with asyncio.timeout(10):
             await call
         waiting, held_meanwhile = len(gate.waiting), gate.held
@@ -348,5 +342,5 @@ def test_a_call_gone_while_waiting_for_its_turn_is_not_served(one_turn, transact
         return waiting, held_meanwhile, gate.held
 
     waiting, held_meanwhile, held_after = asyncio.run(go())
-    assert sent == [] and not upstream.requests
+    assert client.sent == [] and not upstream.requests
     assert (waiting, held_meanwhile, held_after) == (0, 1, 0)
