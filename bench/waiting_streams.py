@@ -135,7 +135,9 @@ def _pymalloc() -> dict[str, int]:
         text = out.read().decode()
     found = {}
     for label, key in (("# arenas allocated current", "arenas"), ("# bytes in allocated blocks", "block_bytes")):
-        line = next(ln for ln in text.splitlines() if ln.startswith(label))
+        line = next((ln for ln in text.splitlines() if ln.startswith(label)), None)
+        if line is None:  # not pymalloc's statistics (under tracemalloc, --where, it prints none)
+            return {}
         found[key] = int(line.split("=")[1].replace(",", ""))
     return found
 
@@ -253,6 +255,8 @@ def report_relaying(args: argparse.Namespace, before: dict[str, object], waiting
           f"**{(rss2 - rss1) / n:+.1f} KB per stream relaying** ({(raw2 - raw1) / n:+.1f} KB before the "
           f"collections)" + (" (tracemalloc on: not comparable)" if args.where else "") + ".")
     for name, reading in (("before", before), ("waiting", waiting), ("relaying", relaying)):
+        if "arenas" not in reading:
+            continue  # under tracemalloc
         print(f"- pymalloc {name}: {reading['arenas']} arenas (1 MB each), "
               f"{int(str(reading['block_bytes'])) / 1048576:.1f} MB in blocks in use")
     if args.where:

@@ -179,10 +179,13 @@ MARINA_UPSTREAM_CONNECT_TIMEOUT = env_float("MARINA_UPSTREAM_CONNECT_TIMEOUT", 1
 # Connections one worker may hold open to one provider (passthru/wire.py's
 # pool), and how long a call waits for one to free before a 503. A streamed
 # call holds its connection from the request to [DONE] (minutes for a
-# reasoning model), so the default fits thousands of long streams per worker;
-# the pool never takes more than the worker's file-descriptor limit leaves room
-# for (passthru/upstream.py; gunicorn.conf.py raises that limit to its hard limit).
-MARINA_UPSTREAM_MAX_CONNECTIONS = env_int("MARINA_UPSTREAM_MAX_CONNECTIONS", 4096, minimum=1)
+# reasoning model). The default, 0, sets no number of its own: the pool takes
+# what the worker's file-descriptor limit leaves room for (passthru/upstream.py;
+# gunicorn.conf.py raises that limit to its hard limit). A fixed default (4096
+# until 2026-12-06) queued the calls of a 10,000-stream burst past it for a
+# whole stream's length (docs/performance.md); a number set here is kept when
+# it fits in that room.
+MARINA_UPSTREAM_MAX_CONNECTIONS = env_int("MARINA_UPSTREAM_MAX_CONNECTIONS", 0, minimum=0)
 MARINA_UPSTREAM_POOL_TIMEOUT = env_float("MARINA_UPSTREAM_POOL_TIMEOUT", 60.0, minimum=0.001)
 # Calls (POSTs to /v1's doors) one worker works on at once before their provider has them
 # (passthru/admission.py): the rest wait their turn, in the order they came,

@@ -70,25 +70,38 @@ MAX_KEEPALIVE = 128
 # File descriptors a worker keeps for everything but its calls (database,
 # listeners, logs, metrics files); a streamed call holds two (client, provider).
 _RESERVED_FDS = 256
+# The pool's size when the descriptors have no limit at all (RLIM_INFINITY).
+_NO_FD_LIMIT = 1 << 20
+
+
+def _fd_room() -> int:
+    """Connections this process's file-descriptor limit leaves room for."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return _NO_FD_LIMIT if soft == resource.RLIM_INFINITY else max(16, (soft - _RESERVED_FDS) // 2)
 
 
 def max_connections() -> int:
-    """MARINA_UPSTREAM_MAX_CONNECTIONS, within what this process's
-    file-descriptor limit leaves room for: past it, accepting clients and
-    opening files would fail instead of calls waiting for a connection."""
-    wanted = settings.MARINA_UPSTREAM_MAX_CONNECTIONS
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return int(wanted)
-    room = max(16, (soft - _RESERVED_FDS) // 2)
+    """The pool's size: what this process's file-descriptor limit leaves room
+    for, or MARINA_UPSTREAM_MAX_CONNECTIONS when it is set and fits: past that
+    room, accepting clients and opening files would fail instead of calls
+    waiting for a connection."""
+    wanted, room = settings.MARINA_UPSTREAM_MAX_CONNECTIONS, _fd_room()  # wanted 0: no number of its own
     if wanted > room:
         log.warning(
-            "MARINA_UPSTREAM_MAX_CONNECTIONS=%d is more than this process's file-descriptor limit (%d) leaves room "
+            "MARINA_UPSTREAM_MAX_CONNECTIONS=%d is more than this process's file-descriptor limit leaves room "
             "for; using %d. Raise the limit (ulimit -n) to use more.",
-            wanted, soft, room,
+            wanted, room,
         )
-        return room
-    return int(wanted)
+    return int(wanted) if 0 < wanted <= room else room
+
+
+def _pool_size_named() -> str:
+    """The pool's size and what set it, for a refused call's message."""
+    wanted, room = settings.MARINA_UPSTREAM_MAX_CONNECTIONS, _fd_room()
+    if 0 < wanted <= room:
+        return f"{wanted} connection(s) to it (MARINA_UPSTREAM_MAX_CONNECTIONS={wanted})"
+    return (f"{room} connections to it (what its file-descriptor limit leaves room for; "
+            "MARINA_UPSTREAM_MAX_CONNECTIONS=N sets fewer)")
 
 
 def client() -> httpx.AsyncClient:
@@ -250,7 +263,7 @@ def _failure(provider: Provider, exc: Exception) -> UpstreamError:
             "pool_timeout",
             f"No connection to provider '{provider.name}' became free within "
             f"MARINA_UPSTREAM_POOL_TIMEOUT={settings.MARINA_UPSTREAM_POOL_TIMEOUT:g}s: this worker holds "
-            f"MARINA_UPSTREAM_MAX_CONNECTIONS={settings.MARINA_UPSTREAM_MAX_CONNECTIONS} to it, all busy.",
+            f"{_pool_size_named()}, all busy.",
             status=503,
         )
     if isinstance(exc, httpx.ConnectTimeout):

@@ -33,11 +33,12 @@ import hmac
 import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 FIELD = "sealed"
 VERSION = "v1"
@@ -47,6 +48,18 @@ _AAD = b"marina formation state v1"
 
 
 @lru_cache(maxsize=8)
+@lru_cache(maxsize=1)
+def _aead() -> tuple[type[AESGCM], type[Exception]]:
+    """cryptography's AES-GCM and its failed-tag error, imported at the first
+    seal or open: its Rust library is ~6 MB of every worker's memory
+    (/proc/PID/smaps), which a worker that serves no formation with state
+    (plain calls, a burst of thousands of streams) never needs."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM, InvalidTag
+
+
 def _prk(secret: str) -> bytes:
     """HKDF-Extract(salt, secret)."""
     return hmac.new(_SALT, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
@@ -87,7 +100,8 @@ class Sealer:
     def seal(self, plain: bytes) -> str:
         """The row's state, as JSON text, for the state's JSON bytes."""
         nonce = os.urandom(NONCE_BYTES)
-        box = AESGCM(self._key(0, self._secret_list())).encrypt(nonce, plain, _AAD)
+        aesgcm, _invalid_tag = _aead()
+        box = aesgcm(self._key(0, self._secret_list())).encrypt(nonce, plain, _AAD)
         encoded = base64.b64encode(nonce + box).decode("ascii")
         return f'{{"{FIELD}": "{VERSION}:{encoded}"}}'
 
@@ -106,10 +120,11 @@ class Sealer:
             raise Unreadable("unknown format")
         nonce, box = raw[:NONCE_BYTES], raw[NONCE_BYTES:]
         secrets = self._secret_list()
+        aesgcm, invalid_tag = _aead()
         for index in range(len(secrets)):
             try:
-                return AESGCM(self._key(index, secrets)).decrypt(nonce, box, _AAD)
-            except InvalidTag:
+                return aesgcm(self._key(index, secrets)).decrypt(nonce, box, _AAD)
+            except invalid_tag:
                 continue
         raise Unreadable("no secret opens it")
 

@@ -155,3 +155,37 @@ def test_the_limit_never_exceeds_what_the_file_descriptor_limit_leaves_room_for(
     with caplog.at_level(logging.WARNING, logger="passthru.upstream"):
         assert upstream_module.max_connections() == room
     assert any("MARINA_UPSTREAM_MAX_CONNECTIONS" in r.getMessage() for r in caplog.records)
+
+
+def test_by_default_the_pool_takes_what_the_file_descriptor_limit_leaves_room_for(marina_config, caplog, monkeypatch):
+    """A fixed default (4096) queued the calls of a 10,000-stream burst over two
+    workers for a whole stream's length; unset (0), the pool is as large as the
+    descriptors allow, quietly."""
+    import resource
+    import runpy
+    from pathlib import Path
+
+    import marina
+
+    monkeypatch.delenv("MARINA_UPSTREAM_MAX_CONNECTIONS", raising=False)
+    assert runpy.run_path(str(Path(marina.__file__).parent / "settings.py"))["MARINA_UPSTREAM_MAX_CONNECTIONS"] == 0
+    marina_config.MARINA_UPSTREAM_MAX_CONNECTIONS = 0
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with caplog.at_level(logging.WARNING, logger="passthru.upstream"):
+        assert upstream_module.max_connections() == max(16, (soft - upstream_module._RESERVED_FDS) // 2)
+        monkeypatch.setattr(resource, "getrlimit", lambda _which: (20_000, 20_000))
+        assert upstream_module.max_connections() == 9_872  # (20,000 - 256) // 2: 10,000 streams over two workers fit
+        monkeypatch.setattr(resource, "getrlimit", lambda _which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        assert upstream_module.max_connections() == upstream_module._NO_FD_LIMIT
+    assert not caplog.records
+
+
+def test_the_default_named_in_the_pool_timeout_message(marina_config, monkeypatch):
+    import resource
+
+    marina_config.MARINA_UPSTREAM_MAX_CONNECTIONS = 0
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (20_000, 20_000))
+    failure = upstream_module._failure(resolve(MODEL).provider, httpx.PoolTimeout("no connection"))
+    assert failure.status == 503
+    assert "9872 connections" in failure.message and "file-descriptor limit" in failure.message
+    assert "MARINA_UPSTREAM_MAX_CONNECTIONS=N sets fewer" in failure.message

@@ -239,3 +239,25 @@ def test_a_row_written_before_sealing_is_read_and_sealed_when_next_written():
     state.commit_sync(later, lambda s: {**s, "n": 1})
     assert "4417" not in row_text(later.key)
     assert state.checkpoint_sync(later) == {**OWED, "n": 1}
+
+
+def test_a_worker_imports_cryptography_only_when_it_first_seals():
+    """cryptography's Rust library is ~6 MB of a worker's memory; a worker that
+    seals no formation state (plain calls, a burst of streams) never loads it.
+    In a process of its own: this one has sealed long ago."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import marina.asgi\n"
+        "print('cryptography' in sys.modules)\n"
+        "from passthru.formations.seal import Sealer\n"
+        "sealer = Sealer(b'conversation')\n"
+        "assert sealer.open(__import__('json').loads(sealer.seal(b'{}'))) == b'{}'\n"
+        "print('cryptography' in sys.modules)\n"
+    )
+    env = {"DJANGO_SETTINGS_MODULE": "marina.settings", "MARINA_SECRET_KEY": "test-only-secret", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
