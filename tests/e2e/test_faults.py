@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from typing import Any
 
 import httpx
@@ -238,9 +239,12 @@ def test_upstream_faults_get_clean_answers_are_traced_and_leak_nothing(servers, 
         assert not [d for d in after if d.state == "CLOSE_WAIT"], report
         assert len(beyond_database(after)) <= len(beyond_database(before[pid])) + FD_SLACK, report
         # A worker that served no warm-up call opens its one database
-        # connection now; a second connection to the same file would be a leak.
-        opened = [d.target for d in after if is_database_file(d)]
-        assert len(opened) == len(set(opened)), report
+        # connection now; its checkpoint thread has one of its own from the
+        # start (kernel/checkpoint.py). Each connection holds the database and
+        # its log open (the -shm and the write-turn lock are shared): a third
+        # connection to the same file would be a leak.
+        opened = Counter(d.target for d in after if is_database_file(d))
+        assert all(n <= (2 if path.endswith((".sqlite3", ".sqlite3-wal")) else 1) for path, n in opened.items()), report
 
     # Every attempted upstream call, failed or not, is one span and one spend_daily call.
     totals = server.ledger.totals()
