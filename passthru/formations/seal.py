@@ -47,7 +47,6 @@ _SALT = b"marina/formation-state/v1"  # HKDF's salt: these keys are for nothing 
 _AAD = b"marina formation state v1"
 
 
-@lru_cache(maxsize=8)
 @lru_cache(maxsize=1)
 def _aead() -> tuple[type[AESGCM], type[Exception]]:
     """cryptography's AES-GCM and its failed-tag error, imported at the first
@@ -60,6 +59,7 @@ def _aead() -> tuple[type[AESGCM], type[Exception]]:
     return AESGCM, InvalidTag
 
 
+@lru_cache(maxsize=8)
 def _prk(secret: str) -> bytes:
     """HKDF-Extract(salt, secret)."""
     return hmac.new(_SALT, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
