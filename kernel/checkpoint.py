@@ -34,7 +34,7 @@ _LOG_EVERY_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
 
-_started: dict[str, threading.Thread] = {}  # database file -> its checkpointer in this process
+_started: set[str] = set()  # the database files this process checkpoints
 
 
 def database_file(alias: str = "default") -> str:
@@ -60,7 +60,7 @@ def checkpoint(db: sqlite3.Connection) -> tuple[int, int, int]:
 
 
 def _no_automatic_checkpoints(sender: Any, connection: Any, **kwargs: Any) -> None:
-    if connection.vendor == "sqlite" and str(connection.settings_dict.get("NAME") or "") in _started:
+    if database_file(connection.alias) in _started:
         connection.connection.execute("PRAGMA wal_autocheckpoint=0")
 
 
@@ -94,7 +94,6 @@ def start(alias: str = "default") -> bool:
         return False
     if path not in _started:
         connection_created.connect(_no_automatic_checkpoints, dispatch_uid="marina-sqlite-checkpoints")
-        thread = threading.Thread(target=_run, args=(path,), name="sqlite-checkpoint", daemon=True)
-        _started[path] = thread
-        thread.start()
+        _started.add(path)
+        threading.Thread(target=_run, args=(path,), name="sqlite-checkpoint", daemon=True).start()
     return True

@@ -16,15 +16,15 @@ from uvicorn_worker import UvicornWorker
 
 class MarinaServer(Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        # Journals left by a worker that died (kill -9, OOM) are replayed now,
-        # on the ledger's writer thread, not at this worker's first trace
-        # (ledger/spend/spool.py).
         from kernel import checkpoint
         from ledger.spend import services
 
         # SQLite's checkpoints on a thread of their own from here on, not in
         # the commit of the call that fills the log (kernel/checkpoint.py).
         checkpoint.start()
+        # Journals left by a worker that died (kill -9, OOM) are replayed now,
+        # on the ledger's writer thread, not at this worker's first trace
+        # (ledger/spend/spool.py).
         services.submit(services.recover)
         await super().startup(sockets=sockets)
 

@@ -80,27 +80,35 @@ def _fd_room() -> int:
     return _NO_FD_LIMIT if soft == resource.RLIM_INFINITY else max(16, (soft - _RESERVED_FDS) // 2)
 
 
+def _pool_size() -> tuple[int, bool]:
+    """The pool's size, and whether MARINA_UPSTREAM_MAX_CONNECTIONS set it: it
+    does when set (not 0) and within what the file-descriptor limit leaves room
+    for; else the pool is that room."""
+    wanted, room = settings.MARINA_UPSTREAM_MAX_CONNECTIONS, _fd_room()
+    return (int(wanted), True) if 0 < wanted <= room else (room, False)
+
+
 def max_connections() -> int:
-    """The pool's size: what this process's file-descriptor limit leaves room
-    for, or MARINA_UPSTREAM_MAX_CONNECTIONS when it is set and fits: past that
-    room, accepting clients and opening files would fail instead of calls
-    waiting for a connection."""
-    wanted, room = settings.MARINA_UPSTREAM_MAX_CONNECTIONS, _fd_room()  # wanted 0: no number of its own
-    if wanted > room:
+    """The pool's size (`_pool_size`): past the descriptors' room, accepting
+    clients and opening files would fail instead of calls waiting for a
+    connection, so a larger setting is lowered to it, with a warning."""
+    size, by_setting = _pool_size()
+    wanted = settings.MARINA_UPSTREAM_MAX_CONNECTIONS
+    if wanted and not by_setting:
         log.warning(
             "MARINA_UPSTREAM_MAX_CONNECTIONS=%d is more than this process's file-descriptor limit leaves room "
             "for; using %d. Raise the limit (ulimit -n) to use more.",
-            wanted, room,
+            wanted, size,
         )
-    return int(wanted) if 0 < wanted <= room else room
+    return size
 
 
 def _pool_size_named() -> str:
     """The pool's size and what set it, for a refused call's message."""
-    wanted, room = settings.MARINA_UPSTREAM_MAX_CONNECTIONS, _fd_room()
-    if 0 < wanted <= room:
-        return f"{wanted} connection(s) to it (MARINA_UPSTREAM_MAX_CONNECTIONS={wanted})"
-    return (f"{room} connections to it (what its file-descriptor limit leaves room for; "
+    size, by_setting = _pool_size()
+    if by_setting:
+        return f"{size} connection(s) to it (MARINA_UPSTREAM_MAX_CONNECTIONS={size})"
+    return (f"{size} connections to it (what its file-descriptor limit leaves room for; "
             "MARINA_UPSTREAM_MAX_CONNECTIONS=N sets fewer)")
 
 
