@@ -26,6 +26,9 @@ token, user or message, so its handler has none of those middleware:
   ledger writer, the key and rate-limit lookups), which manage their
   connections themselves. A receiver connected to those signals does not hear
   /v1 requests; the rest of the site is unchanged.
+- It sends a stream itself (`send_response`): Django's keeps the headers and
+  two async generators of its own for as long as the stream lasts, ~4 KB of
+  each of the thousands of streams a worker may hold (issue 45).
 
 `Doors` sends /v1/ to that handler and everything else (admin, reports, the
 OpenAPI schema and docs, static files) to Django's usual one. Benchmark
