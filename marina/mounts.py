@@ -26,6 +26,9 @@ token, user or message, so its handler has none of those middleware:
   ledger writer, the key and rate-limit lookups), which manage their
   connections themselves. A receiver connected to those signals does not hear
   /v1 requests; the rest of the site is unchanged.
+- It sends a stream itself (`send_response`): Django's keeps the headers and
+  two async generators of its own for as long as the stream lasts, ~4 KB of
+  each of the thousands of streams a worker may hold (issue 45).
 
 `Doors` sends /v1/ to that handler and everything else (admin, reports, the
 OpenAPI schema and docs, static files) to Django's usual one. Benchmark
@@ -36,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import aclosing
 from functools import lru_cache
 from typing import Any
 
@@ -44,7 +48,8 @@ from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.http.response import ResponseHeaders
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 from django.utils.module_loading import import_string
 
@@ -173,6 +178,26 @@ class ApiHandler(ASGIHandler):
                 turn.leave()
             watcher.cancel()
 
+    async def send_response(self, response: HttpResponseBase, send: Send) -> None:
+        """Django's, for a stream, without what Django's keeps for the
+        stream's whole length: the headers (the response's and the list sent,
+        in Django's frame) and two async generators around the stream
+        (`StreamingHttpResponse.__aiter__` and `streaming_content`'s wrapper,
+        which makes each part bytes: /v1's streams yield bytes). A reasoning
+        model's stream lasts minutes and a worker holds thousands: ~4 KB each
+        (docs/performance.md, issue 45). The same messages; other responses
+        are Django's."""
+        if not (isinstance(response, StreamingHttpResponse) and response.is_async):
+            await super().send_response(response, send)
+            return
+        await send({"type": "http.response.start", "status": response.status_code, "headers": _header_list(response)})
+        response.headers = ResponseHeaders({})  # sent: nothing reads them again
+        # The stream the response was given (Django keeps it there: _set_streaming_content).
+        async with aclosing(response._iterator) as parts:  # type: ignore[attr-defined]
+            async for part in parts:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body"})
+
     async def _respond(self, scope: Scope, send: Send) -> None:
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, io.BytesIO())
@@ -181,6 +206,13 @@ class ApiHandler(ASGIHandler):
             await self.send_response(error_response, send)
             return
         await self.send_response(await self.run_get_response(request), send)
+
+
+def _header_list(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
+    """The response's headers and cookies as ASGI sends them, as Django's send_response makes them."""
+    headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
+    headers += [(b"Set-Cookie", c.output(header="").encode("ascii").strip()) for c in response.cookies.values()]
+    return headers
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -3,6 +3,7 @@ environment or from .env (see .env.example for the full list); defaults suit loc
 development: SQLite in the project root, the API closed until keys are set."""
 from __future__ import annotations
 
+import sys
 from ipaddress import ip_address
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -103,6 +104,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not :memory:, so the live-server and ledger threads in tests see
     # the same database as the test itself.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-marina.sqlite3")}
+    # django_tables2 tries django.contrib.postgres when it is imported (its
+    # JSONColumn also renders HStoreField), and that loads psycopg and libpq:
+    # 9.8 MB in every worker of a SQLite install, for a field no SQLite table
+    # has. Marked missing, the import fails as it does where psycopg is not
+    # installed, which django_tables2 expects (docs/performance.md).
+    sys.modules.setdefault("django.contrib.postgres.fields", None)  # type: ignore[arg-type]
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django turns prepared statements off for the sake of connection poolers;

@@ -26,7 +26,7 @@ from passthru.errors import ApiError, UpstreamError, bad_upstream_response, rela
 from passthru.outbound import SSE
 from passthru.pricing import Usage
 from passthru.providers import Route
-from passthru.streaming import Meter, Pump, relay_or_error, wants_usage, with_usage_requested
+from passthru.streaming import Meter, Pump, relay, wants_usage, with_usage_requested
 
 
 @dataclass
@@ -293,7 +293,7 @@ async def call_stream(
 async def _metered_events(
     ctx: RequestContext, stack: AsyncExitStack, stream: upstream.Stream, meter: Meter
 ) -> AsyncGenerator[bytes, None]:
-    pump = Pump(relay_or_error(stream.chunks(), meter))
+    pump = Pump(relay(stream.chunks(), meter))
     handed_over = False
     try:
         try:

@@ -75,20 +75,15 @@ async def relay(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIterator[byt
     status line has already gone out); the UpstreamError is re-raised after it
     so the caller can trace it."""
     buffer = b""
-    async for raw in chunks:
-        buffer += raw.replace(b"\r\n", b"\n")
-        while b"\n\n" in buffer:
-            event, buffer = buffer.split(b"\n\n", 1)
-            if event and meter.keep(event):
-                yield event + b"\n\n"
-    if buffer.strip() and meter.keep(buffer):
-        yield buffer.strip() + b"\n\n"
-
-
-async def relay_or_error(chunks: AsyncIterator[bytes], meter: Meter) -> AsyncIterator[bytes]:
     try:
-        async for event in relay(chunks, meter):
-            yield event
+        async for raw in chunks:
+            buffer += raw.replace(b"\r\n", b"\n")
+            while b"\n\n" in buffer:
+                event, buffer = buffer.split(b"\n\n", 1)
+                if event and meter.keep(event):
+                    yield event + b"\n\n"
+        if buffer.strip() and meter.keep(buffer):
+            yield buffer.strip() + b"\n\n"
     except UpstreamError as exc:
         yield error_event(exc.message, exc.kind)
         raise

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -413,3 +414,69 @@ def test_v1_hops_to_no_thread(urls, upstream, monkeypatch):
         headers = {"authorization": f"Bearer {MARINA_KEY}", "content-type": "application/json"}
         assert httpx.post(f"{base}/v1/chat/completions", content=_body(), headers=headers, timeout=10).status_code == 200
     assert hops["door"] == [] and len(hops["site"]) >= 3
+
+
+def _stream_response(parts: list[bytes], seen: list[Any], ended: list[str]) -> Any:
+    from django.http import StreamingHttpResponse
+
+    response = StreamingHttpResponse(content_type="text/event-stream")
+
+    async def events() -> Any:
+        try:
+            for part in parts:
+                # Who reads this stream, and which headers the response holds meanwhile.
+                seen.append((sys._getframe(1).f_code.co_name, dict(response.items())))
+                yield part
+        finally:
+            ended.append("closed")
+
+    response.streaming_content = events()
+    response["x-request-id"] = "req-1"
+    response.set_cookie("c", "v")
+    return response
+
+
+def _send_into(messages: list[dict[str, Any]], cancel_at: int | None = None) -> Any:
+    async def send(message: dict[str, Any]) -> None:
+        if cancel_at is not None and len(messages) == cancel_at:
+            raise asyncio.CancelledError
+        messages.append(message)
+
+    return send
+
+
+def test_a_stream_is_sent_as_djangos_handler_sends_it_read_directly_and_its_headers_let_go():
+    """/v1's handler sends a stream's messages exactly as Django's does, but
+    reads the stream itself (no generator of Django's between them) and lets
+    go of the headers once sent: a worker holds thousands of streams for
+    minutes (docs/performance.md, issue 45)."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    parts = [b"data: 1\n\n", b"", b"data: 2\n\n"]
+    ours: list[dict[str, Any]] = []
+    djangos: list[dict[str, Any]] = []
+    seen: list[Any] = []
+    ended: list[str] = []
+    asyncio.run(mounts.ApiHandler().send_response(_stream_response(parts, seen, ended), _send_into(ours)))
+    asyncio.run(ASGIHandler().send_response(_stream_response(parts, [], []), _send_into(djangos)))
+    assert ours == djangos
+    assert ours[0]["headers"][-1][0] == b"Set-Cookie" and (b"x-request-id", b"req-1") in ours[0]["headers"]
+    assert [message.get("body") for message in ours[1:]] == [*parts, None]
+    assert seen == [("send_response", {})] * 3
+    assert ended == ["closed"]
+
+
+def test_a_stream_whose_client_left_is_closed_before_the_handler_returns():
+    """A cancellation while a part is sent (the client gone) closes the
+    stream at once: relay_and_record's GeneratorExit hands the upstream call
+    to its drain and traces the request (passthru/lifecycle.py)."""
+    messages: list[dict[str, Any]] = []
+    ended: list[str] = []
+    response = _stream_response([b"data: 1\n\n", b"data: 2\n\n"], [], ended)
+
+    async def serve() -> list[str]:
+        with pytest.raises(asyncio.CancelledError):
+            await mounts.ApiHandler().send_response(response, _send_into(messages, cancel_at=2))
+        return list(ended)  # before the loop's shutdown closes whatever generators are left
+
+    assert asyncio.run(serve()) == ["closed"] and len(messages) == 2
