@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -105,7 +104,9 @@ class Pump:
 
     def __init__(self, source: AsyncIterator[bytes]) -> None:
         self._source = source
-        self._events: deque[bytes] = deque()
+        # A list, not a deque: it holds at most ROOM events, and an empty deque is
+        # 0.6 KB of each of the thousands of streams a worker may hold (docs/performance.md).
+        self._events: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None  # the reader's, while it waits
         self._room: asyncio.Future[None] | None = None  # the pump's, while the reader catches up
         self._discarding = False
@@ -139,7 +140,7 @@ class Pump:
         """The next event; None at the end; the source's error re-raised."""
         while True:
             if self._events:
-                event = self._events.popleft()
+                event = self._events.pop(0)
                 if self._room is not None and not self._room.done():
                     self._room.set_result(None)
                 return event
