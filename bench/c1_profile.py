@@ -11,7 +11,7 @@ Three measures, each of the same call (the τ²-sized body, `openai/gpt-4.1-mini
 priced, the fake upstream answering at once):
 
 1. **The server**: Marina as the README starts it but with one worker
-   (gunicorn, uvicorn), `wrk -c 1` for `--seconds`. CPU per request is the
+   (gunicorn, uvicorn), `wrk -c 1` (`--connections`) for `--seconds`. CPU per request is the
    worker's user+system time over the requests wrk completed (/proc), so a
    neighbour's load does not enter it (wall latency would).
 2. **The application alone**: Marina's ASGI application called in this process,
@@ -28,7 +28,9 @@ With `--py-spy PATH` (py-spy is not a requirement: `pip install py-spy` into
 any virtualenv) the worker of 1 is sampled for the whole run and each sample is
 put in the stage of its innermost frame that names one (STAGES, below): the
 table gives each stage's share of the worker's samples and so its CPU ms per
-request. Samples of the ledger writer's thread are a stage of their own."""
+request. Samples of the ledger writer's thread are a stage of their own. With
+`--gil`, only the thread holding the GIL is sampled: CPU, never waiting, but a
+call that releases the GIL (SQLite's statements and commit) is missed."""
 from __future__ import annotations
 
 import argparse
@@ -129,8 +131,8 @@ def split_profile(raw: Path) -> Counter[str]:
     return counts
 
 
-def run_wrk(url: str, body: Path, seconds: float) -> dict[str, Any]:
-    out = subprocess.run([ensure_wrk(), "-t1", "-c1", f"-d{int(seconds)}s", "--latency", "-s", str(BENCH / "wrk_post.lua"),
+def run_wrk(url: str, body: Path, seconds: float, connections: int = 1) -> dict[str, Any]:
+    out = subprocess.run([ensure_wrk(), "-t1", f"-c{connections}", f"-d{int(seconds)}s", "--latency", "-s", str(BENCH / "wrk_post.lua"),
                           url, "--", str(body), KEY], capture_output=True, text=True, check=True).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("WRKJSON "))
     return json.loads(line.removeprefix("WRKJSON "))
@@ -153,11 +155,12 @@ def server_profile(args: argparse.Namespace, db_url: str, tmp: Path, up_port: in
         spy = None
         if args.py_spy:
             spy = subprocess.Popen([args.py_spy, "record", "-p", str(worker), "-r", "1000", "--threads", "--nonblocking",
+                                    *(["--gil"] if args.gil else []),
                                     "-f", "raw", "-o", str(tmp / "profile.txt"), "-d", str(int(args.seconds) + 1)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
         cpu0 = cpu_seconds([worker])
-        result = run_wrk(url, body, args.seconds)
+        result = run_wrk(url, body, args.seconds, args.connections)
         cpu = cpu_seconds([worker]) - cpu0
         if spy is not None:
             spy.wait()
@@ -234,6 +237,9 @@ def main() -> None:
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "", help="py-spy's path: profile the worker")
     parser.add_argument("--callgrind", type=int, default=0, metavar="N", help="instructions per request over N calls")
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw profile in this file")
+    parser.add_argument("--gil", action="store_true",
+                        help="sample only the thread holding the GIL (where py-spy takes sleeping threads for running ones)")
+    parser.add_argument("--connections", type=int, default=1, help="wrk's connections (the server's run only)")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--under-callgrind", action="store_true", help=argparse.SUPPRESS)
@@ -259,7 +265,7 @@ def measure(args: argparse.Namespace, db_url: str, tmp: Path, up_port: int) -> N
     print(f"\n## One call at a time, {args.mode}, {args.database} (load average {load:.2f} at the start)\n")
     if not args.skip_server:
         s = server_profile(args, db_url, tmp, up_port)
-        print(f"Server (gunicorn, 1 worker), wrk -c 1 for {args.seconds:g} s: {s['requests']} requests, "
+        print(f"Server (gunicorn, 1 worker), wrk -c {args.connections} for {args.seconds:g} s: {s['requests']} requests, "
               f"p50 {s['p50_us'] / 1000:.2f} ms, worker CPU **{s['cpu_ms']:.3f} ms per request**.")
         if "stages" in s:
             total = sum(s["stages"].values())
