@@ -64,6 +64,11 @@ async def _provider() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 
 
 async def _call(body: bytes) -> bytes:
+    async with _local.setdefault("turn", asyncio.Lock()):  # one request at a time on the one connection
+        return await _exchange(body)
+
+
+async def _exchange(body: bytes) -> bytes:
     reader, writer = await _provider()
     writer.write(
         b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
