@@ -11,8 +11,8 @@ uvloop, 2 workers), doing only what every gateway that meters must:
    id and encode it again (`orjson.dumps`);
 2. send it to the provider on a kept-alive connection (a hand-written HTTP/1.1
    request on asyncio's streams: no client library) and read the answer;
-3. read the usage from the answer and, with `--ledger` on (the `floor`
-   target), commit one row to SQLite (WAL, synchronous=NORMAL, as Marina's)
+3. read the usage from the answer and, for the `floor` target (its SQLite
+   file in `FLOOR_LEDGER`, which the runner sets), commit one row to SQLite (WAL, synchronous=NORMAL, as Marina's)
    on a thread of its own, awaited before answering, as Marina commits its
    trace before it answers;
 4. answer.
@@ -168,10 +168,10 @@ def main() -> None:
                     server = by_name.get(name)
                     cpu0 = server.cpu() if server else 0.0
                     result = run_wrk(url, body, args.duration)
-                    cpu = (server.cpu() - cpu0) if server else 0.0
-                    results[name].append((result["p50_us"] / 1000, cpu * 1000 / max(1, result["requests"])))
+                    cpu_ms = ((server.cpu() - cpu0) if server else 0.0) * 1000 / max(1, result["requests"])
+                    results[name].append((result["p50_us"] / 1000, cpu_ms))
                     print(f"run {run} {name:12s} p50 {result['p50_us'] / 1000:6.2f} ms  requests {result['requests']:6d}"
-                          f"  server CPU {cpu * 1000 / max(1, result['requests']):5.2f} ms/call")
+                          f"  server CPU {cpu_ms:5.2f} ms/call")
             print("\n| target | added p50 at c=1, per run (ms) | median | server CPU per call, median |")
             print("| --- | --- | --- | --- |")
             direct = [p50 for p50, _ in results["direct"]]
