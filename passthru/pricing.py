@@ -21,6 +21,7 @@ import math
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -34,6 +35,7 @@ try:
     # The steps of genai-prices' ModelPrice.calc_price (0.2.x), for table_price.
     # requirements.txt bounds genai-prices from below only: a release that moves
     # them prices with calc_price whole, as before.
+    from genai_prices.decompose import is_descendant_or_self
     from genai_prices.types import (
         ModelPrice,
         TieredPrices,
@@ -59,6 +61,8 @@ SOURCE_NONE = "none"
 # ledger's 64-bit sums): ten billion tokens, or $100,000, for one call.
 TOKENS_LIMIT = 10**10
 COST_LIMIT_NANOUSD = 100_000 * 10**9
+# The counts `price` gives the tables for every call (genai-prices' usage keys).
+REPORTED = frozenset({"input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"})
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens")
 
 
@@ -187,67 +191,134 @@ unpriced = _Misses()
 
 
 class _Rates:
-    """Each model price's priced units, resolved and checked once.
+    """Each model price's priced units, resolved, checked and laid out once.
 
     genai-prices' `ModelPrice.calc_price` resolves the model's prices against
-    its unit registry and validates their coverage on every call; both depend
-    on the model price and the registry alone. Kept here, a call's pricing
-    takes 85-90 µs instead of 130-160 (docs/performance.md, issue 45): one
-    entry per model price object of the current snapshot (so bounded by it),
-    forgotten when genai-prices swaps in new price data. The per-call part,
-    the usage's counts and their sum, is genai-prices' own code run on the
-    call's figures, so `table_price` is `calc_price(...).total_price` to the
-    last digit (tests/passthru/test_pricing.py checks every model of the
-    snapshot over several usage shapes)."""
+    its unit registry, validates their coverage and works out which priced
+    unit lies inside which (cached input inside input, say) on every call; all
+    three depend on the model price and the registry alone. Kept here,
+    `price` takes 16 µs a call instead of 143 (gpt-4.1-mini; docs/performance.md,
+    issue 45): one entry per model price object of the current snapshot (so
+    bounded by it), forgotten when genai-prices swaps in new price data. The
+    per-call part is the call's counts less the counts inside them, and
+    genai-prices' `calc_unit_price` on each, so `table_price` is
+    `calc_price(...).total_price` to the last digit
+    (tests/passthru/test_pricing.py checks every model of the snapshot over
+    several usage shapes)."""
 
     def __init__(self) -> None:
-        self._resolved: dict[int, tuple[ModelPrice, tuple[Any, ...], bool]] = {}
+        self._resolved: dict[int, tuple[ModelPrice, _Layout]] = {}
         self._snapshot: object = None
         self._lock = threading.Lock()
 
-    def of(self, snapshot: object, model_price: ModelPrice) -> tuple[tuple[Any, ...], bool]:
-        """The model price's (unit, price) pairs, and whether any is tiered (then the tier depends on input tokens)."""
+    def of(self, snapshot: object, model_price: ModelPrice) -> _Layout:
         with self._lock:
             if snapshot is not self._snapshot:
                 self._resolved.clear()
                 self._snapshot = snapshot
             entry = self._resolved.get(id(model_price))
         if entry is None or entry[0] is not model_price:
-            registry = _get_registry()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a price key the registry does not know is left out, as calc_price does
-                resolved = _collect_resolved_model_prices(model_price, registry)
-            validate_priced_units(tuple(unit for unit, _ in resolved), registry)  # ValueError: unpriced
-            tiered = any(isinstance(rate, TieredPrices) for _, rate in resolved)
-            entry = (model_price, resolved, tiered)
+            entry = (model_price, _Layout.of(model_price))
             with self._lock:
                 if snapshot is self._snapshot:
                     self._resolved[id(model_price)] = entry
-        return entry[1], entry[2]
+        return entry[1]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A model price's units as genai-prices prices them.
+
+    `rates`: its (unit, price) pairs; `tiered`: whether a price depends on the
+    input tokens; `leaves`: each priced count (all but `requests`) in the
+    order genai-prices' `compute_leaf_values` takes them, the most specific
+    first, with the positions of the counts inside it, which it subtracts."""
+
+    rates: tuple[Any, ...]
+    tiered: bool
+    leaves: tuple[tuple[str, tuple[int, ...]], ...]
+    per_request: bool
+    # Priced counts a call never reports (web searches, audio tokens), which
+    # genai-prices infers as 0 whatever the call's token counts; when it might
+    # refuse instead, the layout is not used (`counts` answers None).
+    never_reported: frozenset[str]
+    exact: bool
+
+    @classmethod
+    def of(cls, model_price: ModelPrice) -> _Layout:
+        registry = _get_registry()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a price key the registry does not know is left out, as calc_price does
+            rates = tuple(_collect_resolved_model_prices(model_price, registry))
+        validate_priced_units(tuple(unit for unit, _ in rates), registry)  # ValueError: unpriced
+        counted = {unit.usage_key: unit for unit, _ in rates if unit.usage_key != "requests"}
+        order = sorted(counted.values(), key=lambda unit: (-len(unit.dimensions), unit.usage_key))
+        leaves = tuple(
+            (unit.usage_key, tuple(i for i, inner in enumerate(order) if inner is not unit and is_descendant_or_self(unit, inner)))
+            for unit in order
+        )
+        # genai-prices infers a count no call reports from those reported above
+        # zero; with every count Marina reports above zero, what it infers (0,
+        # or a refusal) holds for any call with fewer (its checks only add up
+        # reported counts).
+        probe = _PriceUsage(**dict.fromkeys(REPORTED, 1))
+        never = frozenset(counted) - REPORTED
+        try:
+            exact = all(getattr(probe, key) == 0 for key in never)
+        except ValueError:
+            exact = False
+        return cls(
+            rates=rates,
+            tiered=any(isinstance(rate, TieredPrices) for _, rate in rates),
+            leaves=leaves,
+            per_request=any(unit.usage_key == "requests" for unit, _ in rates),
+            never_reported=never,
+            exact=exact,
+        )
+
+    def counts(self, tokens: dict[str, int]) -> dict[str, int] | None:
+        """What each priced unit counts for this call (`compute_leaf_values`'
+        subtraction); None when genai-prices' own inference is needed (the
+        call has other counts than REPORTED, or the layout is not exact)."""
+        if not self.exact or tokens.keys() != REPORTED:
+            return None
+        counts: dict[str, int] = {}
+        leaf: list[int] = []
+        for key, inner in self.leaves:
+            value = 0 if key in self.never_reported else tokens[key]
+            value -= sum(leaf[i] for i in inner)
+            if value < 0:
+                raise ValueError(f"Invalid usage data: the counts inside {key} exceed it")
+            leaf.append(value)
+            counts[key] = value
+        if self.per_request:
+            counts["requests"] = 1
+        return counts
 
 
 rates = _Rates()
 
 
-def table_price(usage: _PriceUsage, *, provider: str, model_ref: str) -> Decimal:
-    """What genai-prices' `calc_price(usage, model_ref, provider_id=provider).total_price`
-    gives, with the model's units resolved once (`_Rates`). LookupError for a
-    model the tables do not know, ValueError for usage or prices they refuse.
-    (`ModelInfo.calc_price`'s one adjustment, Groq Whisper's billed seconds,
-    concerns audio seconds: Marina reports none.)"""
+def table_price(tokens: dict[str, int], *, provider: str, model_ref: str) -> Decimal:
+    """What genai-prices' `calc_price(Usage(**tokens), model_ref, provider_id=provider).total_price`
+    gives, with the model's units laid out once (`_Rates`). `tokens`: genai-prices'
+    usage keys (input_tokens, cache_read_tokens, ...) and their counts, none negative.
+    LookupError for a model the tables do not know, ValueError for usage or prices
+    they refuse. (`ModelInfo.calc_price`'s one adjustment, Groq Whisper's billed
+    seconds, concerns audio seconds: Marina reports none.)"""
     if not RESOLVED_ONCE:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return calc_price(usage, model_ref=model_ref, provider_id=provider).total_price
+            return calc_price(_PriceUsage(**tokens), model_ref=model_ref, provider_id=provider).total_price
     snapshot = get_snapshot()
     _, model = snapshot.find_provider_model(model_ref, None, provider, None)
-    model_price = model.get_prices(datetime.now(tz=UTC))
-    resolved, tiered = rates.of(snapshot, model_price)
-    usage = _PriceUsage.from_raw(usage)
-    counts = _compute_registry_priced_counts(resolved, usage)
-    input_tokens = usage.input_tokens if tiered else 0
+    layout = rates.of(snapshot, model.get_prices(datetime.now(tz=UTC)))
+    counts: Mapping[str, Any] | None = layout.counts(tokens)
+    if counts is None:
+        counts = _compute_registry_priced_counts(layout.rates, _PriceUsage(**tokens))
+    input_tokens = tokens.get("input_tokens", 0) if layout.tiered else 0
     return sum(
-        (calc_unit_price(rate, counts[unit.usage_key], input_tokens, unit.per) for unit, rate in resolved),
+        (calc_unit_price(rate, counts[unit.usage_key], input_tokens, unit.per) for unit, rate in layout.rates),
         Decimal(0),
     )
 
@@ -277,16 +348,15 @@ def price(
     try:
         # OpenAI counts cached and reasoning tokens inside prompt/completion
         # tokens; genai-prices' input/output tokens are the same totals.
-        total = table_price(
-            _PriceUsage(
-                input_tokens=usage.prompt_tokens,
-                cache_read_tokens=usage.cached_tokens,
-                cache_write_tokens=usage.cache_write_tokens if cache_writes else None,
-                output_tokens=usage.completion_tokens,
-            ),
-            provider=provider,
-            model_ref=upstream_model,
-        )
+        tokens = {
+            "input_tokens": usage.prompt_tokens,
+            "cache_read_tokens": usage.cached_tokens,
+            # Not priced apart, cache writes are input tokens at the input rate:
+            # none written, as genai-prices counts a cache write it is not told of.
+            "cache_write_tokens": usage.cache_write_tokens if cache_writes else 0,
+            "output_tokens": usage.completion_tokens,
+        }
+        total = table_price(tokens, provider=provider, model_ref=upstream_model)
     except LookupError:  # a model the tables do not know: remembered
         unpriced.add(pair)
         usage.cost_nanousd, usage.cost_source = None, SOURCE_NONE

@@ -149,15 +149,16 @@ def _genai_total(shape: tuple[int, int, int | None, int], provider: str, model: 
 
 def _table_total(shape: tuple[int, int, int | None, int], provider: str, model: str) -> object:
     prompt, cached, written, completion = shape
-    usage = PriceUsage(input_tokens=prompt, cache_read_tokens=cached, cache_write_tokens=written, output_tokens=completion)
+    # As pricing.price hands them over: no cache writes priced apart is none written.
+    tokens = {"input_tokens": prompt, "cache_read_tokens": cached, "cache_write_tokens": written or 0, "output_tokens": completion}
     try:
-        return pricing.table_price(usage, provider=provider, model_ref=model)
+        return pricing.table_price(tokens, provider=provider, model_ref=model)
     except (LookupError, ValueError) as e:
         return type(e)
 
 
 def test_every_model_is_priced_exactly_as_genai_prices_prices_it(bundled: DataSnapshot) -> None:
-    """The resolved units kept per model price (pricing._Rates) give calc_price's
+    """The units laid out once per model price (pricing._Layout) give calc_price's
     total to the last digit, for every model of the snapshot, each usage shape
     twice (the second from what was kept), or the same refusal."""
     compared = priced_models = 0
@@ -172,6 +173,30 @@ def test_every_model_is_priced_exactly_as_genai_prices_prices_it(bundled: DataSn
                 priced_models += isinstance(expected, Decimal) and expected > 0
     assert compared == len(SHAPES) * sum(len(p.models) for p in bundled.providers)
     assert priced_models > 1000  # the tables priced most of them, so the sums were compared, not only refusals
+
+
+def test_counts_other_than_those_price_gives_are_left_to_genai_prices(bundled: DataSnapshot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given fewer counts than `price` gives, the layout steps aside and
+    genai-prices infers the rest, with calc_price's totals."""
+    inferred: list[object] = []
+    infer = types._compute_registry_priced_counts
+
+    def counted(rates: object, usage: PriceUsage) -> object:
+        inferred.append(usage)
+        return infer(rates, usage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pricing, "_compute_registry_priced_counts", counted)
+    models = [(p.id, m.id) for p in bundled.providers for m in p.models][::7]
+    priced_models = 0
+    for provider, model in models:
+        expected = _genai_total((2_000, 0, None, 30), provider, model)
+        try:
+            got: object = pricing.table_price({"input_tokens": 2_000, "output_tokens": 30}, provider=provider, model_ref=model)
+        except (LookupError, ValueError) as e:
+            got = type(e)
+        assert got == expected, (provider, model)
+        priced_models += isinstance(expected, Decimal) and expected > 0
+    assert priced_models > 100 and len(inferred) >= priced_models
 
 
 def test_a_models_units_are_resolved_once_per_model_price(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,3 +243,33 @@ def test_a_genai_prices_without_the_steps_table_price_uses_prices_with_calc_pric
     monkeypatch.setattr(pricing, "rates", None)
     again = priced("gpt-4.1-mini")
     assert (again.cost_nanousd, again.cost_source) == (expected, SOURCE_PRICE_TABLE) and expected
+
+
+def test_a_model_whose_unreported_counts_genai_prices_might_refuse_is_priced_by_genai_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where genai-prices would refuse to infer a priced count Marina never
+    reports (no such unit in today's registry), the layout is not used."""
+    refused: list[str] = []
+
+    class Refusing(PriceUsage):
+        def __getattr__(self, name: str) -> int | float | Decimal:
+            if name == "web_searches":  # priced for gpt-4.1-mini, never reported
+                refused.append(name)
+                raise ValueError("Missing usage for web_searches")
+            return super().__getattr__(name)
+
+    monkeypatch.setattr(pricing, "_PriceUsage", Refusing)
+    monkeypatch.setattr(pricing, "rates", pricing._Rates())  # nothing kept yet
+    inferred: list[object] = []
+    infer = types._compute_registry_priced_counts
+
+    def counted(rates: object, usage: PriceUsage) -> object:
+        inferred.append(usage)
+        return infer(rates, usage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pricing, "_compute_registry_priced_counts", counted)
+    with pytest.raises(ValueError):  # genai-prices' own inference, refusing as told
+        pricing.table_price(
+            {"input_tokens": 10, "cache_read_tokens": 0, "cache_write_tokens": 0, "output_tokens": 1},
+            provider="openai", model_ref="gpt-4.1-mini",
+        )
+    assert refused and inferred
