@@ -6,10 +6,14 @@ Requests are `httpx.Request`s sent straight to a transport, one per event loop
 HTTP/1.1 transport of passthru/wire.py, or the one tests inject. The client
 layer of httpx (cookie jar, auth and redirect machinery) is skipped, as Marina
 uses none of it; its default headers are kept, so providers see the same
-request. When an environment proxy (HTTPS_PROXY and friends, minus NO_PROXY)
-applies to a provider, its calls go through a regular `httpx.AsyncClient`,
-which knows proxies. Explicit timeouts, provider auth, and every transport
-failure turned into `UpstreamError` with a short kind that traces record."""
+request. A plain call (`post_chat`, its answer read whole) on the lean
+transport skips httpx's Request and Response too: the transport writes the
+same bytes and hands back the answer's, which httpx still decodes when they
+come with a Content-Encoding (`_reply`). When an environment proxy
+(HTTPS_PROXY and friends, minus NO_PROXY) applies to a provider, its calls go
+through a regular `httpx.AsyncClient`, which knows proxies. Explicit timeouts,
+provider auth, and every transport failure turned into `UpstreamError` with a
+short kind that traces record."""
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +32,7 @@ from django.conf import settings
 from passthru import admission
 from passthru.errors import UpstreamError
 from passthru.providers import Provider
-from passthru.wire import LeanTransport, Sent
+from passthru.wire import Answer, LeanTransport, Sent, Target
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +165,6 @@ def _default_headers() -> tuple[tuple[bytes, bytes], ...]:
     return tuple(httpx.AsyncClient(transport=httpx.AsyncBaseTransport()).headers.raw)
 
 
-async def _send(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> httpx.Response:
-    """POST to the provider's `path` (chat completions by default); the response body is left unread."""
-    sent = await _start(provider, body, headers, path)
-    return await sent.response()
-
-
 class _OneStep:
     """The POST of a transport that writes and answers in one call (a test's,
     or httpx's client behind a proxy): both happen in `response()`, which holds
@@ -179,18 +177,24 @@ class _OneStep:
         return await self._answer()
 
 
-async def _start(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> Sent | _OneStep:
+async def _start(
+    provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT, whole: bool = False
+) -> Sent | _OneStep:
     """The POST written to the provider (on the lean transport); the result's
     `response()`, to be awaited at once, waits for the answer. Until then the
     caller may let go of `body`: nothing here keeps it once it is written.
-    Either way the request's turn ends here (passthru/admission.py)."""
+    Either way the request's turn ends here (passthru/admission.py).
+
+    `whole`: the answer is to be read whole. On the lean transport the POST is
+    then written without an httpx.Request, and the result's `read()` takes
+    the answer (`_post`)."""
     try:
-        return await _write(provider, body, headers, path)
+        return await _write(provider, body, headers, path, whole)
     finally:
         admission.leave()
 
 
-async def _write(provider: Provider, body: bytes, headers: dict[str, str], path: str) -> Sent | _OneStep:
+async def _write(provider: Provider, body: bytes, headers: dict[str, str], path: str, whole: bool) -> Sent | _OneStep:
     url = f"{provider.base_url}/{path}"
     if _transport is None and _proxied(provider.base_url):
         proxied = client()
@@ -211,20 +215,33 @@ async def _write(provider: Provider, body: bytes, headers: dict[str, str], path:
             on_wait=admission.leave_soon,
             limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
         )
+    if whole:
+        return await transport.post(_target(url), _merged(headers), body, _timeout().as_dict())
     return await transport.send(_request(url, headers, body))
 
 
 def _request(url: str, headers: dict[str, str], body: bytes) -> httpx.Request:
     """The POST as httpx.AsyncClient would build it: its default headers, ours over them, the timeouts."""
+    return httpx.Request(
+        "POST", _url(url), headers=_merged(headers), content=body, extensions={"timeout": _timeout().as_dict()}
+    )
+
+
+def _merged(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """httpx.AsyncClient's default headers, then ours, which replace those of the same name."""
     ours = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
     named = {name.lower() for name, _ in ours}
-    merged = [pair for pair in _default_headers() if pair[0].lower() not in named] + ours
-    return httpx.Request("POST", _url(url), headers=merged, content=body, extensions={"timeout": _timeout().as_dict()})
+    return [pair for pair in _default_headers() if pair[0].lower() not in named] + ours
 
 
 @lru_cache(maxsize=64)
 def _url(url: str) -> httpx.URL:
     return httpx.URL(url)  # parsed once per provider, not per call
+
+
+@lru_cache(maxsize=64)
+def _target(url: str) -> Target:
+    return Target.of(_url(url))
 
 
 @dataclass
@@ -325,7 +342,10 @@ async def _post(provider: Provider, body: bytes, headers: dict[str, str], path: 
     """A connect error is retried once: the request never left, so it is safe."""
     for attempt in (1, 2):
         try:
-            response = await _send(provider, body, headers, path)
+            sent = await _start(provider, body, headers, path, whole=True)
+            if isinstance(sent, Sent):  # the lean transport: no httpx.Response either
+                return _reply(await sent.read())
+            response = await sent.response()
             try:
                 content = await response.aread()
             finally:
@@ -340,6 +360,29 @@ async def _post(provider: Provider, body: bytes, headers: dict[str, str], path: 
         except httpx.HTTPError as exc:
             raise _failure(provider, exc) from None
     raise AssertionError("unreachable")
+
+
+def _reply(answer: Answer) -> Reply:
+    """The Reply httpx.Response would have given for this answer. A body with
+    a Content-Encoding is decoded by httpx itself, the one way to decode it as
+    it does (gzip, deflate; br and zstd when installed; an unknown coding left
+    as it is), raising its DecodingError on a body that does not decode."""
+    content = answer.body
+    if any(name.lower() == b"content-encoding" for name, _ in answer.headers):
+        content = httpx.Response(answer.status, headers=answer.headers, content=content).content
+    return Reply(
+        answer.status, content, _header(answer.headers, b"content-type"), answer.queued,
+        _header(answer.headers, b"retry-after"),
+    )
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
+    """The value of header `name` (lower case) as httpx's `headers.get(name, "")`
+    reads it: all of that name, joined by ", "."""
+    values = [value for key, value in headers if key.lower() == name]
+    if all(value.isascii() for value in values):
+        return ", ".join([value.decode("ascii") for value in values])
+    return httpx.Headers(headers).get(name.decode(), "")  # the encoding httpx guesses from all headers
 
 
 class Stream:

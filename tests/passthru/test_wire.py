@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from passthru.wire import LeanTransport
+from passthru.wire import Answer, LeanTransport, Target
+from tests.passthru.conftest import Raw, raw_reply
 from tests.upstream import Reply, Reset, Sse, completion
 
 
@@ -224,3 +225,127 @@ def test_a_cancelled_wait_for_the_answer_releases_its_connection(upstream):
         return pool.active, len(pool.idle)
 
     assert _run(go()) == (0, 0)  # released, and closed rather than kept: its answer was never read
+
+
+# --- A POST read whole: post(), then Sent.read() ------------------------------------------------
+HEADERS = [(b"Accept", b"*/*"), (b"content-type", b"application/json"), (b"X-Request-Id", b"r-1")]
+TIMEOUTS = httpx.Timeout(10, read=5).as_dict()
+
+
+async def _post_whole(transport: LeanTransport, base_url: str, body: bytes, read: float = 5.0) -> Answer:
+    target = Target.of(httpx.URL(f"{base_url}/chat/completions"))
+    sent = await transport.post(target, HEADERS, body, httpx.Timeout(10, read=read).as_dict())
+    return await sent.read()
+
+
+@pytest.mark.parametrize("body", [b'{"model": "m"}', b""], ids=["body", "empty"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/chat/completions?api-version=2024-10-21"])
+def test_post_writes_the_bytes_send_writes_for_the_same_request(raw_upstream, body, path):
+    url = f"http://127.0.0.1:{raw_upstream.listener.getsockname()[1]}{path}"
+
+    async def go() -> None:
+        transport = LeanTransport()
+        request = httpx.Request("POST", url, headers=HEADERS, content=body, extensions={"timeout": TIMEOUTS})
+        response = await (await transport.send(request)).response()
+        await response.aread()
+        await response.aclose()
+        await (await transport.post(Target.of(httpx.URL(url)), HEADERS, body, TIMEOUTS)).read()
+        await transport.aclose()
+
+    _run(go())
+    by_send, by_post = raw_upstream.requests
+    assert by_post == by_send
+    head, _, sent_body = by_post.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == f"POST {path} HTTP/1.1".encode()
+    host = f"Host: 127.0.0.1:{raw_upstream.listener.getsockname()[1]}".encode()
+    length = f"Content-Length: {len(body)}".encode()
+    given = [name + b": " + value for name, value in HEADERS]
+    # httpx.Request's order: Host first, then Content-Length last, or right after Host when it is 0.
+    assert lines[1:] == ([host, *given, length] if body else [host, length, *given])
+    assert sent_body == body
+
+
+def test_a_whole_answer_keeps_its_connection_for_the_next(raw_upstream):
+    raw_upstream.answers.extend([Raw(raw_reply(b'{"n": 1}', headers=("Retry-After: 3",))), Raw(raw_reply(b'{"n": 2}'))])
+
+    async def go() -> tuple[list[Answer], int]:
+        transport = LeanTransport()
+        answers = [await _post_whole(transport, raw_upstream.base_url, b"{}") for _ in range(2)]
+        pool = next(iter(transport._pools.values()))
+        idle = len(pool.idle) if pool.active == 0 else -1
+        await transport.aclose()
+        return answers, idle
+
+    answers, idle = _run(go())
+    assert [(a.status, a.body) for a in answers] == [(200, b'{"n": 1}'), (200, b'{"n": 2}')]
+    assert answers[0].headers == [(b"Content-Type", b"application/json"), (b"Content-Length", b"8"), (b"Retry-After", b"3")]
+    assert answers[0].queued == 0.0
+    assert (raw_upstream.accepted, idle) == (1, 1)  # one connection, reused, then idle
+
+
+@pytest.mark.parametrize(
+    "cut, then, error",
+    [
+        (b"", "close", httpx.RemoteProtocolError),  # closed before its head
+        (b'{"choi', "close", httpx.RemoteProtocolError),  # closed mid-body
+        (b'{"choi', "stall", httpx.ReadTimeout),  # silent mid-body
+    ],
+    ids=["closed-before-head", "closed-mid-body", "stalled-mid-body"],
+)
+def test_an_answer_not_read_to_its_end_closes_its_connection(raw_upstream, cut, then, error):
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" if cut else b""
+    raw_upstream.answers.append(Raw(head + cut, then=then))
+
+    async def go() -> tuple[int, int, bytes]:
+        transport = LeanTransport()
+        with pytest.raises(error):
+            await _post_whole(transport, raw_upstream.base_url, b"{}", read=0.3)
+        pool = next(iter(transport._pools.values()))
+        held = pool.active + len(pool.idle)
+        answer = await _post_whole(transport, raw_upstream.base_url, b"{}")  # on a new connection
+        await transport.aclose()
+        return held, pool.active, answer.body
+
+    held, active, body = _run(go())
+    assert (held, active, body) == (0, 0, b'{"ok": true}')
+    assert raw_upstream.accepted == 2
+    if then == "stall":
+        assert raw_upstream.wait_closed(1)  # Marina closed it: the provider saw it go
+
+
+def test_a_cancelled_read_closes_its_connection(raw_upstream):
+    raw_upstream.answers.append(Raw(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{", then="stall"))
+
+    async def go() -> tuple[int, int]:
+        transport = LeanTransport()
+        target = Target.of(httpx.URL(f"{raw_upstream.base_url}/chat/completions"))
+        sent = await transport.post(target, HEADERS, b"{}", TIMEOUTS)
+        reading = asyncio.ensure_future(sent.read())
+        await asyncio.sleep(0.2)
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        pool = next(iter(transport._pools.values()))
+        return pool.active, len(pool.idle)
+
+    assert _run(go()) == (0, 0)
+    assert raw_upstream.wait_closed(1)
+
+
+def test_post_waits_for_a_free_connection_and_says_how_long(raw_upstream):
+    async def go() -> float:
+        transport = LeanTransport(max_connections=1)
+        target = Target.of(httpx.URL(f"{raw_upstream.base_url}/chat/completions"))
+        first = await transport.post(target, HEADERS, b"{}", TIMEOUTS)  # holds the one connection
+        with pytest.raises(httpx.PoolTimeout):
+            await transport.post(target, HEADERS, b"{}", {**TIMEOUTS, "pool": 0.1})
+        second = asyncio.ensure_future(_post_whole(transport, raw_upstream.base_url, b"{}"))
+        await asyncio.sleep(0.3)
+        await first.read()
+        answer = await second
+        await transport.aclose()
+        return answer.queued
+
+    assert 0.25 < _run(go()) < 2
+    assert raw_upstream.accepted == 1 and len(raw_upstream.requests) == 2
