@@ -11,7 +11,8 @@ from marina.benchmark_upload import router as benchmarks_router
 from marina.formations_api import router as formations_router
 from marina.read_api import router as read_router
 from passthru.api import router as v1_router
-from passthru.errors import ApiError, error_envelope, internal_error
+from passthru.api import unexpected
+from passthru.errors import ApiError, error_envelope
 from passthru.outbound import error_out
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,5 @@ def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(Exception)
 def unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     """Anything else is a bug: log it, and still answer in OpenAI's envelope."""
-    log.error("unexpected error on %s %s", request.method, request.path, exc_info=exc)
-    out = error_out(internal_error())
+    out = unexpected(request.method or "", request.path, exc)
     return HttpResponse(out.body, status=out.status, content_type=out.content_type)

@@ -30,6 +30,15 @@ token, user or message, so its handler has none of those middleware:
   two async generators of its own for as long as the stream lasts, ~4 KB of
   each of the thousands of streams a worker may hold (issue 45).
 
+A door's POST (chat completions, responses, embeddings, messages) that the
+header middleware would let through unchanged, as every request does with the
+settings Marina ships, goes further (`passes_through`): no Django request, no
+Ninja operation, no HttpResponse, ~0.2 ms of a call's CPU at c=1 (issue 45).
+The core answers from the ASGI scope (passthru/api.py `answer_scope`) and its
+answer is sent with the headers those middleware add, got by running their
+own hooks once. Any setting that makes them act on a request, or a host they
+would refuse, and the request takes Django's way above.
+
 `Doors` sends /v1/ to that handler and everything else (admin, reports, the
 OpenAPI schema and docs, static files) to Django's usual one. Benchmark
 uploads (/v1/benchmarks/) stay with the site's handler: their import runs in a
@@ -48,13 +57,18 @@ from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
-from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http.request import split_domain_port, validate_host
 from django.http.response import ResponseHeaders
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 from django.utils.module_loading import import_string
 
 from passthru import admission
-from passthru.intake import BODY, ASGIApp, Receive, Scope, Send
+from passthru.api import answer_scope
+from passthru.intake import BODY, CHAT_PATH, DOOR_PATHS, HEADERS, ASGIApp, Receive, Scope, Send
+from passthru.outbound import Outbound
 
 API_PREFIX = "/v1/"
 SITE_UNDER_API = "/v1/benchmarks/"  # the NinjaAPI's upload routes, served with the site
@@ -132,7 +146,9 @@ class ApiHandler(ASGIHandler):
         self._template_response_middleware: list[Any] = []
         self._exception_middleware: list[Any] = []
         view: GetResponse = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined,assignment]
-        self._middleware_chain = convert_exception_to_response(InlineMiddleware(view, api_middleware()))
+        self._inline = InlineMiddleware(view, api_middleware())
+        self._middleware_chain = convert_exception_to_response(self._inline)
+        self._added: tuple[int, list[tuple[str, str]]] | None = None  # _middleware_headers
 
     def resolve_request(self, request: HttpRequest) -> ResolverMatch:
         # Django walks the site's patterns (admin, reports, the NinjaAPI's
@@ -199,6 +215,9 @@ class ApiHandler(ASGIHandler):
         await send({"type": "http.response.body"})
 
     async def _respond(self, scope: Scope, send: Send) -> None:
+        if passes_through(scope):
+            await self._send_outbound(scope, await answer_scope(scope), send)
+            return
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, io.BytesIO())
         if request is None:
@@ -207,11 +226,92 @@ class ApiHandler(ASGIHandler):
             return
         await self.send_response(await self.run_get_response(request), send)
 
+    async def _send_outbound(self, scope: Scope, out: Outbound, send: Send) -> None:
+        """The core's answer as Django would send it for the view: its
+        Content-Type first, the core's headers (Django's ResponseHeaders
+        checks and encodes them), then those the header middleware add."""
+        headers = ResponseHeaders({"Content-Type": out.content_type})
+        for name, value in out.headers.items():
+            headers[name] = value
+        for name, value in self._middleware_headers(scope):
+            if name not in headers:  # each of them sets its header only when the response has none
+                if name != "Content-Length":
+                    headers[name] = value
+                elif out.stream is None:  # CommonMiddleware's, for a whole body
+                    headers[name] = str(len(out.body))
+        start = {"type": "http.response.start", "status": out.status, "headers": _header_list(headers)}
+        if out.stream is None:
+            await send(start)
+            await send({"type": "http.response.body", "body": out.body})
+            return
+        await send(start)
+        del start, headers
+        # The cores' streams are async generators: closed here, whatever happens to the send.
+        async with aclosing(out.stream) as parts:  # type: ignore[type-var]
+            async for part in parts:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body"})
 
-def _header_list(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
+    def _middleware_headers(self, scope: Scope) -> list[tuple[str, str]]:
+        """What the header middleware add to a response of a request that
+        passes through them (`passes_through`): their own hooks, run once on
+        an empty response, in their order (the settings they read are fixed
+        while no test changes them: then it is worked out again)."""
+        if self._added is None or self._added[0] != _settings_changes:
+            request, _ = self.create_request(scope, io.BytesIO())
+            assert request is not None
+            response: HttpResponseBase = HttpResponse(b"", content_type="application/json")
+            for layer in reversed(self._inline.layers):
+                hook = getattr(layer, "process_response", None)
+                if hook:
+                    response = hook(request, response)
+            self._added = (_settings_changes, [(name, value) for name, value in response.items() if name != "Content-Type"])
+        return self._added[1]
+
+
+def passes_through(scope: Scope) -> bool:
+    """Whether a request is a door's POST that Django's header middleware
+    would let through unchanged, so that it can be answered without Django's
+    request and response (`answer_scope`): ~0.2 ms of a call's CPU at c=1
+    (docs/performance.md, issue 45). Conservative: a setting that makes
+    them act on the request (an SSL redirect, a forwarded or www host, a
+    user-agent ban, a script name), a secure request (HSTS), or a host
+    ALLOWED_HOSTS does not list, and Django's path answers, as before."""
+    if HEADERS not in scope or scope["path"] not in (CHAT_PATH, *DOOR_PATHS) or scope.get("scheme", "http") != "http":
+        return False
+    if (
+        settings.SECURE_SSL_REDIRECT
+        or settings.SECURE_PROXY_SSL_HEADER
+        or settings.USE_X_FORWARDED_HOST
+        or settings.PREPEND_WWW
+        or settings.DISALLOWED_USER_AGENTS
+        or settings.FORCE_SCRIPT_NAME
+    ):
+        return False
+    host = scope[HEADERS].get("host")
+    if not host:
+        return False
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
+_settings_changes = 0  # counts Django's setting_changed signals (tests change settings)
+
+
+@receiver(setting_changed)
+def _settings_changed(**kwargs: Any) -> None:
+    global _settings_changes
+    _settings_changes += 1
+
+
+def _header_list(response: HttpResponseBase | ResponseHeaders) -> list[tuple[bytes, bytes]]:
     """The response's headers and cookies as ASGI sends them, as Django's send_response makes them."""
     headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
-    headers += [(b"Set-Cookie", c.output(header="").encode("ascii").strip()) for c in response.cookies.values()]
+    if isinstance(response, HttpResponseBase):
+        headers += [(b"Set-Cookie", c.output(header="").encode("ascii").strip()) for c in response.cookies.values()]
     return headers
 
 

@@ -1,6 +1,7 @@
 """The /v1 router: parse, delegate, return. Errors are mapped in marina/api.py."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,11 +19,11 @@ from passthru.doors.chat import chat_completions
 from passthru.doors.embeddings import embeddings
 from passthru.doors.messages import anthropic_error, messages
 from passthru.doors.responses import responses
-from passthru.errors import ApiError, check_request_size, declared_size, request_too_large
-from passthru.intake import BODY, admitted, headers_of
+from passthru.errors import ApiError, check_request_size, declared_size, internal_error, request_too_large
+from passthru.intake import BODY, CHAT_PATH, HEADERS, MESSAGES_PATH, Scope, admitted, admitted_in, headers_of
 from passthru.lifecycle import refuse
 from passthru.models_list import list_models
-from passthru.outbound import Outbound
+from passthru.outbound import Outbound, error_out
 from passthru.schemas import (
     AnthropicErrorEnvelope,
     ChatCompletionRequest,
@@ -35,6 +36,7 @@ from passthru.schemas import (
     inline_schema,
 )
 
+log = logging.getLogger(__name__)
 router = Router(tags=["v1"])
 
 # One server-sent event of a streamed answer: `data` is a chat.completion.chunk
@@ -63,6 +65,60 @@ def inbound(request: HttpRequest) -> Inbound:
         peer=request.META.get("REMOTE_ADDR") or "",
         caller=caller,
     )
+
+
+def inbound_of_scope(scope: Scope) -> Inbound:
+    """`inbound`, read from the ASGI scope Intake and the API's handler
+    prepared (a door's POST: its headers, caller and body are there)."""
+    headers = dict(scope[HEADERS])
+    caller = admitted_in(scope)
+    check_request_size(declared_size(headers))
+    client = scope.get("client")
+    return Inbound(
+        method="POST", path=scope["path"], headers=headers, body=scope.pop(BODY, b""), peer=client[0] if client else "", caller=caller
+    )
+
+
+async def answer_scope(scope: Scope) -> Outbound:
+    """A door's POST answered from its ASGI scope, as the door's Ninja view
+    answers it from Django's request: the same Inbound, core and refusals,
+    and a failure outside the core the 500 marina/api.py's handler gives
+    (marina/mounts.py takes this way when Django's header middleware would
+    let the request through unchanged)."""
+    path = scope["path"]
+    try:
+        core, envelope = _core_of(path)
+        try:
+            parsed = inbound_of_scope(scope)
+        except ApiError as exc:
+            headers = dict(scope[HEADERS])
+            return await doors.refuse(Inbound(method="POST", path=path, headers=headers, body=b""), exc, envelope)
+        return await core(parsed)
+    except ApiError as exc:  # as marina/api.py's handler answers one
+        return error_out(exc)
+    except Exception as exc:
+        return unexpected(scope["method"], path, exc)
+
+
+def _core_of(path: str) -> tuple[Callable[[Inbound], Awaitable[Outbound]], Callable[[ApiError], Outbound]]:
+    """The core behind a door's path, and its error envelope (looked up when
+    called, as the views look them up)."""
+    if path == CHAT_PATH:
+        return chat_completions, error_out
+    if path == "/v1/responses":
+        return responses, error_out
+    if path == "/v1/embeddings":
+        return embeddings, error_out
+    if path == MESSAGES_PATH:
+        return messages, anthropic_error
+    raise LookupError(f"no door at {path}")
+
+
+def unexpected(method: str, path: str, exc: Exception) -> Outbound:
+    """Anything that escapes a view or the core is a bug: logged, and still
+    answered in OpenAI's envelope (marina/api.py's handler for the Ninja views)."""
+    log.error("unexpected error on %s %s", method, path, exc_info=exc)
+    return error_out(internal_error())
 
 
 def _body_of(request: HttpRequest) -> bytes:

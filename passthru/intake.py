@@ -115,7 +115,11 @@ def headers_of(request: HttpRequest) -> dict[str, str]:
 def admitted(request: HttpRequest) -> auth.Caller | None:
     """For a view behind Intake: the caller it admitted (None: not checked,
     e.g. under WSGI), or the refusal it decided on, raised."""
-    scope = getattr(request, "scope", None) or {}
+    return admitted_in(getattr(request, "scope", None) or {})
+
+
+def admitted_in(scope: Scope) -> auth.Caller | None:
+    """`admitted`, read from the request's ASGI scope."""
     refusal = scope.get(REFUSAL)
     if refusal is not None:
         raise refusal

@@ -178,6 +178,48 @@ def test_plain_completion(urls, upstream):
     assert "set-cookie" not in response.headers and "vary" not in response.headers
 
 
+def test_a_doors_post_is_answered_without_djangos_request_and_response(urls, upstream, monkeypatch):
+    """With the header middleware letting the request through (the settings
+    Marina ships), the door answers from the ASGI scope (mounts.passes_through),
+    the same answer as the site's Django path, header for header."""
+    answered: list[str] = []
+    answer = mounts.answer_scope
+
+    async def counted(scope: Any) -> Any:
+        answered.append(scope["path"])
+        return await answer(scope)
+
+    monkeypatch.setattr(mounts, "answer_scope", counted)
+    assert_same(both(urls, upstream, lambda: None, content=_body()))
+    assert_same(both(urls, upstream, lambda: None, content=_body(stream=True)))
+    assert answered == ["/v1/chat/completions"] * 2
+
+
+def test_settings_that_make_the_middleware_act_on_a_request_send_it_through_django(urls, upstream, settings, monkeypatch):
+    """CommonMiddleware refuses an agent, or redirects to www.: Django's path
+    answers, as the site's does, not the core."""
+    answered: list[str] = []
+    monkeypatch.setattr(mounts, "answer_scope", lambda scope: answered.append(scope["path"]))
+    settings.DISALLOWED_USER_AGENTS = [re.compile("^bad-agent")]
+    refused = assert_same(
+        both(urls, upstream, lambda: None, content=_body(), headers={"user-agent": "bad-agent/1"}, expect_trace=False)
+    )
+    assert refused.status_code != 200
+    settings.DISALLOWED_USER_AGENTS = []
+    settings.PREPEND_WWW = True
+    for response, _ in both(urls, upstream, lambda: None, content=_body(), expect_trace=False).values():
+        assert response.status_code == 301 and response.headers["location"].startswith("http://www.127.0.0.1:")
+    assert answered == []
+
+
+def test_a_changed_setting_changes_the_headers_the_middleware_add_on_the_direct_way(urls, upstream, settings):
+    settings.X_FRAME_OPTIONS = "SAMEORIGIN"  # read by XFrameOptionsMiddleware on each response
+    response = assert_same(both(urls, upstream, lambda: None, content=_body()))
+    assert response.headers["x-frame-options"] == "SAMEORIGIN"
+    settings.X_FRAME_OPTIONS = "DENY"
+    assert assert_same(both(urls, upstream, lambda: None, content=_body())).headers["x-frame-options"] == "DENY"
+
+
 def test_stream_with_and_without_usage(urls, upstream):
     response = assert_same(both(urls, upstream, lambda: None, content=_body(stream=True)))
     assert response.headers["content-type"] == "text/event-stream"
