@@ -46,12 +46,18 @@ def test_an_empty_ledger_says_what_to_do_next(user_client: Client) -> None:
 def test_overview_figures_come_from_the_ledger(user_client: Client, settings) -> None:
     settings.MARINA_DAILY_SPEND_CAP_USD = Decimal("0.01")
     now = datetime.now(UTC)
+    midnight = datetime.combine(utc_today(), time(0), tzinfo=UTC)
+
+    def today(minutes_ago: int) -> datetime:
+        # Minutes ago, or just after midnight when that was yesterday (the first minutes of a UTC day).
+        return max(now - timedelta(minutes=minutes_ago), midnight + timedelta(seconds=10 - minutes_ago))
+
     yesterday_noon = datetime.combine(utc_today() - timedelta(days=1), time(12), tzinfo=UTC)
-    record_trace(request_id="t1", model="openrouter/openai/gpt-5.2", key="alice", started_at=now - timedelta(minutes=5))
-    record_trace(request_id="t2", model="openrouter/openai/gpt-5.2", key="alice", started_at=now - timedelta(minutes=1),
+    record_trace(request_id="t1", model="openrouter/openai/gpt-5.2", key="alice", started_at=today(5))
+    record_trace(request_id="t2", model="openrouter/openai/gpt-5.2", key="alice", started_at=today(1),
                  status="error", calls=[("openrouter/openai/gpt-5.2", None)])  # fmt: skip
     record_trace(
-        request_id="t3", model="marina/verify:openrouter/openai/gpt-5.2", key="ci", started_at=now - timedelta(minutes=2),
+        request_id="t3", model="marina/verify:openrouter/openai/gpt-5.2", key="ci", started_at=today(2),
         formation_label="revised",
         calls=[("openrouter/openai/gpt-5.2", 3_000_000), ("openrouter/openai/gpt-5.2", 1_000_000), ("openrouter/openai/gpt-5.2", 2_000_000)],
     )  # fmt: skip
