@@ -66,7 +66,7 @@ from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_pre
 from django.utils.module_loading import import_string
 
 from passthru import admission
-from passthru.api import answer_scope
+from passthru.api import answer_scope, unexpected
 from passthru.intake import BODY, CHAT_PATH, DOOR_PATHS, HEADERS, ASGIApp, Receive, Scope, Send
 from passthru.outbound import Outbound
 
@@ -216,7 +216,13 @@ class ApiHandler(ASGIHandler):
 
     async def _respond(self, scope: Scope, send: Send) -> None:
         if passes_through(scope):
-            await self._send_outbound(scope, await answer_scope(scope), send)
+            out = await answer_scope(scope)
+            try:
+                headers = self._headers_of(scope, out)
+            except Exception as exc:  # a header Django refuses: the 500 the view's response would have been
+                out = unexpected(scope["method"], scope["path"], exc)
+                headers = self._headers_of(scope, out)
+            await _send_outbound(out, headers, send)
             return
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, io.BytesIO())
@@ -226,32 +232,29 @@ class ApiHandler(ASGIHandler):
             return
         await self.send_response(await self.run_get_response(request), send)
 
-    async def _send_outbound(self, scope: Scope, out: Outbound, send: Send) -> None:
-        """The core's answer as Django would send it for the view: its
-        Content-Type first, the core's headers (Django's ResponseHeaders
-        checks and encodes them), then those the header middleware add."""
-        headers = ResponseHeaders({"Content-Type": out.content_type})
+    def _headers_of(self, scope: Scope, out: Outbound) -> list[tuple[bytes, bytes]]:
+        """The core's answer's headers as Django would send them for the view:
+        its Content-Type first, the core's headers (a name given twice, in
+        any case, keeps its first place and its last value), then those the
+        header middleware add when the response has none of that name."""
+        fields = {"content-type": ("Content-Type", out.content_type)}
         for name, value in out.headers.items():
-            headers[name] = value
-        present = {"content-type", *(name.lower() for name in out.headers)}
+            fields[name.lower()] = (name, value)
         for name, value in self._middleware_headers(scope):
-            if name.lower() not in present:  # each of them sets its header only when the response has none
+            if name.lower() not in fields:
                 if name != "Content-Length":
-                    headers[name] = value
+                    fields[name.lower()] = (name, value)
                 elif out.stream is None:  # CommonMiddleware's, for a whole body
-                    headers[name] = str(len(out.body))
-        start = {"type": "http.response.start", "status": out.status, "headers": _header_list(headers)}
-        if out.stream is None:
-            await send(start)
-            await send({"type": "http.response.body", "body": out.body})
-            return
-        await send(start)
-        del start, headers
-        # The cores' streams are async generators: closed here, whatever happens to the send.
-        async with aclosing(out.stream) as parts:  # type: ignore[type-var]
-            async for part in parts:
-                await send({"type": "http.response.body", "body": part, "more_body": True})
-        await send({"type": "http.response.body"})
+                    fields["content-length"] = (name, str(len(out.body)))
+        pairs = list(fields.values())
+        if not any("\n" in text or "\r" in text for pair in pairs for text in pair):
+            try:
+                return [(name.encode("ascii"), value.encode("latin-1")) for name, value in pairs]
+            except UnicodeEncodeError:
+                pass
+        # A value that is not Latin-1, or a line break: Django's ResponseHeaders encodes
+        # the one (RFC 2047) and refuses the other (BadHeaderError), as for the view.
+        return _header_list(ResponseHeaders(dict(pairs)))
 
     def _middleware_headers(self, scope: Scope) -> list[tuple[str, str]]:
         """What the header middleware add to a response of a request that
@@ -268,6 +271,21 @@ class ApiHandler(ASGIHandler):
                     response = hook(request, response)
             self._added = (_settings_changes, [(name, value) for name, value in response.items() if name != "Content-Type"])
         return self._added[1]
+
+
+async def _send_outbound(out: Outbound, headers: list[tuple[bytes, bytes]], send: Send) -> None:
+    """The core's answer sent as Django's handler sends the view's response."""
+    if out.stream is None:
+        await send({"type": "http.response.start", "status": out.status, "headers": headers})
+        await send({"type": "http.response.body", "body": out.body})
+        return
+    await send({"type": "http.response.start", "status": out.status, "headers": headers})
+    del headers
+    # The cores' streams are async generators: closed here, whatever happens to the send.
+    async with aclosing(out.stream) as parts:  # type: ignore[type-var]
+        async for part in parts:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body"})
 
 
 def passes_through(scope: Scope) -> bool:

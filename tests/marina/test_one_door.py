@@ -355,6 +355,20 @@ def test_non_latin1_header_values_are_encoded_like_django(urls, upstream):
     assert response.headers["x-marina-upstream-model"].startswith("=?utf-8?")
 
 
+def test_a_header_django_refuses_is_the_same_500_on_both_routes(urls, upstream, monkeypatch):
+    """A line break in a header value (no core sends one): Django's response
+    refuses it in the view, and marina/api.py's handler answers; the direct
+    way answers the same."""
+    from passthru.outbound import Outbound
+
+    async def core(inbound: Any) -> Outbound:
+        return Outbound(200, {"x-marina-note": "one\r\nSet-Cookie: two"}, b"{}")
+
+    monkeypatch.setattr("passthru.api.chat_completions", core)
+    response = assert_same(both(urls, upstream, lambda: None, content=_body(), expect_trace=False))
+    assert response.status_code == 500 and "set-cookie" not in response.headers
+
+
 def test_disallowed_host_is_refused_by_djangos_host_check(urls, upstream):
     before = Trace.objects.count()
     response = assert_same(both(urls, upstream, lambda: None, content=_body(), headers={"host": "evil.example"}, expect_trace=False))
