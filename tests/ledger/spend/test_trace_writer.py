@@ -211,7 +211,7 @@ def test_a_trace_with_more_spans_than_one_statement_takes_is_written_whole(monke
     is written as several statements in a transaction, the same rows."""
     from ledger.spend import trace_writer
 
-    def too_many_parameters(cursor, trace):
+    def too_many_parameters(cursor, trace, conn):
         raise AssertionError("a trace past the limit went into one statement")
 
     monkeypatch.setattr(trace_writer, "ONE_STATEMENT_MAX_SPANS", 2)  # _record has three spans
@@ -237,3 +237,33 @@ def test_sqlite_writes_on_the_drivers_cursor_with_its_own_placeholders():
     assert [q["sql"].split()[0] for q in through_django] == ["BEGIN", "COMMIT"]  # the transaction only
     assert (Span.objects.filter(trace_id=trace_id).count(), sum(SpendDaily.objects.values_list("calls", flat=True))) == (3, 2)
     assert _view(Trace.objects.get(pk=trace_id)) == _view(_orm_twin(_record("lone")))
+
+
+@pytest.mark.parametrize("model", [Trace, Span])
+def test_adapted_values_are_what_the_fields_make_of_them(model, db):
+    """The writer adapts a datetime and a JSON value with the connection's own
+    functions, not through the field (trace_writer._adapter): the parameters are
+    those the field's get_db_prep_save makes, on either database."""
+    from datetime import timezone
+
+    from django.db import connection
+
+    from ledger.spend.trace_writer import _adapter
+
+    datetimes = [T0, T0.astimezone(timezone(timedelta(hours=5, minutes=30))), datetime(2026, 1, 1, tzinfo=UTC), None]
+    documents = [None, {}, [], {"a": [1, "é ✓", None, 2.5, True]}, "text", 0, 1.5, False]
+    for field in model._meta.concrete_fields:
+        kind = field.get_internal_type()
+        if kind not in ("DateTimeField", "JSONField"):
+            continue
+        adapt = _adapter(field)
+        for value in datetimes if kind == "DateTimeField" else documents:
+            ours, djangos = adapt(value, connection), field.get_db_prep_save(value, connection)
+            assert _comparable(ours) == _comparable(djangos), (field.name, value)
+
+
+def _comparable(value):
+    """psycopg's Jsonb wrapper has no equality: its type, object and text."""
+    if hasattr(value, "obj") and hasattr(value, "dumps"):
+        return type(value), value.obj, value.dumps(value.obj)
+    return type(value), value
