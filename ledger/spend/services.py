@@ -26,7 +26,7 @@ from django.db import (
     transaction,
 )
 
-from kernel.dbwriter import close_writer_connection, submit, write_turn
+from kernel.dbwriter import close_writer_connection, sqlite_transaction, submit, write_turn
 from ledger.models import SpendDaily, Trace
 from ledger.spend import partitions, retention
 from ledger.spend.keys import Active, KeyNameTaken, active_keys, listed, revoke, store_key
@@ -77,8 +77,11 @@ def record_requests(traces: Sequence[TraceRecord], *, notify: bool = True) -> li
         # One statement (ledger/spend/trace_writer.py), committed on its own:
         # BEGIN and COMMIT would be two more round trips to the server.
         ids = insert_traces(traces, conn)
+    elif conn.vendor == "sqlite":
+        with sqlite_transaction(conn):  # BEGIN and COMMIT on the driver's connection (kernel/dbwriter.py)
+            ids = insert_traces(traces, conn)
     else:
-        with write_turn(conn), transaction.atomic():
+        with transaction.atomic():  # PostgreSQL's batch: one transaction for all its traces
             ids = insert_traces(traces, conn)
     if notify and _observers:
         notify_committed(traces)
