@@ -45,7 +45,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
 from kernel.formations import holds_decision
-from kernel.prepared import server_binding_cursor
+from kernel.prepared import native_binding_cursor
 from ledger.models import Span, Trace
 from ledger.spend.records import SpanRecord, TraceRecord
 
@@ -275,13 +275,13 @@ def insert_traces(traces: Sequence[TraceRecord], conn: BaseDatabaseWrapper | Non
         conn.ensure_connection()
         with conn.wrap_database_errors:  # Django's exceptions, as from its own cursors
             if len(traces) == 1:
-                return [_insert_one_statement(server_binding_cursor(conn.connection), traces[0], conn)]
+                return [_insert_one_statement(native_binding_cursor(conn.connection), traces[0], conn)]
             # A batch (the writer under load, in one transaction): the same
             # statements, sent together in one pipeline, a cursor each.
             cursors = []
             with conn.connection.pipeline():
                 for trace in traces:
-                    cursor = server_binding_cursor(conn.connection)
+                    cursor = native_binding_cursor(conn.connection)
                     _execute_one_statement(cursor, trace, conn)
                     cursors.append(cursor)
             return [cursor.fetchone()[0] for cursor in cursors]
@@ -332,7 +332,9 @@ def summed_spend(rows: Sequence[SpendRow]) -> list[SpendRow]:
 @lru_cache(maxsize=64)
 def _one_statement(spans: int, spend_rows: int) -> str:
     """PostgreSQL: a trace, `spans` spans and `spend_rows` spend upserts in one
-    statement (its SQL made once per shape; psycopg prepares each once per connection)."""
+    statement (its SQL made once per shape; psycopg prepares each once per
+    connection), with PostgreSQL's own placeholders, $1, $2, ... (the cursor
+    of kernel/prepared.py's `native_binding_cursor`)."""
     trace_insert, span_insert, _ = _statements("postgresql")
     parts = [f"t AS ({trace_insert.sql})"]
     if spans:
@@ -342,7 +344,8 @@ def _one_statement(spans: int, spend_rows: int) -> str:
         parts.append(f"s AS ({head} VALUES {', '.join([row] * spans)})")
     if spend_rows:
         parts.append(f"d AS (INSERT INTO {_SPEND_COLUMNS} VALUES {', '.join([_SPEND_VALUES] * spend_rows)} {_SPEND_ON_CONFLICT})")
-    return "WITH " + ",\n".join(parts) + "\nSELECT id FROM t"
+    pieces = ("WITH " + ",\n".join(parts) + "\nSELECT id FROM t").split("%s")  # each %s becomes $1, $2, ...
+    return "".join(f"{piece}${n}" for n, piece in enumerate(pieces[:-1], 1)) + pieces[-1]
 
 
 def _insert_one_statement(cursor: Any, trace: TraceRecord, conn: BaseDatabaseWrapper) -> int:

@@ -195,6 +195,7 @@ def test_postgresql_commits_a_lone_trace_in_one_prepared_statement(monkeypatch):
         (trace_id,) = services.record_requests([_record("lone")])
     assert len(through_django) == 0 and len(sent) == 1
     assert sent[0][0].startswith("WITH t AS (INSERT INTO") and sent[0][1] is True
+    assert "%s" not in sent[0][0] and "$58" in sent[0][0]  # PostgreSQL's own placeholders: psycopg converts none
     prepared = connection.connection.execute("SELECT statement FROM pg_prepared_statements").fetchall()
     assert [row[0][:22] for row in prepared] == ["WITH t AS (INSERT INTO"]
     settings = connection.settings_dict
