@@ -15,8 +15,9 @@ Why not the ORM: `Trace.objects.create` + `bulk_create` compile their SQL on
 every call, ~0.8 ms of CPU per request on this machine, more than the rest of
 the request path together (docs/performance.md). The statements here are
 built once per connection vendor from the models' own field lists and each
-value is adapted by its field (`get_db_prep_save`) where the type needs it,
-so rows are stored exactly as the ORM stores them (tests/ledger/spend/test_trace_writer.py
+value is adapted as its field does (`get_db_prep_save`, or the step of it that
+does the work: `_adapter`) where the type needs it, so rows are stored exactly
+as the ORM stores them (tests/ledger/spend/test_trace_writer.py
 reads them back through the ORM on SQLite and PostgreSQL).
 
 With MARINA_TRACE_STORE=otel the spans go to the OpenTelemetry collector
@@ -35,14 +36,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
 from kernel.formations import holds_decision
-from kernel.prepared import server_binding_cursor
+from kernel.prepared import native_binding_cursor
 from ledger.models import Span, Trace
 from ledger.spend.records import SpanRecord, TraceRecord
 
@@ -77,6 +80,25 @@ def _column(field: Field[Any, Any]) -> str:
     return field.column
 
 
+def _adapter(field: Field[Any, Any]) -> Callable[[Any, BaseDatabaseWrapper], Any]:
+    """How a value of `field` becomes the driver's parameter, given the
+    connection: the field's `get_db_prep_save`, or for the ledger's two adapted
+    types the one step of it that does anything to the values the records hold
+    (aware datetimes; JSON or None), the connection's own
+    `adapt_datetimefield_value` and `adapt_json_value`. The field's layers
+    around them (to_python, the naive-datetime check, expressions) were ~45,000
+    instructions of a plain call's trace write (three datetimes, one JSON
+    value), on SQLite and PostgreSQL alike. tests/ledger/spend/test_trace_writer.py
+    compares the two on both."""
+    kind = field.get_internal_type()
+    if kind == "DateTimeField":
+        return lambda value, conn: conn.ops.adapt_datetimefield_value(value)
+    if kind == "JSONField":
+        encoder = field.encoder  # type: ignore[attr-defined]
+        return lambda value, conn: None if value is None else conn.ops.adapt_json_value(value, encoder)
+    return field.get_db_prep_save
+
+
 class _Insert:
     """One model's INSERT: the SQL (`mark` its placeholder) and a function turning a dict of values into its parameters."""
 
@@ -86,18 +108,18 @@ class _Insert:
         columns = ", ".join(quote(_column(f)) for f in self.fields)
         marks = ", ".join([mark] * len(self.fields))
         self.sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
+        self.returning = returning
         if returning:
             self.sql += f" RETURNING {quote(_column(model._meta.pk))}"
-        self.adapters: list[tuple[str, Callable[[Any], Any] | None]] = [
-            (f.attname, self._adapter(f) if f.get_internal_type() in _ADAPTED else None) for f in self.fields
-        ]
+        self.names = [f.attname for f in self.fields]
+        self._values = itemgetter(*self.names)
+        self._adapters = [(i, _adapter(f)) for i, f in enumerate(self.fields) if f.get_internal_type() in _ADAPTED]
 
-    @staticmethod
-    def _adapter(field: Field[Any, Any]) -> Callable[[Any], Any]:
-        return lambda value: field.get_db_prep_save(value, connection)
-
-    def params(self, values: dict[str, Any]) -> list[Any]:
-        return [values[name] if adapt is None else adapt(values[name]) for name, adapt in self.adapters]
+    def params(self, values: dict[str, Any], conn: BaseDatabaseWrapper) -> list[Any]:
+        params = list(self._values(values))
+        for i, adapt in self._adapters:
+            params[i] = adapt(params[i], conn)
+        return params
 
 
 @lru_cache(maxsize=4)
@@ -111,20 +133,20 @@ def _statements(vendor: str) -> tuple[_Insert, _Insert, str]:
 
 
 @contextlib.contextmanager
-def _cursor() -> Iterator[Any]:
+def _cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
     """The cursor insert_traces runs its statements on. On SQLite, the driver's
     own: Django's SQLite cursor rewrites every statement's `%s` into `?` with a
     regular expression on each execute, 7 % of a plain call's instructions at
     c=1 for these three statements (docs/performance.md, issue 45); these are
     written with `?` once (`_statements`). Errors are Django's, as from its cursor."""
-    if connection.vendor != "sqlite":
-        with connection.cursor() as cursor:
+    if conn.vendor != "sqlite":
+        with conn.cursor() as cursor:
             yield cursor
         return
-    connection.ensure_connection()
-    cursor = connection.connection.cursor()
+    conn.ensure_connection()
+    cursor = conn.connection.cursor()
     try:
-        with connection.wrap_database_errors:
+        with conn.wrap_database_errors:
             yield cursor
     finally:
         cursor.close()
@@ -242,35 +264,38 @@ def spend_row(trace: TraceRecord, span: SpanRecord) -> SpendRow:
     )
 
 
-def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
-    """INSERT the traces, their spans and their spend upserts; returns the
-    traces' ids. The caller holds the transaction (on PostgreSQL, a single
-    trace needs none: its one statement is atomic)."""
-    if one_statement_each(traces):
-        connection.ensure_connection()
-        with connection.wrap_database_errors:  # Django's exceptions, as from its own cursors
+def insert_traces(traces: Sequence[TraceRecord], conn: BaseDatabaseWrapper | None = None) -> list[int]:
+    """INSERT the traces, their spans and their spend upserts on `conn` (this
+    thread's connection, services.record_requests says why it is handed down);
+    returns the traces' ids. The caller holds the transaction (on PostgreSQL, a
+    single trace needs none: its one statement is atomic)."""
+    if conn is None:
+        conn = connections[DEFAULT_DB_ALIAS]
+    if one_statement_each(traces, conn):
+        conn.ensure_connection()
+        with conn.wrap_database_errors:  # Django's exceptions, as from its own cursors
             if len(traces) == 1:
-                return [_insert_one_statement(server_binding_cursor(connection.connection), traces[0])]
+                return [_insert_one_statement(native_binding_cursor(conn.connection), traces[0], conn)]
             # A batch (the writer under load, in one transaction): the same
             # statements, sent together in one pipeline, a cursor each.
             cursors = []
-            with connection.connection.pipeline():
+            with conn.connection.pipeline():
                 for trace in traces:
-                    cursor = server_binding_cursor(connection.connection)
-                    _execute_one_statement(cursor, trace)
+                    cursor = native_binding_cursor(conn.connection)
+                    _execute_one_statement(cursor, trace, conn)
                     cursors.append(cursor)
             return [cursor.fetchone()[0] for cursor in cursors]
-    trace_insert, span_insert, spend_upsert = _statements(connection.vendor)
+    trace_insert, span_insert, spend_upsert = _statements(conn.vendor)
     ids: list[int] = []
     spans: list[list[Any]] = []
     spend: list[SpendRow] = []
-    with _cursor() as cursor:
+    with _cursor(conn) as cursor:
         for trace in traces:
             upstream = [s for s in trace.spans if s.is_upstream_call]
-            cursor.execute(trace_insert.sql, trace_insert.params(_trace_values(trace, upstream)))
-            trace_id = cursor.fetchone()[0] if "RETURNING" in trace_insert.sql else cursor.lastrowid
+            cursor.execute(trace_insert.sql, trace_insert.params(_trace_values(trace, upstream), conn))
+            trace_id = cursor.fetchone()[0] if trace_insert.returning else cursor.lastrowid
             ids.append(trace_id)
-            spans.extend(span_insert.params(_span_values(trace_id, trace, s)) for s in stored_spans(trace))
+            spans.extend(span_insert.params(_span_values(trace_id, trace, s), conn) for s in stored_spans(trace))
             spend.extend(spend_row(trace, s) for s in upstream)
         if spans:
             cursor.executemany(span_insert.sql, spans)
@@ -284,9 +309,9 @@ def insert_traces(traces: Sequence[TraceRecord]) -> list[int]:
 ONE_STATEMENT_MAX_SPANS = 1000
 
 
-def one_statement_each(traces: Sequence[TraceRecord]) -> bool:
+def one_statement_each(traces: Sequence[TraceRecord], conn: BaseDatabaseWrapper) -> bool:
     """Whether insert_traces writes each of `traces` as one statement (PostgreSQL)."""
-    return connection.vendor == "postgresql" and all(len(trace.spans) <= ONE_STATEMENT_MAX_SPANS for trace in traces)
+    return conn.vendor == "postgresql" and all(len(trace.spans) <= ONE_STATEMENT_MAX_SPANS for trace in traces)
 
 
 def summed_spend(rows: Sequence[SpendRow]) -> list[SpendRow]:
@@ -307,7 +332,9 @@ def summed_spend(rows: Sequence[SpendRow]) -> list[SpendRow]:
 @lru_cache(maxsize=64)
 def _one_statement(spans: int, spend_rows: int) -> str:
     """PostgreSQL: a trace, `spans` spans and `spend_rows` spend upserts in one
-    statement (its SQL made once per shape; psycopg prepares each once per connection)."""
+    statement (its SQL made once per shape; psycopg prepares each once per
+    connection), with PostgreSQL's own placeholders, $1, $2, ... (the cursor
+    of kernel/prepared.py's `native_binding_cursor`)."""
     trace_insert, span_insert, _ = _statements("postgresql")
     parts = [f"t AS ({trace_insert.sql})"]
     if spans:
@@ -317,24 +344,25 @@ def _one_statement(spans: int, spend_rows: int) -> str:
         parts.append(f"s AS ({head} VALUES {', '.join([row] * spans)})")
     if spend_rows:
         parts.append(f"d AS (INSERT INTO {_SPEND_COLUMNS} VALUES {', '.join([_SPEND_VALUES] * spend_rows)} {_SPEND_ON_CONFLICT})")
-    return "WITH " + ",\n".join(parts) + "\nSELECT id FROM t"
+    pieces = ("WITH " + ",\n".join(parts) + "\nSELECT id FROM t").split("%s")  # each %s becomes $1, $2, ...
+    return "".join(f"{piece}${n}" for n, piece in enumerate(pieces[:-1], 1)) + pieces[-1]
 
 
-def _insert_one_statement(cursor: Any, trace: TraceRecord) -> int:
-    _execute_one_statement(cursor, trace)
+def _insert_one_statement(cursor: Any, trace: TraceRecord, conn: BaseDatabaseWrapper) -> int:
+    _execute_one_statement(cursor, trace, conn)
     trace_id: int = cursor.fetchone()[0]
     return trace_id
 
 
-def _execute_one_statement(cursor: Any, trace: TraceRecord) -> None:
+def _execute_one_statement(cursor: Any, trace: TraceRecord, conn: BaseDatabaseWrapper) -> None:
     trace_insert, span_insert, _ = _statements("postgresql")
     upstream = [s for s in trace.spans if s.is_upstream_call]
     spend = summed_spend([spend_row(trace, s) for s in upstream])
-    params = trace_insert.params(_trace_values(trace, upstream))
-    trace_id_at = [name for name, _ in span_insert.adapters].index("trace_id")  # the statement fills it in
+    params = trace_insert.params(_trace_values(trace, upstream), conn)
+    trace_id_at = span_insert.names.index("trace_id")  # the statement fills it in
     stored = stored_spans(trace)
     for span in stored:
-        span_params = span_insert.params(_span_values(0, trace, span))
+        span_params = span_insert.params(_span_values(0, trace, span), conn)
         del span_params[trace_id_at]
         params += span_params
     for row in spend:

@@ -195,6 +195,7 @@ def test_postgresql_commits_a_lone_trace_in_one_prepared_statement(monkeypatch):
         (trace_id,) = services.record_requests([_record("lone")])
     assert len(through_django) == 0 and len(sent) == 1
     assert sent[0][0].startswith("WITH t AS (INSERT INTO") and sent[0][1] is True
+    assert "%s" not in sent[0][0] and "$58" in sent[0][0]  # PostgreSQL's own placeholders: psycopg converts none
     prepared = connection.connection.execute("SELECT statement FROM pg_prepared_statements").fetchall()
     assert [row[0][:22] for row in prepared] == ["WITH t AS (INSERT INTO"]
     settings = connection.settings_dict
@@ -211,7 +212,7 @@ def test_a_trace_with_more_spans_than_one_statement_takes_is_written_whole(monke
     is written as several statements in a transaction, the same rows."""
     from ledger.spend import trace_writer
 
-    def too_many_parameters(cursor, trace):
+    def too_many_parameters(cursor, trace, conn):
         raise AssertionError("a trace past the limit went into one statement")
 
     monkeypatch.setattr(trace_writer, "ONE_STATEMENT_MAX_SPANS", 2)  # _record has three spans
@@ -222,18 +223,163 @@ def test_a_trace_with_more_spans_than_one_statement_takes_is_written_whole(monke
 
 
 @pytest.mark.django_db(transaction=True)
-def test_sqlite_writes_on_the_drivers_cursor_with_its_own_placeholders():
+def test_sqlite_writes_on_the_drivers_connection_in_one_transaction():
     """On SQLite the trace's statements go to the driver's cursor with `?`
     already in them (the driver takes no `%s`): Django's SQLite cursor would
     rewrite `%s` with a regular expression on every execute (7 % of a plain
-    call's instructions). The rows are the ORM's own (as the tests above)."""
+    call's instructions). Its transaction too is the driver's: BEGIN IMMEDIATE
+    (the settings' transaction_mode: the write lock taken up front), the three
+    statements, COMMIT; nothing through Django's cursor. The rows are the ORM's
+    own (as the tests above)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's path")
-    with CaptureQueriesContext(connection) as through_django:
-        (trace_id,) = services.record_requests([_record("lone")], notify=False)
-    assert [q["sql"].split()[0] for q in through_django] == ["BEGIN", "COMMIT"]  # the transaction only
+    connection.ensure_connection()
+    sent: list[str] = []
+    connection.connection.set_trace_callback(sent.append)
+    try:
+        with CaptureQueriesContext(connection) as through_django:
+            (trace_id,) = services.record_requests([_record("lone")], notify=False)
+    finally:
+        connection.connection.set_trace_callback(None)
+    assert len(through_django) == 0
+    # (the driver reports each row of an executemany: three spans, two spend rows)
+    assert [" ".join(q.split()[:3]) for q in sent] == [
+        "BEGIN IMMEDIATE", 'INSERT INTO "ledger_trace"', *['INSERT INTO "ledger_span"'] * 3, *["INSERT INTO spend_daily"] * 2,
+        "COMMIT",
+    ]  # fmt: skip
+    assert "%s" not in "".join(sent)
+    assert (connection.autocommit, connection.in_atomic_block, connection.connection.in_transaction) == (True, False, False)
     assert (Span.objects.filter(trace_id=trace_id).count(), sum(SpendDaily.objects.values_list("calls", flat=True))) == (3, 2)
     assert _view(Trace.objects.get(pk=trace_id)) == _view(_orm_twin(_record("lone")))
+
+
+def _stored() -> tuple[int, int, int]:
+    return Trace.objects.count(), Span.objects.count(), sum(SpendDaily.objects.values_list("calls", flat=True))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_inside_the_writers_transaction_leaves_nothing():
+    """The trace, its spans and its spend commit together or not at all: a
+    span the database refuses (after the trace's INSERT) rolls the trace back,
+    the error is Django's, and the connection is left out of any transaction
+    for the next write. On PostgreSQL a lone trace is one statement; a batch
+    is in one transaction."""
+    from django.db import connection
+
+    bad = _record("bad")
+    bad.spans.append(SpanRecord(seq=0, name="duplicate seq", started_at=T0))  # violates span_unique_seq
+    for traces in ([bad], [_record("good"), bad]):
+        with pytest.raises(IntegrityError):
+            services.record_requests(traces, notify=False)
+        assert _stored() == (0, 0, 0)
+        assert (connection.autocommit, connection.in_atomic_block, connection.needs_rollback) == (True, False, False)
+    services.record_requests([_record("next")], notify=False)
+    assert _stored() == (1, 3, 2)
+
+
+class _FailingConnection:
+    """A driver connection whose COMMIT (and, with `rollback_fails`, ROLLBACK) fails as a database gone would."""
+
+    def __init__(self, raw, *, rollback_fails: bool = False):
+        self.raw, self.rollback_fails, self.rolled_back = raw, rollback_fails, False
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+    def commit(self):
+        import sqlite3
+
+        raise sqlite3.OperationalError("disk I/O error")
+
+    def rollback(self):
+        import sqlite3
+
+        if self.rollback_fails:
+            raise sqlite3.OperationalError("disk I/O error")
+        self.rolled_back = True
+        self.raw.rollback()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("rollback_fails", [False, True])
+def test_sqlite_a_failed_commit_rolls_back_or_closes_the_connection(rollback_fails):
+    """As transaction.atomic(): a COMMIT that fails is rolled back and its error
+    raised as Django's OperationalError (the writer then tries once more on a
+    new connection, and spools the trace if that fails too); a ROLLBACK that
+    fails as well closes the connection, which loses the transaction."""
+    import sqlite3
+
+    from django.db import OperationalError, connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's path")
+    connection.ensure_connection()
+    raw = connection.connection
+    failing = connection.connection = _FailingConnection(raw, rollback_fails=rollback_fails)
+    try:
+        with pytest.raises(OperationalError, match="disk I/O error"):
+            services.record_requests([_record("lost")], notify=False)
+    finally:
+        if connection.connection is failing:
+            connection.connection = raw
+    if rollback_fails:
+        assert connection.connection is None  # closed: the next write opens a new one
+        with pytest.raises(sqlite3.ProgrammingError):
+            raw.cursor()  # the driver's connection is closed, its transaction with it
+    else:
+        assert failing.rolled_back and not raw.in_transaction
+    assert _stored() == (0, 0, 0)
+    services.record_requests([_record("next")], notify=False)
+    assert _stored() == (1, 3, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_writes_once_on_a_new_connection_after_a_failed_commit(monkeypatch):
+    """The writer's batch whose COMMIT failed is written once more on a new
+    connection: once, not twice (the first was rolled back), and not spooled."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's path")
+
+    def fail_once():
+        connection.ensure_connection()
+        connection.connection = _FailingConnection(connection.connection)
+
+    services.submit(fail_once).result(10)
+    services.submit_record(_record("retried")).result(10)
+    assert _stored() == (1, 3, 2) and len(services.spool) == 0
+    services.close_writer_connection()
+
+
+@pytest.mark.parametrize("model", [Trace, Span])
+def test_adapted_values_are_what_the_fields_make_of_them(model, db):
+    """The writer adapts a datetime and a JSON value with the connection's own
+    functions, not through the field (trace_writer._adapter): the parameters are
+    those the field's get_db_prep_save makes, on either database."""
+    from datetime import timezone
+
+    from django.db import connection
+
+    from ledger.spend.trace_writer import _adapter
+
+    datetimes = [T0, T0.astimezone(timezone(timedelta(hours=5, minutes=30))), datetime(2026, 1, 1, tzinfo=UTC), None]
+    documents = [None, {}, [], {"a": [1, "é ✓", None, 2.5, True]}, "text", 0, 1.5, False]
+    for field in model._meta.concrete_fields:
+        kind = field.get_internal_type()
+        if kind not in ("DateTimeField", "JSONField"):
+            continue
+        adapt = _adapter(field)
+        for value in datetimes if kind == "DateTimeField" else documents:
+            ours, djangos = adapt(value, connection), field.get_db_prep_save(value, connection)
+            assert _comparable(ours) == _comparable(djangos), (field.name, value)
+
+
+def _comparable(value):
+    """psycopg's Jsonb wrapper has no equality: its type, object and text."""
+    if hasattr(value, "obj") and hasattr(value, "dumps"):
+        return type(value), value.obj, value.dumps(value.obj)
+    return type(value), value
