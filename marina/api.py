@@ -1,8 +1,6 @@
 """The one NinjaAPI. Error classes are mapped to OpenAI's envelope here, once."""
 from __future__ import annotations
 
-import logging
-
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
@@ -14,8 +12,6 @@ from passthru.api import router as v1_router
 from passthru.api import unexpected
 from passthru.errors import ApiError, error_envelope
 from passthru.outbound import error_out
-
-log = logging.getLogger(__name__)
 
 api = NinjaAPI(
     title="Marina",
