@@ -63,6 +63,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 from django.http.request import split_domain_port, validate_host
 from django.http.response import ResponseHeaders
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
+from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
 from passthru import admission
@@ -222,6 +223,9 @@ class ApiHandler(ASGIHandler):
             except Exception as exc:  # a header Django refuses: the 500 the view's response would have been
                 out = unexpected(scope["method"], scope["path"], exc)
                 headers = self._headers_of(scope, out)
+            if out.status >= 400:  # what Django's handler logs of such an answer (django.request)
+                answered = HttpResponse(status=out.status)
+                log_response("%s: %s", answered.reason_phrase, scope["path"], response=answered)
             await _send_outbound(out, headers, send)
             return
         set_script_prefix(get_script_prefix(scope))

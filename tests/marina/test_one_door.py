@@ -11,6 +11,7 @@ not use changed nothing a client or the ledger sees."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import sys
 import time
@@ -210,6 +211,19 @@ def test_settings_that_make_the_middleware_act_on_a_request_send_it_through_djan
     for response, _ in both(urls, upstream, lambda: None, content=_body(), expect_trace=False).values():
         assert response.status_code == 301 and response.headers["location"].startswith("http://www.127.0.0.1:")
     assert answered == []
+
+
+def test_an_error_answer_is_logged_as_djangos_handler_logs_it(urls, upstream, caplog):
+    """django.request's warning for a 4xx (and error for a 5xx), on the direct way as on Django's."""
+    logged = {}
+    for name, url in urls.items():
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="django.request"):
+            with httpx.Client(timeout=10) as client:
+                response = client.post(f"{url}/v1/chat/completions", content=_body(), headers={"authorization": "Bearer wrong"})
+        assert response.status_code == 401
+        logged[name] = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "django.request"]
+    assert logged["door"] == logged["site"] == [("WARNING", "Unauthorized: /v1/chat/completions")]
 
 
 def test_a_changed_setting_changes_the_headers_the_middleware_add_on_the_direct_way(urls, upstream, settings):
