@@ -175,17 +175,23 @@ def test_every_model_is_priced_exactly_as_genai_prices_prices_it(bundled: DataSn
     assert priced_models > 1000  # the tables priced most of them, so the sums were compared, not only refusals
 
 
-def test_counts_other_than_those_price_gives_are_left_to_genai_prices(bundled: DataSnapshot, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Given fewer counts than `price` gives, the layout steps aside and
-    genai-prices infers the rest, with calc_price's totals."""
-    inferred: list[object] = []
+@pytest.fixture
+def inferred(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The usages genai-prices' own inference was asked to count (the layout stepping aside)."""
+    asked: list[object] = []
     infer = types._compute_registry_priced_counts
 
     def counted(rates: object, usage: PriceUsage) -> object:
-        inferred.append(usage)
+        asked.append(usage)
         return infer(rates, usage)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pricing, "_compute_registry_priced_counts", counted)
+    return asked
+
+
+def test_counts_other_than_those_price_gives_are_left_to_genai_prices(bundled: DataSnapshot, inferred: list[object]) -> None:
+    """Given fewer counts than `price` gives, the layout steps aside and
+    genai-prices infers the rest, with calc_price's totals."""
     models = [(p.id, m.id) for p in bundled.providers for m in p.models][::7]
     priced_models = 0
     for provider, model in models:
@@ -245,7 +251,9 @@ def test_a_genai_prices_without_the_steps_table_price_uses_prices_with_calc_pric
     assert (again.cost_nanousd, again.cost_source) == (expected, SOURCE_PRICE_TABLE) and expected
 
 
-def test_a_model_whose_unreported_counts_genai_prices_might_refuse_is_priced_by_genai_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_whose_unreported_counts_genai_prices_might_refuse_is_priced_by_genai_prices(
+    monkeypatch: pytest.MonkeyPatch, inferred: list[object]
+) -> None:
     """Where genai-prices would refuse to infer a priced count Marina never
     reports (no such unit in today's registry), the layout is not used."""
     refused: list[str] = []
@@ -259,14 +267,6 @@ def test_a_model_whose_unreported_counts_genai_prices_might_refuse_is_priced_by_
 
     monkeypatch.setattr(pricing, "_PriceUsage", Refusing)
     monkeypatch.setattr(pricing, "rates", pricing._Rates())  # nothing kept yet
-    inferred: list[object] = []
-    infer = types._compute_registry_priced_counts
-
-    def counted(rates: object, usage: PriceUsage) -> object:
-        inferred.append(usage)
-        return infer(rates, usage)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pricing, "_compute_registry_priced_counts", counted)
     with pytest.raises(ValueError):  # genai-prices' own inference, refusing as told
         pricing.table_price(
             {"input_tokens": 10, "cache_read_tokens": 0, "cache_write_tokens": 0, "output_tokens": 1},

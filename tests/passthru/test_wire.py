@@ -9,6 +9,7 @@ import json
 import socket
 import time
 import weakref
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
@@ -34,6 +35,17 @@ async def _exchange(transport: LeanTransport, request: httpx.Request) -> tuple[h
         return response, await response.aread()
     finally:
         await response.aclose()
+
+
+async def _pool_after_cancelling(transport: LeanTransport, wait: Awaitable[Any], after: float) -> tuple[int, int]:
+    """Cancel a wait for an answer `after` seconds: the pool's (active, idle) connections then."""
+    waiting = asyncio.ensure_future(wait)
+    await asyncio.sleep(after)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    pool = next(iter(transport._pools.values()))
+    return pool.active, len(pool.idle)
 
 
 def _run(coro):
@@ -216,13 +228,7 @@ def test_a_cancelled_wait_for_the_answer_releases_its_connection(upstream):
     async def go() -> tuple[int, int]:
         transport = LeanTransport()
         sent = await transport.send(_request(upstream.base_url, {"model": "m"}))
-        waiting = asyncio.ensure_future(sent.response())
-        await asyncio.sleep(0.1)
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        pool = next(iter(transport._pools.values()))
-        return pool.active, len(pool.idle)
+        return await _pool_after_cancelling(transport, sent.response(), after=0.1)
 
     assert _run(go()) == (0, 0)  # released, and closed rather than kept: its answer was never read
 
@@ -321,13 +327,7 @@ def test_a_cancelled_read_closes_its_connection(raw_upstream):
         transport = LeanTransport()
         target = Target.of(httpx.URL(f"{raw_upstream.base_url}/chat/completions"))
         sent = await transport.post(target, HEADERS, b"{}", TIMEOUTS)
-        reading = asyncio.ensure_future(sent.read())
-        await asyncio.sleep(0.2)
-        reading.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await reading
-        pool = next(iter(transport._pools.values()))
-        return pool.active, len(pool.idle)
+        return await _pool_after_cancelling(transport, sent.read(), after=0.2)
 
     assert _run(go()) == (0, 0)
     assert raw_upstream.wait_closed(1)
