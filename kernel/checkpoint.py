@@ -12,11 +12,20 @@ this thread: its connections are opened with automatic checkpoints off
 PASSIVE: the checkpoint waits for no reader or writer and none waits for it
 (writers go on appending to the log meanwhile), as the automatic one did.
 Each worker runs one; when two meet, one finds the other checkpointing and
-skips its turn. The log grows between two turns by what the workers commit
-in EVERY_SECONDS, then is reused from its start. The thread keeps a
-connection of its own: a worker holds the database file open twice, its
-writer's connection and this one. Other processes (manage.py commands, the
-tests' in-process server) keep SQLite's automatic checkpoints."""
+skips its turn. The thread keeps a connection of its own: a worker holds
+the database file open twice, its writer's connection and this one. Other
+processes (manage.py commands, the tests' in-process server) keep SQLite's
+automatic checkpoints.
+
+The log is used again from its start only by a commit that finds all of it
+copied back. Under a steady stream of commits that never happened: each
+PASSIVE checkpoint copied what the log held when it began, and the commits
+made meanwhile were never copied before the next commit came, so the log
+grew by every commit, ~41 KB a call, 500 MB in 20 s at one call at a time
+(docs/performance.md). So once the log holds more than LOG_PAGES (SQLite's
+own threshold), the turn copies the rest of it back in the writers' turn
+(kernel/dbwriter.py `turn_on`): a few pages and one fsync, with no writer
+adding to it, after which the next commit starts the log again."""
 from __future__ import annotations
 
 import logging
@@ -29,7 +38,10 @@ from urllib.parse import quote
 from django.db import connections
 from django.db.backends.signals import connection_created
 
+from kernel.dbwriter import turn_on
+
 EVERY_SECONDS = 0.5  # 0.2 and 1.0 measured alike (docs/performance.md); the log grows by this long's commits
+LOG_PAGES = 1000  # SQLite's automatic checkpoint threshold: past it, a turn ends the log (`tidy`)
 _LOG_EVERY_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
@@ -59,6 +71,19 @@ def checkpoint(db: sqlite3.Connection) -> tuple[int, int, int]:
     return int(busy), int(frames), int(done)
 
 
+def tidy(db: sqlite3.Connection, path: str) -> tuple[int, int, int]:
+    """One turn: a PASSIVE checkpoint beside the writers (the copy and its
+    fsync); then, if the log holds more than LOG_PAGES, another in the write
+    turn, which copies what was committed meanwhile and leaves the whole log
+    copied back, so the next commit starts it again from its start. What the
+    last checkpoint reported."""
+    done = checkpoint(db)
+    if done[1] > LOG_PAGES:
+        with turn_on(path):
+            done = checkpoint(db)
+    return done
+
+
 def _no_automatic_checkpoints(sender: Any, connection: Any, **kwargs: Any) -> None:
     if database_file(connection.alias) in _started:
         connection.connection.execute("PRAGMA wal_autocheckpoint=0")
@@ -74,7 +99,7 @@ def _run(path: str) -> None:
         time.sleep(EVERY_SECONDS)
         try:
             db = db or connect(path)
-            checkpoint(db)
+            tidy(db, path)
         except sqlite3.Error as exc:  # the file gone, the disk full: the next turn tries again
             if db is not None:
                 db.close()

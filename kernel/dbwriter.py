@@ -39,10 +39,18 @@ def write_turn(conn: BaseDatabaseWrapper | None = None) -> Iterator[None]:
     if conn.vendor != "sqlite" or conn.in_atomic_block or not name or str(name).startswith((":memory:", "file:")):
         yield
         return
+    with turn_on(str(name)):
+        yield
+
+
+@contextlib.contextmanager
+def turn_on(path: str) -> Iterator[None]:
+    """The write turn on the SQLite file `path` (`write_turn`; kernel/checkpoint.py
+    takes it too, to copy the end of the log back while no one writes)."""
     with _turn_lock:
-        fd = _turn_files.get(str(name))
+        fd = _turn_files.get(path)
         if fd is None:
-            fd = _turn_files[str(name)] = os.open(f"{name}-write-turn", os.O_RDWR | os.O_CREAT, 0o600)
+            fd = _turn_files[path] = os.open(f"{path}-write-turn", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield

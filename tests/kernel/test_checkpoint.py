@@ -91,3 +91,42 @@ def test_a_server_process_commits_without_checkpoints_and_its_thread_checkpoints
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "True"]
     assert os.path.exists(f"{path}-wal")  # still WAL mode: the log was checkpointed, not done away with
+
+
+def test_under_steady_commits_the_log_is_used_again_from_its_start(tmp_path):
+    """Commits one after another, each in the write turn as the ledger's
+    writer takes it, while the thread checkpoints: a PASSIVE checkpoint
+    alone never found the log all copied back before the next commit, and
+    the log grew by every commit (20,000 of 4 KB: ~160 MB). The turn's
+    second checkpoint keeps it to LOG_PAGES and a period's commits."""
+    path = tmp_path / "steady.sqlite3"
+    code = (
+        "import os, django\n"
+        "django.setup()\n"
+        "from django.db import connection\n"
+        "from kernel import checkpoint\n"
+        "from kernel.dbwriter import write_turn\n"
+        "checkpoint.EVERY_SECONDS = 0.1\n"
+        "assert checkpoint.start()\n"
+        "with connection.cursor() as cursor:\n"
+        "    cursor.execute('CREATE TABLE t (x TEXT)')\n"
+        "log = checkpoint.database_file() + '-wal'\n"
+        "largest = 0\n"
+        "for _ in range(20000):\n"
+        "    with write_turn(), connection.cursor() as cursor:\n"
+        "        cursor.execute('INSERT INTO t VALUES (%s)', ['x' * 4000])\n"
+        "    largest = max(largest, os.path.getsize(log))\n"
+        "print(largest, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    env = {
+        "DJANGO_SETTINGS_MODULE": "marina.settings",
+        "DATABASE_URL": f"sqlite:///{path}",
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    largest = int(done.stdout.split()[-1])
+    committed = 20000 * 4000
+    assert largest < 40 * 2**20, f"the log reached {largest / 2**20:.0f} MB for {committed / 2**20:.0f} MB committed"
