@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -148,36 +149,51 @@ def _provider(trace: TraceRecord) -> str:
     return next((s.provider for s in trace.spans if s.is_upstream_call), "")
 
 
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def _labels(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, kept. Each labels() call checks its values and
+    takes the metric's lock: eight a request, a third of the ~50 µs the
+    writer thread spent counting one, while the caller it had just woken
+    waited for the GIL (docs/performance.md, issue 45). As many as the
+    metric's own children: the values are bounded (the module's docstring)."""
+    child = _children.get((metric, *values))
+    if child is None:
+        child = _children[(metric, *values)] = metric.labels(*values)
+    return child
+
+
 def _count_span(trace: TraceRecord, span: SpanRecord, model: str) -> None:
     upstream_model = _model(span.upstream_model, _exists(span))
-    UPSTREAM_CALLS.labels(span.provider, upstream_model, span.status).inc()
-    UPSTREAM_SECONDS.labels(span.provider, upstream_model).observe(span.duration_ms / 1000)
+    _labels(UPSTREAM_CALLS, span.provider, upstream_model, span.status).inc()
+    _labels(UPSTREAM_SECONDS, span.provider, upstream_model).observe(span.duration_ms / 1000)
     if span.ttft_ms is not None:
-        UPSTREAM_TTFT_SECONDS.labels(span.provider, upstream_model).observe(span.ttft_ms / 1000)
+        _labels(UPSTREAM_TTFT_SECONDS, span.provider, upstream_model).observe(span.ttft_ms / 1000)
     for field in (span.detail or {}).get("usage_rejected", ()):  # passthru/pricing.py's sanitising
-        USAGE_REJECTED.labels(span.provider, str(field)).inc()
+        _labels(USAGE_REJECTED, span.provider, str(field)).inc()
     bucket = (_key(trace.key_name), model, span.provider, upstream_model)
     for kind, count in zip(
         TOKEN_KINDS, (span.prompt_tokens, span.completion_tokens, span.cached_tokens, span.reasoning_tokens)
     ):
         if count:
-            TOKENS.labels(*bucket, kind).inc(count)
+            _labels(TOKENS, *bucket, kind).inc(count)
     if span.cost_nanousd is not None:
-        COST.labels(*bucket).inc(span.cost_nanousd / 1e9)
+        _labels(COST, *bucket).inc(span.cost_nanousd / 1e9)
     elif span.status != "error":  # answered and unpriced (a failed call is no price missing)
-        UNPRICED.labels(*bucket).inc()
+        _labels(UNPRICED, *bucket).inc()
 
 
 def count_trace(trace: TraceRecord) -> None:
     """Add one committed request to the metrics."""
     route = trace.route or "none"
     model = _model(trace.requested_model, any(_exists(s) for s in trace.spans if s.is_upstream_call))
-    REQUESTS.labels(door(trace.path), model, _provider(trace), route, trace.status, str(trace.http_status)).inc()
-    REQUEST_SECONDS.labels(route).observe(trace.duration_ms / 1000)
+    _labels(REQUESTS, door(trace.path), model, _provider(trace), route, trace.status, str(trace.http_status)).inc()
+    _labels(REQUEST_SECONDS, route).observe(trace.duration_ms / 1000)
     if trace.overhead_ms is not None:
-        OVERHEAD_SECONDS.labels(route).observe(trace.overhead_ms / 1000)
+        _labels(OVERHEAD_SECONDS, route).observe(trace.overhead_ms / 1000)
     if trace.formation_label:
-        FORMATION_DECISIONS.labels(trace.route, trace.formation_label).inc()
+        _labels(FORMATION_DECISIONS, trace.route, trace.formation_label).inc()
     for span in trace.spans:
         if span.is_upstream_call:
             _count_span(trace, span, model)
