@@ -148,7 +148,7 @@ def server_profile(args: argparse.Namespace, db_url: str, tmp: Path, up_port: in
                    ready_path="/v1/health", log_dir=tmp)
     try:
         body = tmp / "body.json"
-        body.write_bytes(tau2_body.encoded(MODEL, stream=args.mode == "stream"))
+        body.write_bytes(tau2_body.encoded(args.model, stream=args.mode == "stream"))
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
         run_wrk(url, body, 2)  # imports, pools, price tables
         (worker,) = children(server.proc.pid)
@@ -179,11 +179,11 @@ def inproc(args: argparse.Namespace, db_url: str, tmp: Path, up_port: int) -> di
     env = marina_env(db_url=db_url, upstream_port=up_port, bind="127.0.0.1:0", key=KEY)
     migrate(env)
     env.update({"DJANGO_SETTINGS_MODULE": "marina.settings", "PYTHONHASHSEED": "0"})
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(args.requests), "--mode", args.mode]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(args.requests), "--mode", args.mode, "--model", args.model]
     if args.callgrind:
         out_file = tmp / "callgrind.out"
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_file}", *cmd[:2],
-               "--child", str(args.callgrind), "--mode", args.mode, "--under-callgrind"]
+               "--child", str(args.callgrind), "--mode", args.mode, "--model", args.model, "--under-callgrind"]
     done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"the in-process run failed:\n{done.stderr[-3000:]}")
@@ -194,12 +194,12 @@ def inproc(args: argparse.Namespace, db_url: str, tmp: Path, up_port: int) -> di
     return result
 
 
-def child(n: int, mode: str, under_callgrind: bool) -> None:
+def child(n: int, mode: str, model: str, under_callgrind: bool) -> None:
     """In-process calls of the application: n measured after 300 to warm up."""
     sys.path.insert(0, str(ROOT))
     from marina.asgi import application
 
-    body = tau2_body.encoded(MODEL, stream=mode == "stream")
+    body = tau2_body.encoded(model, stream=mode == "stream")
     scope = chat_scope(body, KEY)
     statuses: Counter[int] = Counter()
 
@@ -231,6 +231,8 @@ def child(n: int, mode: str, under_callgrind: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["plain", "stream"], default="plain")
+    parser.add_argument("--model", default=MODEL,
+                        help=f"the body's model id (default {MODEL}, priced; e.g. openai/marina-bench-unpriced-model)")
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--seconds", type=float, default=10, help="wrk's run against the one-worker server")
     parser.add_argument("--requests", type=int, default=2000, help="in-process calls measured")
@@ -245,7 +247,7 @@ def main() -> None:
     parser.add_argument("--under-callgrind", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child, args.mode, args.under_callgrind)
+        child(args.child, args.mode, args.model, args.under_callgrind)
         return
     with tempfile.TemporaryDirectory(prefix="marina-c1-") as tmpdir:
         tmp = Path(tmpdir)
