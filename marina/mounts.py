@@ -279,12 +279,11 @@ class ApiHandler(ASGIHandler):
 
 async def _send_outbound(out: Outbound, headers: list[tuple[bytes, bytes]], send: Send) -> None:
     """The core's answer sent as Django's handler sends the view's response."""
+    await send({"type": "http.response.start", "status": out.status, "headers": headers})
     if out.stream is None:
-        await send({"type": "http.response.start", "status": out.status, "headers": headers})
         await send({"type": "http.response.body", "body": out.body})
         return
-    await send({"type": "http.response.start", "status": out.status, "headers": headers})
-    del headers
+    del headers  # sent: a stream may last minutes, thousands at once
     # The cores' streams are async generators: closed here, whatever happens to the send.
     async with aclosing(out.stream) as parts:  # type: ignore[type-var]
         async for part in parts:
