@@ -33,6 +33,12 @@ try:
     # Off by default: measured, it did not spread a burst better than the shared
     # socket, and it lets a second server bind the same port without an error.
     reuse_port = env_bool("MARINA_REUSE_PORT", False)
+    # Connections the workers have not taken yet wait in the kernel's accept
+    # queue; a full queue drops the next connection attempt, which the client
+    # makes again 1 s later (then 3, 7 s). gunicorn's 2,048 dropped 1,000-18,000
+    # attempts of a burst of 10,000 streams here (docs/performance.md). Linux
+    # caps the queue at net.core.somaxconn (4,096 by default since 5.4).
+    backlog = env_int("MARINA_BACKLOG", 16384, minimum=1)
     loglevel = env_log_level()
     # uvicorn believes X-Forwarded-For (and -Proto) from these peers only. Its
     # default, 127.0.0.1, would let any local caller pick its address (and so

@@ -400,7 +400,8 @@ def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, i
     upstream_end = args.first_token + args.chunks * args.gap
     print(f"\n## Slow streams ({args.streams} at once; upstream: first token after {args.first_token:g} s, "
           f"{args.chunks} chunks {args.gap:g} s apart, end at {upstream_end:g} s; {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.2f} at the end)\n")
+          f"load average {os.getloadavg()[0]:.2f} at the end; the kernel caps accept queues at "
+          f"{Path('/proc/sys/net/core/somaxconn').read_text().strip()}, net.core.somaxconn)\n")
     print("| target | completed | first token p50 / p99 / max s | end p50 / p99 / max s | plain call usual p50 ms | "
           "plain call meanwhile p50 / max ms (failed) |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -271,3 +271,12 @@ def test_a_worker_freezes_what_it_loaded_and_makes_full_collections_rarer(tmp_pa
     assert after == [before[0], before[1], 100]
     assert before[2] < 100
     assert frozen > 10_000  # what the conf and its imports loaded
+
+
+@pytest.mark.parametrize("value, backlog", [("", 16384), ("512", 512)])
+def test_the_accept_queue_holds_a_burst_of_new_connections(tmp_path: Path, value: str, backlog: int):
+    """gunicorn's own 2,048 dropped connection attempts of a 10,000-stream burst (clients retry 1 s later)."""
+    code = "import runpy; print(runpy.run_path('gunicorn.conf.py')['backlog'])"
+    done = run(["-c", code], {"MARINA_BACKLOG": value, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")})
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == backlog
