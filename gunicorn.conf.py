@@ -33,6 +33,12 @@ try:
     # Off by default: measured, it did not spread a burst better than the shared
     # socket, and it lets a second server bind the same port without an error.
     reuse_port = env_bool("MARINA_REUSE_PORT", False)
+    # Connections the workers have not taken yet wait in the kernel's accept
+    # queue; a full queue drops the next connection attempt, which the client
+    # makes again 1 s later (then 3, 7 s). gunicorn's 2,048 dropped 1,000-18,000
+    # attempts of a burst of 10,000 streams here (docs/performance.md). Linux
+    # caps the queue at net.core.somaxconn (4,096 by default since 5.4).
+    backlog = env_int("MARINA_BACKLOG", 16384, minimum=1)
     loglevel = env_log_level()
     # uvicorn believes X-Forwarded-For (and -Proto) from these peers only. Its
     # default, 127.0.0.1, would let any local caller pick its address (and so
@@ -89,13 +95,26 @@ def on_starting(server: Any) -> None:
         raise RuntimeError(f"Marina's configuration: {problem}")
 
 
+# CPython considers a full collection after 10 collections of the middle
+# generation (the third of gc.get_threshold()), and runs it once the objects
+# that reached the oldest since the last one are a quarter of it. A burst of
+# thousands of streams is all new objects that live on: a worker holding
+# 5,000 of them ran 8-10 full collections in 25 s, up to 400 ms each, none
+# finding anything to free (2-4 s of its CPU; docs/performance.md, "Full
+# collections in a burst"). After 100 middle collections it runs 0-2. Cyclic
+# garbage that outlived the young generations waits longer for its collection.
+FULL_COLLECTION_AFTER = 100
+
+
 def post_worker_init(worker: Any) -> None:
     """What the worker has loaded (Django, the URLconf, the NinjaAPI, the
     price tables) lives as long as it does: move it out of the collector's
     reach, so a full collection scans only what requests allocate. Under load
     the collector cost 0.17–0.3 ms per call here, 0.05–0.1 ms once frozen
-    (docs/performance.md)."""
+    (docs/performance.md). Then full collections are made rarer (above)."""
     gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_AFTER)
 
 
 # Prometheus metrics (observability/metrics.py): every worker writes its

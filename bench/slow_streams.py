@@ -35,12 +35,15 @@ import argparse
 import asyncio
 import os
 import resource
+import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,7 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tau2_body
-from common import ROOT, Server, children, free_port, marina_env, migrate, start, start_fake_upstream
+from common import ROOT, Server, children, cpu_seconds, free_port, marina_env, migrate, start, start_fake_upstream
 
 KEY = "sk-marina-bench-key-0000"
 MODEL = "gpt-4.1-mini"
@@ -228,10 +231,17 @@ class Meter(threading.Thread):
         self.stop = threading.Event()
         self.sampler: Sampler | None = None  # its CPU and this thread's are the bench's, not the client's
         self.waited: list[float] = []  # Marina's threads' run-queue wait, cumulative, at each row
+        self.client_pid: int | None = None  # the compiled client's process, while it runs
+        self.client_done: float | None = None  # its CPU seconds once it has exited (its own count)
+        self._client_seen = 0.0
 
     def read(self) -> None:
         bench = time.thread_time() + (self.sampler.own_cpu if self.sampler else 0.0)
-        client = sum(os.times()[:2]) - bench
+        client = sum(os.times()[:2]) - bench  # this process: the asyncio client, or the plain calls only
+        if self.client_pid:
+            if self.client_done is None:
+                self._client_seen = cpu_seconds([self.client_pid]) or self._client_seen
+            client += self.client_done if self.client_done is not None else self._client_seen
         self.rows.append((time.monotonic(), self.marina.cpu() if self.marina else 0.0, self.upstream.cpu(), client))
         if self.marina:
             self.waited.append(runqueue_wait(self.marina.pids))
@@ -287,25 +297,61 @@ class Run:
         return [o.end for o in self.outcomes if o.end is not None and not o.error]
 
 
+async def compiled_streams(client: Path, port: int, request: bytes, n: int, timeout: float, meter: Meter,
+                           plain: Callable[[], Awaitable[None]]) -> tuple[list[Outcome], float, float]:
+    """The burst from the compiled client (bench/stream_client.c), a plain call every half second
+    meanwhile: (outcomes, the burst's monotonic start, its wall-clock start)."""
+    with tempfile.NamedTemporaryFile(prefix="marina-stream-request-") as file:
+        file.write(request)
+        file.flush()
+        proc = await asyncio.create_subprocess_exec(str(client), str(port), file.name, str(n), str(timeout),
+                                                    stdout=asyncio.subprocess.PIPE, limit=1 << 20)
+        assert proc.stdout is not None
+        meter.client_pid = proc.pid
+        _, t0, t0_wall = (await proc.stdout.readline()).split()
+        rest = asyncio.create_task(proc.stdout.read())  # read as it comes: the pipe holds 64 KB
+        await asyncio.sleep(1.0)
+        while not rest.done():
+            await plain()
+            await asyncio.wait([rest], timeout=0.5)
+        await proc.wait()
+    lines = rest.result().decode().splitlines()
+    meter.client_done = float(lines[-1].split()[1])  # "cpu SECONDS": its own count, once it has exited
+    outcomes = []
+    for line in lines[:-1]:
+        first, end, error = line.split()
+        outcomes.append(Outcome(None if first == "-1.000000" else float(first) - float(t0),
+                                None if end == "-1.000000" else float(end) - float(t0),
+                                "" if error == "-" else error.replace("_", " ")))
+    return outcomes, float(t0), float(t0_wall)
+
+
 async def run_target(target: str, port: int, key: str, model: str, n: int, timeout: float,
-                     sampler: Sampler | None, meter: Meter) -> Run:
+                     sampler: Sampler | None, meter: Meter, client: Path | None) -> Run:
     stream_req = _request(port, tau2_body.encoded(model, stream=True), key)
     plain_req = _request(port, tau2_body.encoded(model, stream=False), key)
     usual = [t for t in [await plain_call(port, plain_req) for _ in range(20)] if t is not None]
     during: list[float | None] = []
+
+    async def plain() -> None:
+        during.append(await plain_call(port, plain_req))
+
     cpu0 = sampler.server.cpu() if sampler else 0.0
     drops0 = listen_drops()
-    t0, t0_wall = time.monotonic(), time.time()
     meter.start()
     if sampler:
         sampler.start()
-    tasks = [asyncio.create_task(one_stream(port, stream_req, t0, timeout)) for _ in range(n)]
-    pending = set(tasks)
-    await asyncio.sleep(1.0)
-    while pending:
-        during.append(await plain_call(port, plain_req))
-        _, pending = await asyncio.wait(pending, timeout=0.5)
-    outcomes = [t.result() for t in tasks]
+    if client:
+        outcomes, t0, t0_wall = await compiled_streams(client, port, stream_req, n, timeout, meter, plain)
+    else:
+        t0, t0_wall = time.monotonic(), time.time()
+        tasks = [asyncio.create_task(one_stream(port, stream_req, t0, timeout)) for _ in range(n)]
+        pending = set(tasks)
+        await asyncio.sleep(1.0)
+        while pending:
+            await plain()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
+        outcomes = [t.result() for t in tasks]
     seconds = time.monotonic() - t0
     meter.stop.set()
     meter.join()
@@ -354,7 +400,8 @@ def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, i
     upstream_end = args.first_token + args.chunks * args.gap
     print(f"\n## Slow streams ({args.streams} at once; upstream: first token after {args.first_token:g} s, "
           f"{args.chunks} chunks {args.gap:g} s apart, end at {upstream_end:g} s; {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.2f} at the end)\n")
+          f"load average {os.getloadavg()[0]:.2f} at the end; the kernel caps accept queues at "
+          f"{Path('/proc/sys/net/core/somaxconn').read_text().strip()}, net.core.somaxconn)\n")
     print("| target | completed | first token p50 / p99 / max s | end p50 / p99 / max s | plain call usual p50 ms | "
           "plain call meanwhile p50 / max ms (failed) |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -454,6 +501,17 @@ def report_goals(direct: Run, marina: Run, args: argparse.Namespace, metered: tu
               f"(p50): {added:+.1f} ms")
 
 
+def build_client(tmp: Path) -> Path:
+    """bench/stream_client.c, compiled with the machine's C compiler into `tmp`."""
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not compiler:
+        raise SystemExit("slow_streams.py: no C compiler for bench/stream_client.c (Debian: apt-get install -y gcc); "
+                         "or run with --client python")
+    binary = tmp / "stream_client"
+    subprocess.run([compiler, "-O2", "-o", str(binary), str(ROOT / "bench" / "stream_client.c")], check=True)
+    return binary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=2000)
@@ -463,6 +521,8 @@ def main() -> None:
     parser.add_argument("--targets", default="direct,marina")
     parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for Marina's server (repeatable)")
+    parser.add_argument("--client", choices=("c", "python"), default="c",
+                        help="the streams' client: bench/stream_client.c, compiled here (cc), or this process's asyncio")
     parser.add_argument("--client-cpu", type=int, help="pin this client to that core")
     parser.add_argument("--plain-goal-ms", type=float, default=20.0,
                         help="a plain call's allowed p50 increase meanwhile (issue 20: 5 at 2,000; issue 45: 20)")
@@ -487,6 +547,7 @@ def main() -> None:
     forwarded = None
     with tempfile.TemporaryDirectory(prefix="marina-slow-") as tmpdir:
         tmp = Path(tmpdir)
+        client = build_client(tmp) if args.client == "c" else None
         try:
             upstream, up_port = start_fake_upstream(tmp, "--gap-ms", str(args.gap * 1000), "--first-token-ms",
                                                     str(args.first_token * 1000), "--chunks", str(args.chunks))
@@ -495,7 +556,7 @@ def main() -> None:
             if "direct" in targets:
                 print("direct ...", file=sys.stderr, flush=True)
                 meter = Meter(None, upstream)
-                runs.append(asyncio.run(run_target("direct", up_port, "", MODEL, args.streams, timeout, None, meter)))
+                runs.append(asyncio.run(run_target("direct", up_port, "", MODEL, args.streams, timeout, None, meter, client)))
             if "marina" in targets:
                 db_path = tmp / "marina-slow.sqlite3"
                 port = free_port()
@@ -512,7 +573,7 @@ def main() -> None:
                 meter = Meter(marina, upstream)
                 meter.sampler = sampler
                 runs.append(asyncio.run(run_target("marina", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler,
-                                                   meter)))
+                                                   meter, client)))
                 metered = ledger(db_path)
                 forwarded = forwarding(db_path, runs[-1].t0_wall)
                 log = marina.log.read_text(errors="replace")

@@ -1,15 +1,16 @@
 """The one doorway for upstream HTTP. Nothing else in Marina imports httpx
 (passthru/wire.py, the transport beneath it, is part of this doorway).
 
-Requests are `httpx.Request`s sent straight to a transport, one per event loop
-(a gunicorn worker has one loop, so in production: one per process): the lean
-HTTP/1.1 transport of passthru/wire.py, or the one tests inject. The client
-layer of httpx (cookie jar, auth and redirect machinery) is skipped, as Marina
-uses none of it; its default headers are kept, so providers see the same
-request. A plain call (`post_chat`, its answer read whole) on the lean
-transport skips httpx's Request and Response too: the transport writes the
-same bytes and hands back the answer's, which httpx still decodes when they
-come with a Content-Encoding (`_reply`). When an environment proxy
+Requests go straight to a transport, one per event loop (a gunicorn worker
+has one loop, so in production: one per process): the lean HTTP/1.1
+transport of passthru/wire.py, or the one tests inject. The client layer of
+httpx (cookie jar, auth and redirect machinery) is skipped, as Marina uses
+none of it; its default headers are kept, so providers see the same request.
+The lean transport writes the bytes an httpx.Request would make without
+making one; a plain call (`post_chat`, its answer read whole) skips httpx's
+Response too: the transport hands back the answer's bytes, which httpx still
+decodes when they come with a Content-Encoding (`_reply`); a stream's answer
+is an httpx.Response read as it comes. When an environment proxy
 (HTTPS_PROXY and friends, minus NO_PROXY) applies to a provider, its calls go
 through a regular `httpx.AsyncClient`, which knows proxies. Explicit timeouts,
 provider auth, and every transport failure turned into `UpstreamError` with a
@@ -177,24 +178,20 @@ class _OneStep:
         return await self._answer()
 
 
-async def _start(
-    provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT, whole: bool = False
-) -> Sent | _OneStep:
-    """The POST written to the provider (on the lean transport); the result's
-    `response()`, to be awaited at once, waits for the answer. Until then the
-    caller may let go of `body`: nothing here keeps it once it is written.
-    Either way the request's turn ends here (passthru/admission.py).
-
-    `whole`: the answer is to be read whole. On the lean transport the POST is
-    then written without an httpx.Request, and the result's `read()` takes
-    the answer (`_post`)."""
+async def _start(provider: Provider, body: bytes, headers: dict[str, str], path: str = CHAT) -> Sent | _OneStep:
+    """The POST written to the provider (on the lean transport, without an
+    httpx.Request); the result's `response()` (a stream) or, on the lean
+    transport, `read()` (an answer read whole, `_post`), to be awaited at
+    once, waits for the answer. Until then the caller may let go of `body`:
+    nothing here keeps it once it is written. Either way the request's turn
+    ends here (passthru/admission.py)."""
     try:
-        return await _write(provider, body, headers, path, whole)
+        return await _write(provider, body, headers, path)
     finally:
         admission.leave()
 
 
-async def _write(provider: Provider, body: bytes, headers: dict[str, str], path: str, whole: bool) -> Sent | _OneStep:
+async def _write(provider: Provider, body: bytes, headers: dict[str, str], path: str) -> Sent | _OneStep:
     url = f"{provider.base_url}/{path}"
     if _transport is None and _proxied(provider.base_url):
         proxied = client()
@@ -215,9 +212,9 @@ async def _write(provider: Provider, body: bytes, headers: dict[str, str], path:
             on_wait=admission.leave_soon,
             limit_name="MARINA_UPSTREAM_MAX_CONNECTIONS",
         )
-    if whole:
-        return await transport.post(_target(url), _merged(headers), body, _timeout().as_dict())
-    return await transport.send(_request(url, headers, body))
+    # The bytes httpx.Request would make, without making one: building it was
+    # ~7 % of a streamed call's intake in a burst of 10,000 (docs/performance.md).
+    return await transport.post(_target(url), _merged(headers), body, _timeout().as_dict())
 
 
 def _request(url: str, headers: dict[str, str], body: bytes) -> httpx.Request:
@@ -342,7 +339,7 @@ async def _post(provider: Provider, body: bytes, headers: dict[str, str], path: 
     """A connect error is retried once: the request never left, so it is safe."""
     for attempt in (1, 2):
         try:
-            sent = await _start(provider, body, headers, path, whole=True)
+            sent = await _start(provider, body, headers, path)
             if isinstance(sent, Sent):  # the lean transport: no httpx.Response either
                 return _reply(await sent.read())
             response = await sent.response()

@@ -257,3 +257,26 @@ def test_a_spool_directory_that_cannot_be_written_stops_gunicorn_with_one_line(t
     assert done.returncode == 1
     assert f"Error: Marina's configuration: MARINA_SPOOL_DIR={blocker / 'spool'} cannot be written (Not a directory)" in done.stderr
     assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr
+
+
+def test_a_worker_freezes_what_it_loaded_and_makes_full_collections_rarer(tmp_path: Path):
+    """gunicorn.conf.py's post_worker_init: a burst of streams ran 8-10 fruitless full collections a worker (docs/performance.md)."""
+    code = (
+        "import gc, runpy, json; c = runpy.run_path('gunicorn.conf.py'); before = gc.get_threshold(); "
+        "c['post_worker_init'](None); print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count()]))"
+    )
+    done = run(["-c", code], {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")})
+    assert done.returncode == 0, done.stderr
+    before, after, frozen = json.loads(done.stdout)
+    assert after == [before[0], before[1], 100]
+    assert before[2] < 100
+    assert frozen > 10_000  # what the conf and its imports loaded
+
+
+@pytest.mark.parametrize("value, backlog", [("", 16384), ("512", 512)])
+def test_the_accept_queue_holds_a_burst_of_new_connections(tmp_path: Path, value: str, backlog: int):
+    """gunicorn's own 2,048 dropped connection attempts of a 10,000-stream burst (clients retry 1 s later)."""
+    code = "import runpy; print(runpy.run_path('gunicorn.conf.py')['backlog'])"
+    done = run(["-c", code], {"MARINA_BACKLOG": value, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")})
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == backlog
