@@ -9,8 +9,11 @@ Every stream waits `--first-token` seconds upstream before its first byte,
 then sends its chunks `--gap` seconds apart (bench/fake_upstream.py). All
 streams are opened at once, as a burst of new connections. Marina runs as the
 README starts it (gunicorn -c gunicorn.conf.py, 2 workers, SQLite ledger in a
-temporary directory). The client is one asyncio process with raw sockets (one
-connection per stream), so that it is not the bottleneck.
+temporary directory). The streams' client is bench/stream_client.c, built at
+each run with the machine's C compiler: one thread, epoll, one connection per
+stream, so that it takes little of the cores it shares with the server (the
+asyncio client this process used before, `--client python`, took most of a
+core while a burst of 10,000 went in).
 
 Reported per target: time to first token (the first SSE event) and end time
 (`[DONE]`) at p50/p99/max, from the moment the burst began; streams completed;
@@ -20,8 +23,9 @@ worker, the client and upstream connections each worker held at its peak, and
 a plain call made every half second meanwhile against the same call's usual
 latency (measured just before the burst).
 
-Whether the load generator keeps up: the client's own CPU (this process) is
-sampled once a second with Marina's and the upstream's, and its busiest second
+Whether the load generator keeps up: the client's CPU (the compiled client's
+process and this one, which makes the plain calls) is sampled once a second
+with Marina's and the upstream's, and its busiest second
 is reported as a share of one core (`--client-cpu N` pins it to core N; then
 its idle share of that core is what it had to spare). So is the kernel's count
 of connections it dropped from a full listen queue (a dropped SYN is sent again
@@ -317,13 +321,14 @@ async def compiled_streams(client: Path, port: int, request: bytes, n: int, time
         await proc.wait()
     lines = rest.result().decode().splitlines()
     meter.client_done = float(lines[-1].split()[1])  # "cpu SECONDS": its own count, once it has exited
+    start = float(t0)
     outcomes = []
     for line in lines[:-1]:
-        first, end, error = line.split()
-        outcomes.append(Outcome(None if first == "-1.000000" else float(first) - float(t0),
-                                None if end == "-1.000000" else float(end) - float(t0),
+        first, end, error = line.split()  # monotonic seconds, -1 for none; "-" for no error
+        outcomes.append(Outcome(None if float(first) < 0 else float(first) - start,
+                                None if float(end) < 0 else float(end) - start,
                                 "" if error == "-" else error.replace("_", " ")))
-    return outcomes, float(t0), float(t0_wall)
+    return outcomes, start, float(t0_wall)
 
 
 async def run_target(target: str, port: int, key: str, model: str, n: int, timeout: float,
