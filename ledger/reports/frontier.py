@@ -220,7 +220,9 @@ def _points(chosen: list[BenchmarkRun], *, k: int, by: str) -> list[FrontierPoin
         ExperimentRun.objects.filter(run_id__in=ids).values_list("run_id", "arm")
     )  # an experiment's arm names the point better than its group
     task_sets: dict[int, set[str]] = defaultdict(set)
-    for run_id, task_id in BenchmarkItem.objects.filter(run_id__in=ids).values_list("run_id", "task_id").distinct():
+    # order_by(): the model's ordering (its run's, then trial) would be selected too, making every item distinct.
+    pairs = BenchmarkItem.objects.filter(run_id__in=ids).order_by().values_list("run_id", "task_id").distinct()
+    for run_id, task_id in pairs:
         task_sets[run_id].add(task_id)
     if by == "run":
         return [

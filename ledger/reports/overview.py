@@ -25,7 +25,6 @@ from ledger.spend.selectors import utc_today
 
 # Percentiles are computed over at most this many of the window's newest requests.
 LATENCY_SAMPLE = 10_000
-_ID_CHUNK = 2_000  # trace ids per IN (...) list: under SQLite's parameter limit
 TOP = 5
 
 
@@ -149,22 +148,21 @@ def latency(window: timedelta, name: str, now: datetime | None = None) -> Latenc
     still counts), its percentiles over those that have one."""
     now = now or datetime.now(UTC)
     recent = Trace.objects.filter(started_at__gte=now - window, started_at__lte=now).order_by("-started_at")
-    rows = list(recent.values_list("pk", "overhead_ms", "started_at")[:LATENCY_SAMPLE])
+    rows = list(recent.values_list("overhead_ms", "started_at")[:LATENCY_SAMPLE])
     sampled = len(rows) == LATENCY_SAMPLE
-    overhead = [ms for _, ms, _ in rows if ms is not None]
+    overhead = [ms for ms, _ in rows if ms is not None]
     upstream: list[float] = []
     if rows:
-        # The sample's own calls, by trace id (ids need not follow time: an import or a
-        # slow request writes out of order). The trace's time, copied on each span,
-        # keeps PostgreSQL to the window's partitions (ledger/spend/partitions.py).
-        oldest = min(started for _, _, started in rows)
-        ids = [pk for pk, _, _ in rows]
-        for start in range(0, len(ids), _ID_CHUNK):
-            calls = Span.objects.filter(
-                trace_id__in=ids[start : start + _ID_CHUNK], trace_started_at__gte=oldest, trace_started_at__lte=now
-            ).exclude(provider="")
-            # No ordering: Span's default (by trace, i.e. the trace's time) joins and sorts.
-            upstream += calls.order_by().values_list("duration_ms", flat=True)
+        # The sample's own calls, its trace ids chosen again in the same statement (ids need
+        # not follow time: an import or a slow request writes out of order; sending 10,000
+        # ids back as parameters cost the page more than its queries). The trace's time,
+        # copied on each span, keeps PostgreSQL to the window's partitions (ledger/spend/partitions.py).
+        oldest = min(started for _, started in rows)
+        calls = Span.objects.filter(
+            trace_id__in=recent.values("pk")[:LATENCY_SAMPLE], trace_started_at__gte=oldest, trace_started_at__lte=now
+        ).exclude(provider="")
+        # No ordering: Span's default (by trace, i.e. the trace's time) joins and sorts.
+        upstream = list(calls.order_by().values_list("duration_ms", flat=True))
     overheads = _percentiles(overhead, sampled)
     return Latency(name, Percentiles(len(rows), sampled, overheads.p50, overheads.p99), _percentiles(upstream, sampled))
 

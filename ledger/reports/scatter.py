@@ -28,29 +28,59 @@ _SPOTS = [
 ]  # fmt: skip
 
 
+# How far from its point a label's box can reach, over all the spots: boxes farther away can
+# overlap none of them, so _place leaves them out of what it checks.
+_REACH_X = max(abs(dx) for dx, _, _ in _SPOTS)
+_REACH_UP = _LABEL_H - 2 - min(dy for _, dy, _ in _SPOTS)
+_REACH_DOWN = max(dy for _, dy, _ in _SPOTS) + 2
+
+
 def _overlap(a: Box, b: Box) -> float:
     width = min(a[2], b[2]) - max(a[0], b[0])
     height = min(a[3], b[3]) - max(a[1], b[1])
     return width * height if width > 0 and height > 0 else 0.0
 
 
-def _place(x: float, y: float, text: str, taken: list[Box], bounds: Box) -> tuple[float, float, str, Box]:
+def _within(box: Box, others: list[Box]) -> list[Box]:
+    """Those of `others` that overlap `box` (touching edges do not overlap)."""
+    left, top, right, bottom = box
+    return [o for o in others if o[0] < right and o[2] > left and o[1] < bottom and o[3] > top]
+
+
+def _clear(box: Box, others: list[Box]) -> bool:
+    """Whether `box` overlaps none of `others` (touching edges do not overlap), newest first: a spot
+    is most often blocked by a label just placed beside it."""
+    left, top, right, bottom = box
+    return not any(o[0] < right and o[2] > left and o[1] < bottom and o[3] > top for o in reversed(others))
+
+
+def _place(x: float, y: float, text: str, taken: list[Box], bounds: Box, *, always: bool) -> tuple[float, float, str, Box] | None:
     """Where a point's label goes: the first of the spots around the point (`_SPOTS`) that overlaps no
-    other label, point or interval bar and stays inside `bounds`, else the least overlapping.
-    Returns the text's x, baseline y, anchor and its box (added to `taken` by the caller)."""
+    other label, point or interval bar and stays inside `bounds`. Where none does, a label that must
+    show (`always`: a frontier point's) takes the least overlapping spot, and any other is not drawn
+    (None): its point's tooltip and the table's row still name it, as a chart that hides the labels
+    it cannot place clear does. Returns the text's x, baseline y, anchor and its box (added to
+    `taken` by the caller).
+
+    Why only the frontier's labels are forced: finding the least overlapping spot sums every
+    overlap of every spot, and with hundreds of runs at one cost (a crowded plot, where forced
+    labels only pile up) that was 6 M overlaps, 3.7 s of CPU for the page (docs/performance.md)."""
     width = len(text) * _CHAR_W
+    # Only what lies within the spots' reach can overlap a spot.
+    reach = (x - _REACH_X - width, y - _REACH_UP, x + _REACH_X + width, y + _REACH_DOWN)
+    near = _within(reach, taken)
     best: tuple[float, tuple[float, float, str, Box]] | None = None
     for dx, dy, anchor in _SPOTS:
         left = x + dx if anchor == "start" else x + dx - width if anchor == "end" else x - width / 2
         box = (left, y + dy - _LABEL_H + 2, left + width, y + dy + 2)
         outside = max(0.0, bounds[0] - box[0]) + max(0.0, box[2] - bounds[2]) + max(0.0, bounds[1] - box[1]) + max(0.0, box[3] - bounds[3])
-        cost = sum(_overlap(box, other) for other in taken) + outside * 100
-        if best is None or cost < best[0]:
-            best = (cost, (x + dx, y + dy, anchor, box))
-        if cost == 0:
-            break
-    assert best is not None
-    return best[1]
+        if not outside and _clear(box, near):
+            return x + dx, y + dy, anchor, box
+        if always:
+            cost = sum(_overlap(box, other) for other in near) + outside * 100
+            if best is None or cost < best[0]:
+                best = (cost, (x + dx, y + dy, anchor, box))
+    return best[1] if best else None
 
 
 @dataclass(frozen=True)
@@ -152,12 +182,25 @@ def scatter_chart(
         svg.add(f'<circle class="point" cx="{_fmt(x)}" cy="{_fmt(cy)}" r="4.5" fill="{colour}">'
                 f"<title>{escape(d.label)}: {escape(y_format(d.y))} at {escape(cost)}</title></circle>")  # fmt: skip
         svg.add("</g>")
-    for d, x, cy, _ in placed:
+    plot = (_LEFT, _TOP, plot_right, _TOP + plot_h)
+    strip_box = (plot_right + 10, _TOP, width - _RIGHT, _TOP + plot_h)
+    _labels(svg, placed, taken, plot, strip_box)
+    _legend(svg, height - 10, frontier=bool(front), unknown=bool(unknown))
+    return svg.render()
+
+
+def _labels(svg: _Svg, placed: list[tuple[Dot, float, float, str]], taken: list[Box], plot: Box, strip: Box) -> None:
+    """The points' labels, each clear of the points, bars and labels in `taken` where it can be
+    (_place), with a leader line back to a point it had to move away from."""
+    # The frontier's labels first: they are drawn however crowded the plot, so they take their spots before the others.
+    for d, x, cy, _ in sorted(placed, key=lambda p: not p[0].on_frontier):
         # Frontier points and the unknown strip carry their whole label (target · arm); the others a
         # short one, so a crowded plot stays legible (the whole label is the point's tooltip and the table's row).
         text = d.label if d.on_frontier or d.x is None else (d.short or d.label)
-        bounds = (plot_right + 10, _TOP, width - _RIGHT, _TOP + plot_h) if d.x is None else (_LEFT, _TOP, plot_right, _TOP + plot_h)
-        tx, ty, anchor, box = _place(x, cy, text, taken, bounds)
+        spot = _place(x, cy, text, taken, strip if d.x is None else plot, always=d.on_frontier)
+        if spot is None:
+            continue
+        tx, ty, anchor, box = spot
         taken.append(box)
         if abs(tx - x) > 8 or abs(ty - cy) > 15:  # a label placed away from its point: a thin leader says whose
             end_x = min(max(x, box[0]), box[2])
@@ -166,8 +209,6 @@ def scatter_chart(
                     f'stroke="#999" stroke-width="0.7"/>')  # fmt: skip
         svg.add(f'<text class="point-label" data-key="{escape(d.key)}" x="{_fmt(tx)}" y="{_fmt(ty)}" text-anchor="{anchor}" '
                 f'font-size="10.5" fill="#333">{escape(text)}</text>')  # fmt: skip
-    _legend(svg, height - 10, frontier=bool(front), unknown=bool(unknown))
-    return svg.render()
 
 
 def _legend(svg: _Svg, y: float, *, frontier: bool, unknown: bool) -> None:

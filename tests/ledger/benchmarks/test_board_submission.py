@@ -106,3 +106,13 @@ def test_the_run_page_shows_taus_own_calls_apart(client):
     assert '<dd data-caller="agent"><span title="$0.00400000">$0.0040</span> · 2 calls</dd>' in page
     assert '<dd data-caller="user simulator"><span title="$0.00200000">$0.0020</span> · 2 calls</dd>' in page
     assert '<dd data-caller="τ² itself"><span title="$0.00120000">$0.0012</span> · 3 calls (gpt-4.1-2025-04-14, text-embedding-3-large)</dd>' in page
+
+
+def test_a_call_linked_to_two_items_counts_once_for_its_role():
+    run = linked_run()
+    first, second = run.items.order_by("item_id")[:2]
+    agent_call = BenchmarkItemTrace.objects.get(item=first, role=BenchmarkItemTrace.Role.AGENT).trace
+    BenchmarkItemTrace.objects.create(item=second, trace=agent_call, role=BenchmarkItemTrace.Role.AGENT)
+    found = {c.who: c for c in callers.by_caller(run)}
+    assert (found["agent"].calls, found["agent"].cost_nanousd) == (2, 4_000_000)
+    assert found["τ² itself"].calls == 3
