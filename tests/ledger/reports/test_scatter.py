@@ -31,10 +31,10 @@ def _chart(dots: list[Dot]) -> str:
 
 
 @pytest.mark.parametrize("n, seed", [(12, 1), (60, 2), (200, 3)])
-def test_labels_land_where_summing_over_every_box_puts_them(monkeypatch: pytest.MonkeyPatch, n: int, seed: int) -> None:
+def test_labels_land_where_checking_every_box_puts_them(monkeypatch: pytest.MonkeyPatch, n: int, seed: int) -> None:
     dots = _dots(n, seed)
     within_reach = _chart(dots)
-    # A reach wider than the chart: every box is summed, as before the reach was kept.
+    # A reach wider than the chart: every box is checked, as before the reach was kept.
     monkeypatch.setattr(scatter, "_REACH_X", 10_000)
     monkeypatch.setattr(scatter, "_REACH_UP", 10_000)
     monkeypatch.setattr(scatter, "_REACH_DOWN", 10_000)
@@ -51,7 +51,6 @@ def test_the_reach_covers_every_spot() -> None:
             top, bottom = dy - scatter._LABEL_H + 2, dy + 2
             assert -scatter._REACH_X - width <= left and left + width <= scatter._REACH_X + width
             assert -scatter._REACH_UP <= top and bottom <= scatter._REACH_DOWN
-
 
 
 def _boxes(svg: str) -> dict[str, tuple[float, float, float, float]]:
