@@ -164,6 +164,18 @@ def test_a_long_chain_is_read_past_the_first_lookup_statement():
     assert state.commit_sync(late, lambda s: {"n": s["n"] + 1}) == {"n": 2}
 
 
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("back", [1, state.CHUNK - 1, state.CHUNK])
+def test_a_turn_stores_what_follows_the_checkpoint_back_at_either_side_of_the_first_statement(back):
+    # commit_sync reads its own key with the CHUNK - 1 deepest ancestors, then any further back.
+    early = state.conversation("alice", "", history(3), TOOLS)
+    state.commit_sync(early, lambda s: {"n": 1})
+    late = state.conversation("alice", "", history(3 + back), TOOLS)
+    assert late.keys.index(early.key) == len(late.keys) - 1 - back
+    assert state.commit_sync(late, lambda s: {"n": s.get("n", 0) + 1}) == {"n": 2}
+    assert state.checkpoint_sync(late) == {"n": 2}
+
 # --- Sealed at rest (passthru/formations/seal.py) -------------------------------------
 OWED = {"obligations": {"items": [{"id": "o1", "what": "refund order 9981 to card 4111-2222, PIN 4417-9921"}]}}
 OPENING = [SYSTEM, {"role": "user", "content": "Refund order 9981 to my card, PIN 4417-9921."}]
