@@ -261,20 +261,18 @@ def _rows(keys: Sequence[str], now: datetime) -> dict[str, tuple[int, Any, int, 
     return {key: (row_id, state, version, bool(live)) for key, row_id, state, version, live in cursor.fetchall()}
 
 
+def _deepest_live(chunk: Sequence[str], rows: Mapping[str, tuple[int, Any, int, bool]]) -> tuple[str, Any, int] | None:
+    """The first key of `chunk` (deepest first) with a live row among `rows`: (key, stored state, version)."""
+    return next(((key, rows[key][1], rows[key][2]) for key in chunk if key in rows and rows[key][3]), None)
+
+
 def _deepest(keys: Sequence[str]) -> tuple[str, Any, int] | None:
     """The deepest live row among `keys`: (key, stored state, version)."""
+    now = datetime.now(UTC)
     for chunk in _chunks(keys):
-        cursor = _cursor()
-        marks = ", ".join(["%s"] * len(chunk))
-        cursor.execute(
-            _sql(f'SELECT "key", state, version FROM {TABLE} WHERE "key" IN ({marks}) AND expires_at > %s'),
-            [*chunk, _when(datetime.now(UTC))],
-        )
-        found = {key: (state, version) for key, state, version in cursor.fetchall()}
-        for key in chunk:
-            if key in found:
-                state, version = found[key]
-                return key, state, version
+        found = _deepest_live(chunk, _rows(chunk, now))
+        if found is not None:
+            return found
     return None
 
 
@@ -315,7 +313,7 @@ def commit_sync(conv: Conversation, change: Callable[[State], State]) -> State:
                 mine = rows.get(current)
                 if mine is not None and mine[3]:
                     return _open(mine[1], conv.sealer)[0]  # written by an earlier sending of this history
-                found = next(((key, rows[key][1], rows[key][2]) for key in first[1:] if key in rows and rows[key][3]), None)
+                found = _deepest_live(first[1:], rows)
                 if found is None and len(keys) > len(first):
                     found = _deepest(keys[: len(keys) - len(first)])
                 state = _open(found[1], conv.sealer)[0] if found else {}

@@ -164,7 +164,6 @@ def test_a_long_chain_is_read_past_the_first_lookup_statement():
     assert state.commit_sync(late, lambda s: {"n": s["n"] + 1}) == {"n": 2}
 
 
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("back", [1, state.CHUNK - 1, state.CHUNK])
 def test_a_turn_stores_what_follows_the_checkpoint_back_at_either_side_of_the_first_statement(back):
@@ -175,6 +174,7 @@ def test_a_turn_stores_what_follows_the_checkpoint_back_at_either_side_of_the_fi
     assert late.keys.index(early.key) == len(late.keys) - 1 - back
     assert state.commit_sync(late, lambda s: {"n": s.get("n", 0) + 1}) == {"n": 2}
     assert state.checkpoint_sync(late) == {"n": 2}
+
 
 # --- Sealed at rest (passthru/formations/seal.py) -------------------------------------
 OWED = {"obligations": {"items": [{"id": "o1", "what": "refund order 9981 to card 4111-2222, PIN 4417-9921"}]}}
