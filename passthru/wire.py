@@ -96,7 +96,7 @@ class _Connection(asyncio.Protocol):
         # one of its methods: cycles only the garbage collector would free, and
         # with them the transport and the context the connection was made in.
         # Broken here, a closed connection is freed at once (docs/performance.md,
-        # "What a stream left to the garbage collector").
+        # "The collector in a burst, and what a stream left to it").
         del self.parser
         if self.deadline is not None:
             self.deadline.cancel()
