@@ -92,6 +92,15 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        # The parser holds this protocol's callbacks, and the deadline's timer
+        # one of its methods: cycles only the garbage collector would free, and
+        # with them the transport and the context the connection was made in.
+        # Broken here, a closed connection is freed at once (docs/performance.md,
+        # "The collector in a burst, and what a stream left to it").
+        del self.parser
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
         if not self.busy or self.complete:
             return
         if exc is not None:  # a reset, not a clean close: even an until-EOF body is cut short
