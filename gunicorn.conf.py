@@ -29,9 +29,11 @@ try:
     graceful_timeout = env_int("MARINA_GRACEFUL_TIMEOUT", 660)
     # MARINA_REUSE_PORT=true gives each worker its own listening socket
     # (SO_REUSEPORT): the kernel spreads new connections over the workers by hash
-    # instead of letting whichever worker wakes first take them (docs/performance.md).
-    # Off by default: measured, it did not spread a burst better than the shared
-    # socket, and it lets a second server bind the same port without an error.
+    # instead of letting whichever worker wakes first take them. A burst of
+    # 10,000 streams then splits 50/50 where the shared socket gave one worker up
+    # to 65 % of it, and its memory with it (docs/performance.md). Off by
+    # default: a worker that dies resets the connections still waiting in its
+    # own queue, and a second server could bind the same port without an error.
     reuse_port = env_bool("MARINA_REUSE_PORT", False)
     # Connections the workers have not taken yet wait in the kernel's accept
     # queue; a full queue drops the next connection attempt, which the client
