@@ -269,17 +269,23 @@ def variant(spec: str) -> tuple[str, Path, dict[str, str]]:
 
 
 def ledger_counts(db_url: str) -> tuple[int, dict[str, int], int]:
-    """(traces, traces per status, spend_daily calls) in Marina's bench database."""
+    """(traces, traces per status, spend_daily calls) in Marina's bench database,
+    read in one snapshot: the servers still run, and the streams wrk cut off at
+    the end of the last run are traced once Marina has drained them, so counts
+    read one after another could each see a different ledger."""
     queries = ("select count(*) from ledger_trace",
                "select status || ' ' || error_kind, count(*) from ledger_trace group by 1",
                "select coalesce(sum(calls), 0) from spend_daily")
     if db_url.startswith("sqlite:///"):
-        with sqlite3.connect(db_url[len("sqlite:///"):]) as db:
+        with sqlite3.connect(db_url[len("sqlite:///"):], isolation_level=None) as db:
+            db.execute("begin")  # one read transaction: one snapshot of the log
             rows = [db.execute(q).fetchall() for q in queries]
+            db.execute("commit")
     else:
         import psycopg
 
         with psycopg.connect(db_url) as db:
+            db.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # one snapshot for the three
             rows = [db.execute(q).fetchall() for q in queries]  # type: ignore[arg-type]
     return rows[0][0][0], dict(rows[1]), int(rows[2][0][0])
 
