@@ -43,6 +43,11 @@ class CallerCost:
     unpriced: int
     models: tuple[str, ...] = ()
 
+    @classmethod
+    def summed(cls, who: str, calls: int, cost_nanousd: int, unpriced: int, models: tuple[str, ...] = ()) -> CallerCost:
+        """From sums over the calls: the cost is None when every call was unpriced."""
+        return cls(who, calls, None if calls and unpriced >= calls else cost_nanousd, unpriced, models)
+
     @property
     def shown(self) -> str:
         """As the run page shows it: cents (money.short); `exact` is its tooltip."""
@@ -83,7 +88,7 @@ def totals(traces: QuerySet[Trace], who: str, *, models: bool = False) -> Caller
     names: tuple[str, ...] = ()
     if models and calls:
         names = tuple(sorted(set(traces.values_list("requested_model", flat=True))))
-    return CallerCost(who, calls, None if calls and unpriced >= calls else int(t["cost"] or 0), unpriced, names)
+    return CallerCost.summed(who, calls, int(t["cost"] or 0), unpriced, names)
 
 
 # The run's linked calls per role and key, each trace once per role, in one pass over the traces:
@@ -108,7 +113,7 @@ def by_caller(run: BenchmarkRun) -> list[CallerCost]:
         rows = [row for row in linked if row[0] == role]
         calls, unpriced = sum(row[2] for row in rows), sum(row[4] for row in rows)
         cost = sum(int(row[3] or 0) for row in rows)
-        out.append(CallerCost(who, calls, None if calls and unpriced >= calls else cost, unpriced))
+        out.append(CallerCost.summed(who, calls, cost, unpriced))
     keys = sorted({key for _, key, *_ in linked if key})  # the keys the run's linked calls were made with
     if run.started_at is not None and run.ended_at is not None and keys:
         helpers = helper_traces(keys=keys, exclude_models=[run.agent_model, run.user_model],
