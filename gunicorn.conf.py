@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernel.allocator import map_large_blocks
 from kernel.env import ConfigError, env_bool, env_int, env_log_level, env_str, load_env_file
 from kernel.proxies import uvicorn_allow_ips
 
@@ -71,13 +70,6 @@ control_socket_disable = not os.environ.get("MARINA_CONTROL_SOCKET")
 _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if _soft != resource.RLIM_INFINITY and _hard != resource.RLIM_INFINITY and _soft < _hard:
     resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
-
-
-# C blocks of 16 KB and more (request bodies; while a worker imports the app,
-# each module's cached bytecode read whole) get pages of their own when the
-# heap has no room, given back when freed (kernel/allocator.py). Set here, in
-# the master: the workers it forks inherit it before they load anything.
-map_large_blocks()
 
 
 def on_starting(server: Any) -> None:

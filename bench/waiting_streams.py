@@ -18,7 +18,7 @@ never reads.
 
 First `--warm` streams are opened and left waiting (the code paths, the
 upstream pool, the allocator's first arenas), then the worker's resident
-memory (VmRSS, after a full collection) is read; then `--streams` more are
+memory (VmRSS, after a full collection and the heap's trim) is read; then `--streams` more are
 opened, and once the worker holds all their upstream connections, read
 again. The difference over `--streams` is the figure. With `--where` the
 worker traces its allocations (tracemalloc, which costs memory of its own: the
@@ -62,6 +62,8 @@ import tau2_body
 from common import ROOT, free_port, marina_env, migrate, start, start_fake_upstream
 from slow_streams import sample
 
+sys.path.insert(0, str(ROOT))  # the project's packages, for the worker (`--serve`) and the heap trim's period
+
 KEY = "sk-marina-bench-key-0000"
 MODEL = "openai/gpt-4.1-mini"
 REPORT = "MARINA_BENCH_REPORT"  # where the served worker writes its figures when signalled (--serve)
@@ -69,12 +71,7 @@ REPORT = "MARINA_BENCH_REPORT"  # where the served worker writes its figures whe
 
 def serve(port: int) -> None:
     """One Marina worker on 127.0.0.1:port; SIGUSR1 writes its figures to $MARINA_BENCH_REPORT."""
-    sys.path.insert(0, str(ROOT))  # this script's folder is on the path, not the project's
     import uvicorn
-
-    from kernel.allocator import map_large_blocks
-
-    map_large_blocks()  # as gunicorn.conf.py does before the workers load the app
 
     from marina.asgi import application
     from marina.worker import MarinaServer
@@ -150,7 +147,12 @@ def _rss_kb(pid: int | str = "self") -> int:
 
 
 def figures(pid: int, report: Path) -> dict[str, object]:
-    """Ask the worker for its figures (after a full collection) and wait for them."""
+    """Ask the worker for its figures (after a full collection) and wait for them:
+    once its heap has been trimmed since now (kernel/allocator.py, MarinaServer
+    starts it), as it is every second."""
+    from kernel.allocator import EVERY_SECONDS
+
+    time.sleep(EVERY_SECONDS + 0.2)
     report.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + 120

@@ -16,9 +16,13 @@ from uvicorn_worker import UvicornWorker
 
 class MarinaServer(Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        from kernel import checkpoint
+        from kernel import allocator, checkpoint
         from ledger.spend import services
 
+        # The C heap's free pages given back once a second: a burst's request
+        # bodies, freed among the streams' state, would stay resident as holes
+        # (kernel/allocator.py).
+        allocator.start_trimming()
         # SQLite's checkpoints on a thread of their own from here on, not in
         # the commit of the call that fills the log (kernel/checkpoint.py).
         checkpoint.start()

@@ -1,11 +1,12 @@
-"""kernel/allocator.py: with a worker's C blocks of 16 KB and more on pages of
-their own, request bodies freed among longer-lived blocks give their memory
-back (docs/performance.md, issue 45). In a process of its own each time: the
-setting lasts as long as the process."""
+"""kernel/allocator.py: with a worker's heap trimmed every second, request
+bodies freed among longer-lived blocks give their memory back
+(docs/performance.md, issue 45). In a process of its own each time: the
+trimming thread lasts as long as the process."""
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # 2,000 bodies of 19 KB, each followed by a 600-byte block that stays (a C
 # block too: over Python's 512-byte small objects), as a burst's request state
-# does; then the bodies are freed. Prints the MB given back.
+# does; then the bodies are freed, and the process waits a few trims' time.
+# Prints the MB given back.
 _SCRIPT = """
-import sys
-from kernel.allocator import map_large_blocks
+import sys, time
+from kernel.allocator import start_trimming
 
 def rss_mb():
     for line in open("/proc/self/status"):
@@ -25,15 +27,18 @@ def rss_mb():
             return int(line.split()[1]) / 1024
 
 if sys.argv[1] == "on":
-    assert map_large_blocks()
+    assert start_trimming(every=0.05)
 bodies, kept = [], []
 for n in range(2000):
     bodies.append(bytes([n % 256]) * 19_000)
     kept.append(bytearray(600))
 held = rss_mb()
 del bodies
+time.sleep(0.5)
 print(held - rss_mb())
 """
+
+glibc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
 
 
 def _given_back(mode: str) -> float:
@@ -43,14 +48,24 @@ def _given_back(mode: str) -> float:
     return float(done.stdout)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@glibc
 def test_freed_bodies_among_kept_blocks_give_their_memory_back():
     bodies_mb = 2000 * 19_000 / 2**20  # 36 MB
-    assert _given_back("on") > 0.7 * bodies_mb  # 31 MB measured; 0 without the setting
+    assert _given_back("on") > 0.7 * bodies_mb
 
 
-def test_an_mmap_threshold_set_in_the_environment_wins(monkeypatch):
-    from kernel.allocator import map_large_blocks
+@glibc
+def test_without_the_trim_the_freed_bodies_stay_resident():
+    # What the trim is for: glibc alone gives back only the heap's top.
+    bodies_mb = 2000 * 19_000 / 2**20
+    assert _given_back("off") < 0.2 * bodies_mb
 
-    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
-    assert map_large_blocks() is False
+
+@glibc
+def test_one_trimming_thread_a_process():
+    from kernel import allocator
+
+    assert allocator.start_trimming()
+    assert allocator.start_trimming()
+    trimmers = [t for t in threading.enumerate() if t.name == "marina-heap-trim"]
+    assert len(trimmers) == 1 and trimmers[0].daemon
