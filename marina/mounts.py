@@ -217,16 +217,10 @@ class ApiHandler(ASGIHandler):
 
     async def _respond(self, scope: Scope, send: Send) -> None:
         if passes_through(scope):
-            out = await answer_scope(scope)
-            try:
-                headers = self._headers_of(scope, out)
-            except Exception as exc:  # a header Django refuses: the 500 the view's response would have been
-                out = unexpected(scope["method"], scope["path"], exc)
-                headers = self._headers_of(scope, out)
-            if out.status >= 400:  # what Django's handler logs of such an answer (django.request)
-                answered = HttpResponse(status=out.status)
-                log_response("%s: %s", answered.reason_phrase, scope["path"], response=answered)
-            await _send_outbound(out, headers, send)
+            # The headers are handed on unnamed: _send_outbound lets go of them once
+            # sent, and nothing here holds them for the stream's minutes (a worker
+            # holds thousands; ~1.5 KB each: docs/performance.md, issue 45).
+            await _send_outbound(*self._answered(scope, await answer_scope(scope)), send)
             return
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, io.BytesIO())
@@ -235,6 +229,18 @@ class ApiHandler(ASGIHandler):
             await self.send_response(error_response, send)
             return
         await self.send_response(await self.run_get_response(request), send)
+
+    def _answered(self, scope: Scope, out: Outbound) -> tuple[Outbound, list[tuple[bytes, bytes]]]:
+        """The core's answer and its headers; logged as Django's handler logs a 4xx or 5xx."""
+        try:
+            headers = self._headers_of(scope, out)
+        except Exception as exc:  # a header Django refuses: the 500 the view's response would have been
+            out = unexpected(scope["method"], scope["path"], exc)
+            headers = self._headers_of(scope, out)
+        if out.status >= 400:  # what Django's handler logs of such an answer (django.request)
+            answered = HttpResponse(status=out.status)
+            log_response("%s: %s", answered.reason_phrase, scope["path"], response=answered)
+        return out, headers
 
     def _headers_of(self, scope: Scope, out: Outbound) -> list[tuple[bytes, bytes]]:
         """The core's answer's headers as Django would send them for the view:

@@ -149,3 +149,27 @@ def test_bodies_gives_the_first_attempt_the_dict_and_later_ones_equal_copies(mar
     assert alone.next() is body
     with pytest.raises(RuntimeError):
         alone.next()
+
+
+def _sent_header_lists() -> list[list[Any]]:
+    """Every list alive in this process that holds a response's header pairs as ASGI sends them."""
+    gc.collect()
+    return [
+        o for o in gc.get_objects()
+        if type(o) is list and o and all(type(p) is tuple and len(p) == 2 and type(p[0]) is bytes for p in o)
+        and any(p[0].lower() == b"x-marina-upstream-model" for p in o)
+    ]
+
+
+def test_a_relaying_stream_holds_no_list_of_the_headers_it_sent(marina_url, upstream):
+    # Once the status line and headers are out, a stream that relays for minutes keeps no copy
+    # of them (a worker holds thousands of streams; issue 45).
+    upstream.script(Sse(stall_after=1, stall_seconds=2.0))
+    conn = _start_stream(marina_url, _request_body("openrouter/openai/gpt-5.2", f"relaying {uuid.uuid4()}"))
+    response = conn.getresponse()  # the headers are sent: the stream relays its first chunk, then waits
+    assert response.status == 200 and response.getheader("x-marina-upstream-model") == "openrouter/openai/gpt-5.2"
+    assert response.readline().startswith(b"data: {")
+    assert _sent_header_lists() == []
+    raw = response.read().decode()
+    conn.close()
+    assert raw.rstrip().endswith("data: [DONE]")
