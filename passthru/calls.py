@@ -10,7 +10,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator, Coroutine
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,15 +261,14 @@ async def call_stream(
     if settings.MARINA_TRACE_BODIES:
         span.body = {"request": redact(sent)}
     meter = endpoint.meter(route, span, not client_wants_usage)
-    stack = AsyncExitStack()
-    opening = upstream.open_stream(route.provider, data, ctx.upstream_headers(), endpoint.path)
+    stream = upstream.open_stream(route.provider, data, ctx.upstream_headers(), endpoint.path)
     # The stream holds the bytes until the provider has them, then lets go
     # (passthru/upstream.py): nor does this call keep them, or the dicts they
     # were made from, while it waits for the first byte, minutes maybe, with
     # thousands of calls waiting (docs/performance.md, issue 45).
     del body, sent, data
     try:
-        stream = await stack.enter_async_context(opening)
+        await stream.open()
     except UpstreamError as exc:
         _stop_clock(ctx, meter)
         fail_span(span, exc)
@@ -278,9 +276,11 @@ async def call_stream(
     span.http_status = stream.status
     note_queued(span, stream.queued)
     if stream.status == 200 and stream.content_type.startswith(SSE):
-        return StreamReply(200, SSE, b"", _metered_events(ctx, stack, stream, meter), span)
-    async with stack:
+        return StreamReply(200, SSE, b"", _metered_events(ctx, stream, meter), span)
+    try:
         raw = await stream.read()
+    finally:
+        await stream.aclose()
     _stop_clock(ctx, meter)
     if not _is_json(raw):  # an HTML page, as an error or as a "successful" answer to a stream
         raise _unusable(span, route, stream.status, stream.content_type)
@@ -291,7 +291,7 @@ async def call_stream(
 
 
 async def _metered_events(
-    ctx: RequestContext, stack: AsyncExitStack, stream: upstream.Stream, meter: Meter
+    ctx: RequestContext, stream: upstream.Stream, meter: Meter
 ) -> AsyncGenerator[bytes, None]:
     pump = Pump(relay(stream.chunks(), meter))
     handed_over = False
@@ -306,13 +306,13 @@ async def _metered_events(
             # The client went away: the upstream is read on (and metered) for
             # a bounded time in the background, which then closes it and the span.
             pump.discard()
-            ctx.draining = _drain_later(_drain(ctx, stack, pump, meter))
+            ctx.draining = _drain_later(_drain(ctx, stream, pump, meter))
             handed_over = True
             raise
     finally:
         if not handed_over:
             pump.task.cancel()  # nothing if it has ended
-            await stack.aclose()  # the upstream response is closed however this ends
+            await stream.aclose()  # the upstream response is closed however this ends
             _close_span(ctx, meter)
 
 
@@ -334,7 +334,7 @@ def _drain_later(drain: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
     return task
 
 
-async def _drain(ctx: RequestContext, stack: AsyncExitStack, pump: Pump, meter: Meter) -> None:
+async def _drain(ctx: RequestContext, stream: upstream.Stream, pump: Pump, meter: Meter) -> None:
     """Read a stream its client abandoned to its end, for at most
     MARINA_DRAIN_AFTER_DISCONNECT_SECONDS, so that the usage the provider
     reports last (and bills) is metered; past the bound, hang up.
@@ -356,7 +356,7 @@ async def _drain(ctx: RequestContext, stack: AsyncExitStack, pump: Pump, meter: 
         try:
             await asyncio.wait([pump.task])  # its cancellation closes the upstream connection
         finally:
-            await stack.aclose()
+            await stream.aclose()
             _close_span(ctx, meter)
 
 

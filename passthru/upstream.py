@@ -387,8 +387,10 @@ class Stream:
     No deadline: a stream may run as long as it keeps sending; only the idle
     timeout (MARINA_UPSTREAM_TIMEOUT) applies, before the first byte and between bytes.
 
-    Use as `async with open_stream(...) as stream:`; the response is closed in
-    __aexit__ whatever happens, so a cancelled client never leaks a connection."""
+    `await stream.open()`, then `aclose()` whatever happens, so a cancelled
+    client never leaks a connection (passthru/calls.py call_stream: no
+    AsyncExitStack around it, whose deque is ~0.7 KB of each of the thousands
+    of streams a worker may hold; docs/performance.md, issue 45)."""
 
     def __init__(self, provider: Provider, body: bytes, incoming: Mapping[str, str], path: str = CHAT) -> None:
         self.provider = provider
@@ -400,7 +402,8 @@ class Stream:
         self._headers = {**_headers(provider, incoming, path), "accept-encoding": "identity"}
         self._response: httpx.Response | None = None
 
-    async def __aenter__(self) -> Stream:
+    async def open(self) -> Stream:
+        """Send the request and read the response's status line and headers."""
         try:
             sent = await _start(self.provider, self._body, self._headers, self._path)
             # The provider has the body: it is not kept while the stream waits
@@ -412,7 +415,7 @@ class Stream:
             raise _failure(self.provider, exc) from None
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def aclose(self) -> None:
         if self._response is not None:
             await self._response.aclose()
 
