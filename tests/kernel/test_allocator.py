@@ -38,6 +38,7 @@ time.sleep(0.5)
 print(held - rss_mb())
 """
 
+BODIES_MB = 2000 * 19_000 / 2**20  # 36 MB
 glibc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
 
 
@@ -50,15 +51,13 @@ def _given_back(mode: str) -> float:
 
 @glibc
 def test_freed_bodies_among_kept_blocks_give_their_memory_back():
-    bodies_mb = 2000 * 19_000 / 2**20  # 36 MB
-    assert _given_back("on") > 0.7 * bodies_mb
+    assert _given_back("on") > 0.7 * BODIES_MB
 
 
 @glibc
 def test_without_the_trim_the_freed_bodies_stay_resident():
     # What the trim is for: glibc alone gives back only the heap's top.
-    bodies_mb = 2000 * 19_000 / 2**20
-    assert _given_back("off") < 0.2 * bodies_mb
+    assert _given_back("off") < 0.2 * BODIES_MB
 
 
 @glibc
