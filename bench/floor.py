@@ -19,7 +19,14 @@ uvloop, 2 workers), doing only what every gateway that meters must:
 
 No authentication, no pricing, no trace of spans, no spend upsert, no
 Django: what is left is the ASGI server, the kernel's sockets, the JSON and
-the thread hand-off. `floor-nolog` is the same without step 3. Every target
+the thread hand-off. `floor-nolog` is the same without step 3.
+
+A streamed request (`"stream": true`) gets a connection of its own to the
+provider, since a burst's streams run at once; each event is relayed as it
+comes, the usage read from the last ones, and the row committed once the
+stream ends. bench/slow_streams.py's `floor` target runs a burst of those
+beside Marina's (issue 45: what any gateway on these parts needs to take
+10,000 streams in on two cores). Every target
 is measured with `wrk -c 1` against bench/fake_upstream.py, interleaved over
 `--runs`, and the added p50 is each target's p50 less direct's in the same
 run; CPU per call is the server processes' user + system time (/proc) over
@@ -68,16 +75,48 @@ async def _call(body: bytes) -> bytes:
         return await _exchange(body)
 
 
+def _post(body: bytes) -> bytes:
+    return (b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
+            b"authorization: Bearer sk-fake-upstream-key\r\ncontent-length: %d\r\n\r\n%s"
+            % (UPSTREAM.encode(), len(body), body))
+
+
 async def _exchange(body: bytes) -> bytes:
     reader, writer = await _provider()
-    writer.write(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
-        b"authorization: Bearer sk-fake-upstream-key\r\ncontent-length: %d\r\n\r\n%s"
-        % (UPSTREAM.encode(), len(body), body)
-    )
+    writer.write(_post(body))
     head = await reader.readuntil(b"\r\n\r\n")
     length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
     return await reader.readexactly(length)
+
+
+async def _relay(body: bytes, send: Any) -> dict[str, Any]:
+    """A stream on a connection of its own: its chunked body's events sent on
+    as they come; the usage they carried."""
+    host, port = UPSTREAM.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    usage: dict[str, Any] = {}
+    try:
+        writer.write(_post(body))
+        await reader.readuntil(b"\r\n\r\n")
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        while size := int(await reader.readline(), 16):
+            event = (await reader.readexactly(size + 2))[:-2]
+            if b'"usage"' in event:
+                for line in event.split(b"\n"):
+                    if line.startswith(b"data: {"):
+                        usage = json.loads(line[6:]).get("usage") or usage
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        writer.close()
+    return usage
+
+
+async def _meter(model: str, usage: dict[str, Any]) -> None:
+    if LEDGER:
+        writer = _local.setdefault("writer", ThreadPoolExecutor(1))
+        row = (model, 200, usage.get("prompt_tokens"), usage.get("completion_tokens"), time.time())
+        await asyncio.get_running_loop().run_in_executor(writer, _commit, row)
 
 
 def _commit(row: tuple[Any, ...]) -> None:
@@ -111,12 +150,11 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             break
     request = json.loads(b"".join(chunks))
     request["model"] = request["model"].split("/", 1)[1]
+    if request.get("stream"):
+        await _meter(request["model"], await _relay(orjson.dumps(request), send))
+        return
     reply = await _call(orjson.dumps(request))
-    usage = json.loads(reply).get("usage") or {}
-    if LEDGER:
-        writer = _local.setdefault("writer", ThreadPoolExecutor(1))
-        row = (request["model"], 200, usage.get("prompt_tokens"), usage.get("completion_tokens"), time.time())
-        await asyncio.get_running_loop().run_in_executor(writer, _commit, row)
+    await _meter(request["model"], json.loads(reply).get("usage") or {})
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(reply)).encode())]})
     await send({"type": "http.response.body", "body": reply})

@@ -55,7 +55,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tau2_body
-from common import ROOT, Server, children, cpu_seconds, free_port, marina_env, migrate, start, start_fake_upstream
+from common import (
+    LOOPBACK_ONLY_ENV,
+    ROOT,
+    Server,
+    children,
+    cpu_seconds,
+    free_port,
+    marina_env,
+    migrate,
+    start,
+    start_fake_upstream,
+)
 
 KEY = "sk-marina-bench-key-0000"
 MODEL = "gpt-4.1-mini"
@@ -449,17 +460,18 @@ def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, i
         report_goals(direct, marina, args, metered)
 
 def report_cpu(runs: list[Run], marina: Run | None, args: argparse.Namespace) -> None:
-    """Marina's CPU per stream, before and after the first token, and each target's CPU and busiest second."""
-    if marina and marina.cpu_seconds:
-        n = len(marina.outcomes)
-        print(f"\nMarina's CPU (all processes) during the run: {marina.cpu_seconds:.1f} s, "
-              f"{marina.cpu_seconds * 1000 / n:.2f} ms per stream.")
-        if marina.meter:
-            before, _, _ = marina.meter.between(marina.t0, marina.t0 + args.first_token)
-            after = marina.cpu_seconds - before
+    """Each server's CPU per stream, before and after the first token, and each target's CPU and busiest second."""
+    for server in (r for r in runs if r.cpu_seconds):
+        n = len(server.outcomes)
+        name = "Marina" if server.target == "marina" else server.target
+        print(f"\n{name}'s CPU (all processes) during the run: {server.cpu_seconds:.1f} s, "
+              f"{server.cpu_seconds * 1000 / n:.2f} ms per stream.")
+        if server.meter:
+            before, _, _ = server.meter.between(server.t0, server.t0 + args.first_token)
+            after = server.cpu_seconds - before
             events = n * (args.chunks + 4)  # role, the content chunks, finish, usage, [DONE]
-            waited = marina.meter.waited[-1] - marina.meter.waited[0] if marina.meter.waited else 0.0
-            print(f"Marina's threads waited {waited:.1f} s in all for a core (run queue; the neighbours' load).")
+            waited = server.meter.waited[-1] - server.meter.waited[0] if server.meter.waited else 0.0
+            print(f"{name}'s threads waited {waited:.1f} s in all for a core (run queue; the neighbours' load).")
             print(f"Before the upstream's first token ({args.first_token:g} s: taking requests in, calling the upstream): "
                   f"{before:.1f} s, {before * 1000 / n:.2f} ms per stream; after it (relaying {args.chunks + 4} events "
                   f"a stream, writing traces): {after:.1f} s, {after * 1000 / n:.2f} ms per stream, "
@@ -468,8 +480,8 @@ def report_cpu(runs: list[Run], marina: Run | None, args: argparse.Namespace) ->
         if r.meter:
             m, u, c = r.meter.between(r.t0, r.t0 + r.seconds)
             pm, pu, pc = r.meter.busiest_second()
-            print(f"{r.target}: CPU seconds Marina {m:.1f}, upstream {u:.1f}, client {c:.1f} "
-                  f"({c * 1000 / len(r.outcomes):.2f} ms per stream); busiest second: Marina {pm:.0%}, upstream {pu:.0%}, "
+            print(f"{r.target}: CPU seconds server {m:.1f}, upstream {u:.1f}, client {c:.1f} "
+                  f"({c * 1000 / len(r.outcomes):.2f} ms per stream); busiest second: server {pm:.0%}, upstream {pu:.0%}, "
                   f"client {pc:.0%} of a core (client idle at least {max(0.0, 1 - pc):.0%} of its core); "
                   f"connections dropped from full listen queues: {r.listen_drops}.")
     if marina and marina.meter and args.timeline:
@@ -517,13 +529,39 @@ def build_client(tmp: Path) -> Path:
     return binary
 
 
+def run_floor(tmp: Path, up_port: int, upstream: Server, args: argparse.Namespace, timeout: float,
+              client: Path | None) -> Run:
+    """The same burst through bench/floor.py's gateway (no framework, no auth,
+    no pricing: parse, forward, relay, commit a row), on the same server parts
+    and 2 workers: what any Python gateway needs here to take the burst in."""
+    port = free_port()
+    env = {**os.environ, **LOOPBACK_ONLY_ENV, "FLOOR_UPSTREAM": f"127.0.0.1:{up_port}",
+           "FLOOR_LEDGER": str(tmp / "floor.sqlite3")}
+    floor = start("floor", [sys.executable, "-m", "gunicorn", "--chdir", str(ROOT / "bench"), "-w", "2", "--backlog", "16384",
+                            "-k", "uvicorn_worker.UvicornWorker", "-b", f"127.0.0.1:{port}", "floor:app"],
+                  env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/", log_dir=tmp)
+    print("floor ...", file=sys.stderr, flush=True)
+    try:
+        sampler = Sampler(floor, port, up_port)
+        meter = Meter(floor, upstream)
+        meter.sampler = sampler
+        run = asyncio.run(run_target("floor", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler, meter, client))
+    finally:
+        floor.stop()
+    with sqlite3.connect(tmp / "floor.sqlite3") as db:
+        metered = db.execute("select count(*) from trace where completion_tokens > 0").fetchone()[0]
+    print(f"floor's ledger: {metered} rows with usage (streams and plain calls)")
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=2000)
     parser.add_argument("--first-token", type=float, default=10.0, help="seconds before each stream's first token")
     parser.add_argument("--chunks", type=int, default=5, help="content chunks per stream")
     parser.add_argument("--gap", type=float, default=2.0, help="seconds between chunks")
-    parser.add_argument("--targets", default="direct,marina")
+    parser.add_argument("--targets", default="direct,marina",
+                        help="of direct, floor (bench/floor.py's framework-free gateway), marina")
     parser.add_argument("--marina-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for Marina's server (repeatable)")
     parser.add_argument("--client", choices=("c", "python"), default="c",
@@ -562,6 +600,8 @@ def main() -> None:
                 print("direct ...", file=sys.stderr, flush=True)
                 meter = Meter(None, upstream)
                 runs.append(asyncio.run(run_target("direct", up_port, "", MODEL, args.streams, timeout, None, meter, client)))
+            if "floor" in targets:
+                runs.append(run_floor(tmp, up_port, upstream, args, timeout, client))
             if "marina" in targets:
                 db_path = tmp / "marina-slow.sqlite3"
                 port = free_port()
