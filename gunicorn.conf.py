@@ -89,26 +89,14 @@ def on_starting(server: Any) -> None:
         raise RuntimeError(f"Marina's configuration: {problem}")
 
 
-# CPython considers a full collection after 10 collections of the middle
-# generation (the third of gc.get_threshold()), and runs it once the objects
-# that reached the oldest since the last one are a quarter of it. A burst of
-# thousands of streams is all new objects that live on: a worker holding
-# 5,000 of them ran 8-10 full collections in 25 s, up to 400 ms each, none
-# finding anything to free (2-4 s of its CPU; docs/performance.md, "Full
-# collections in a burst"). After 100 middle collections it runs 0-2. Cyclic
-# garbage that outlived the young generations waits longer for its collection.
-FULL_COLLECTION_AFTER = 100
-
-
 def post_worker_init(worker: Any) -> None:
     """What the worker has loaded (Django, the URLconf, the NinjaAPI, the
     price tables) lives as long as it does: move it out of the collector's
     reach, so a full collection scans only what requests allocate. Under load
     the collector cost 0.17–0.3 ms per call here, 0.05–0.1 ms once frozen
-    (docs/performance.md). Then full collections are made rarer (above)."""
+    (docs/performance.md). When it runs is the worker's own schedule
+    (kernel/collector.py, started by marina/worker.py's MarinaServer)."""
     gc.freeze()
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTION_AFTER)
 
 
 # Prometheus metrics (observability/metrics.py): every worker writes its

@@ -16,9 +16,13 @@ from uvicorn_worker import UvicornWorker
 
 class MarinaServer(Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        from kernel import allocator, checkpoint
+        from kernel import allocator, checkpoint, collector
         from ledger.spend import services
 
+        # Python's cycle collector once a second on this loop, deferred while a
+        # burst is taken in, instead of by allocation counts: a burst's objects
+        # all live until their streams end (kernel/collector.py).
+        collector.start()
         # The C heap's free pages given back once a second: a burst's request
         # bodies, freed among the streams' state, would stay resident as holes
         # (kernel/allocator.py).

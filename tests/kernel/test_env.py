@@ -259,18 +259,12 @@ def test_a_spool_directory_that_cannot_be_written_stops_gunicorn_with_one_line(t
     assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr
 
 
-def test_a_worker_freezes_what_it_loaded_and_makes_full_collections_rarer(tmp_path: Path):
-    """gunicorn.conf.py's post_worker_init: a burst of streams ran 8-10 fruitless full collections a worker (docs/performance.md)."""
-    code = (
-        "import gc, runpy, json; c = runpy.run_path('gunicorn.conf.py'); before = gc.get_threshold(); "
-        "c['post_worker_init'](None); print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count()]))"
-    )
+def test_a_worker_freezes_what_it_loaded(tmp_path: Path):
+    """gunicorn.conf.py's post_worker_init: the app's objects out of every collection's reach (docs/performance.md)."""
+    code = "import gc, runpy, json; c = runpy.run_path('gunicorn.conf.py'); c['post_worker_init'](None); print(gc.get_freeze_count())"
     done = run(["-c", code], {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")})
     assert done.returncode == 0, done.stderr
-    before, after, frozen = json.loads(done.stdout)
-    assert after == [before[0], before[1], 100]
-    assert before[2] < 100
-    assert frozen > 10_000  # what the conf and its imports loaded
+    assert int(done.stdout) > 10_000  # what the conf and its imports loaded
 
 
 @pytest.mark.parametrize("value, backlog", [("", 16384), ("512", 512)])
