@@ -18,8 +18,12 @@ uvloop, 2 workers), doing only what every gateway that meters must:
 4. answer.
 
 No authentication, no pricing, no trace of spans, no spend upsert, no
-Django: what is left is the ASGI server, the kernel's sockets, the JSON and
-the thread hand-off. `floor-nolog` is the same without step 3.
+Django, and no cycle collector (a worker turns it off as it starts: a floor
+may leave cycles for the minutes it runs): what is left is the ASGI server,
+the kernel's sockets, the JSON and the thread hand-off. It runs under
+gunicorn's own defaults, from bench/ (none of Marina's gunicorn.conf.py,
+which gunicorn would read from the project's root; until 2026-12-07 it did,
+and with it Marina's collector settings). `floor-nolog` is the same without step 3.
 
 A streamed request (`"stream": true`) gets a connection of its own to the
 provider, since a burst's streams run at once; each event is relayed as it
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import sqlite3
@@ -134,6 +139,8 @@ def _commit(row: tuple[Any, ...]) -> None:
 
 async def app(scope: Scope, receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
+        gc.freeze()
+        gc.disable()
         for phase in ("startup", "shutdown"):
             await receive()
             await send({"type": f"lifespan.{phase}.complete"})
@@ -184,9 +191,10 @@ def main() -> None:
             for name, ledger in (("floor-nolog", ""), ("floor", str(tmp / "floor.sqlite3"))):
                 port = free_port()
                 env = {**os.environ, **LOOPBACK_ONLY_ENV, "FLOOR_UPSTREAM": f"127.0.0.1:{up_port}", "FLOOR_LEDGER": ledger}
-                servers.append(start(name, [sys.executable, "-m", "gunicorn", "--chdir", str(ROOT / "bench"), "-w", "2",
+                servers.append(start(name, [sys.executable, "-m", "gunicorn", "-w", "2",
                                             "-k", "uvicorn_worker.UvicornWorker", "-b", f"127.0.0.1:{port}", "floor:app"],
-                                     env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/", log_dir=tmp))
+                                     env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/", log_dir=tmp,
+                                     cwd=ROOT / "bench"))
                 urls[name] = f"http://127.0.0.1:{port}/v1/chat/completions"
             port = free_port()
             env = marina_env(db_url=f"sqlite:///{tmp / 'marina.sqlite3'}", upstream_port=up_port,

@@ -537,9 +537,10 @@ def run_floor(tmp: Path, up_port: int, upstream: Server, args: argparse.Namespac
     port = free_port()
     env = {**os.environ, **LOOPBACK_ONLY_ENV, "FLOOR_UPSTREAM": f"127.0.0.1:{up_port}",
            "FLOOR_LEDGER": str(tmp / "floor.sqlite3")}
-    floor = start("floor", [sys.executable, "-m", "gunicorn", "--chdir", str(ROOT / "bench"), "-w", "2", "--backlog", "16384",
+    # From bench/, so that gunicorn reads no gunicorn.conf.py (Marina's is in the project's root).
+    floor = start("floor", [sys.executable, "-m", "gunicorn", "-w", "2", "--backlog", "16384",
                             "-k", "uvicorn_worker.UvicornWorker", "-b", f"127.0.0.1:{port}", "floor:app"],
-                  env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/", log_dir=tmp)
+                  env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/", log_dir=tmp, cwd=ROOT / "bench")
     print("floor ...", file=sys.stderr, flush=True)
     try:
         sampler = Sampler(floor, port, up_port)
