@@ -147,6 +147,9 @@ async def call_json(
     except UpstreamError as exc:
         _time_span(ctx, span, started)
         fail_span(span, exc)
+        # The finished task holds this error, whose traceback holds this frame:
+        # let go of the task, or the request (body, context) waits for the collector.
+        del call
         raise
     except asyncio.CancelledError:
         ctx.draining = _drain_later(_drain_reply(ctx, call, route, span, started, endpoint))
@@ -353,6 +356,7 @@ async def _drain(ctx: RequestContext, stream: upstream.Stream, pump: Pump, meter
             span.status, span.error_kind = "cancelled", "client_disconnected"
         elif isinstance(pump.error, UpstreamError):
             span.status, span.error_kind = "error", pump.error.kind
+        pump.error = None  # its traceback holds the pump's frames: a cycle, kept (streaming.Pump)
         try:
             await asyncio.wait([pump.task])  # its cancellation closes the upstream connection
         finally:

@@ -146,13 +146,22 @@ class Pump:
                 return event
             if self.ended:
                 if self.error is not None:
-                    raise self.error
+                    raise self._take_error()
                 return None
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
             finally:
                 self._waiter = None
+
+    def _take_error(self) -> BaseException:
+        """The source's error, raised once: its traceback holds the pump's frames,
+        which hold the pump, so kept here it made a cycle that held the request
+        until the collector's next pass. Taken, not named in a local of the
+        frame that raises it, for the same reason."""
+        error, self.error = self.error, None
+        assert error is not None
+        return error
 
     def discard(self) -> None:
         """The reader is gone: read on, keeping nothing."""

@@ -191,6 +191,8 @@ class _Connection(asyncio.Protocol):
         while not self.headers_done:
             if self.error is not None:
                 raise self.error
+            if self.closed:
+                raise httpx.ReadError("The connection to the provider was closed.")
             await self._wait(timeout)
 
     async def next_chunk(self, timeout: float | None) -> bytes | None:
@@ -207,6 +209,8 @@ class _Connection(asyncio.Protocol):
                 return None
             if self.error is not None:
                 raise self.error
+            if self.closed:
+                raise httpx.ReadError("The connection to the provider was closed.")
             await self._wait(timeout)
 
     def reusable(self) -> bool:
@@ -214,6 +218,10 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        # Raised, the error's traceback holds the reader's frames, which hold this
+        # connection: kept here too, it made a cycle that held the whole request
+        # until the collector's next pass. Closed, a read raises a new one (below).
+        self.error = None
         if self.deadline is not None:
             self.deadline.cancel()
             self.deadline = None
@@ -349,7 +357,13 @@ async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int, ti
             return sock
     if not errors:
         raise OSError(f"{host} resolved to no address")
-    raise errors[0] if len(errors) == 1 else OSError("; ".join(map(str, errors)))
+    try:
+        raise errors[0] if len(errors) == 1 else OSError("; ".join(map(str, errors)))
+    finally:
+        # The error's traceback holds this frame, whose list holds the error: a
+        # cycle that kept the whole request (its body, its context) until the
+        # collector's next pass. As asyncio's create_connection does.
+        errors.clear()
 
 
 async def _connect_socket(

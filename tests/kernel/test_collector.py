@@ -63,6 +63,20 @@ def test_the_ceiling_collects_even_in_a_burst_but_never_the_oldest_generation(by
     assert len(held) == 5_000
 
 
+def test_growth_is_not_deferred_once_a_collection_found_it_was_garbage(by_hand):
+    collector = Collector(burst=1_000, ceiling=4_000)
+    collector.tick()
+    for _ in range(5_000):  # a flood of cycles: the ceiling collects them, and finds them
+        Node()
+    assert collector.tick() == 1
+    assert collector.found_by_last >= 5_000
+    gone = weakref.ref(Node())
+    for _ in range(2_000):  # more of them, under the ceiling: collected now, not deferred
+        Node()
+    assert collector.tick() == 1
+    assert gone() is None
+
+
 def test_a_cycle_that_reached_the_oldest_generation_waits_for_a_full_collection(by_hand):
     collector = Collector(full_floor=10**9)
     kept = Node()

@@ -4,6 +4,7 @@ leaves behind however the stream ends."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from passthru.calls import StreamReply, call_stream
 from passthru.context import Inbound, RequestContext
 from passthru.errors import UpstreamError
 from passthru.providers import resolve
+from passthru.streaming import Pump
 from tests.upstream import Reply, Sse, completion, sse_chunks
 
 MODEL = "openrouter/openai/gpt-5.2"
@@ -131,6 +133,23 @@ def test_the_drain_after_a_client_left_is_bounded(streaming, settings):
     while streaming.requests[0].outcome == "pending" and time.monotonic() < deadline:
         time.sleep(0.02)
     assert streaming.requests[0].outcome == "client_gone"
+
+
+def test_a_stream_that_fails_after_its_client_left_leaves_no_cycle(streaming):
+    """The drain reads the pump's error and lets it go: its traceback holds the
+    pump's frames, so kept it made a cycle only the collector frees, and a
+    worker runs none of its own accord (kernel/collector.py)."""
+    streaming.script(Sse(gap=0.05, reset_after=3))
+    gc.collect()
+    gc.disable()
+    try:
+        _ctx, reply, events, _failure = _run({"model": MODEL, "messages": HELLO, "stream": True}, take=1)
+        pumps = [o for o in gc.get_objects() if isinstance(o, Pump)]
+    finally:
+        gc.enable()
+    assert len(events) == 1
+    assert (reply.span.status, reply.span.error_kind) == ("error", "reset")
+    assert pumps == []
 
 
 def test_an_error_reply_is_read_whole_and_not_streamed(streaming):

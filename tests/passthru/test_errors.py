@@ -5,6 +5,7 @@ provider (a dead port, resets, timeouts, a trickle past the deadline) go
 through a live Marina to the scripted upstream's real socket (`live_http`)."""
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 
 from ledger.models import SpendDaily, Trace
 from passthru import upstream as upstream_client
+from passthru.context import RequestContext
 from tests.conftest import MARINA_KEY, PROVIDER_KEY
 from tests.e2e.servers import free_port
 from tests.upstream import Reply, Reset, Sse, completion
@@ -447,3 +449,47 @@ def test_a_mistyped_formation_is_404_naming_the_formations_and_never_sent(http, 
         assert prefix in error["message"]
     traced(response, "model_not_found")
     assert upstream.requests == []
+
+
+# A failed request leaves no reference cycle holding it (its body, its context,
+# its span): a worker runs no automatic collector (kernel/collector.py), and a
+# flood of connect errors at c=32 held 545 MB a worker while such cycles waited
+# for its next pass (docs/performance.md). Each request's context is freed by
+# reference counting once its answer and its trace are done.
+def _contexts_freed(limit: float = 3.0) -> bool:
+    deadline = time.monotonic() + limit
+    while any(isinstance(o, RequestContext) for o in gc.get_objects()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+FAULTS = {
+    "connect": (None, False, 502),
+    "connect-stream": (None, True, 502),
+    "reset": (Reset(), False, 502),
+    "reset-mid-stream": (Sse(reset_after=2), True, 200),
+    "timeout": (Reply(json=completion(), delay=1.5), False, 504),
+    "timeout-stream": (Sse(delay=1.5), True, 504),
+    "not-json": (Reply(raw=b"<html>busy</html>", content_type="text/html"), False, 502),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_failed_request_is_freed_without_the_cycle_collector(live_http, upstream, dead_provider, short_timeout, fault):
+    step, stream, status = FAULTS[fault]
+    upstream.script(Reply(json=completion()))
+    assert post(live_http).status_code == 200  # the first call's lazy loads, before counting
+    model = dead_provider if step is None else MODEL
+    if step is not None:
+        upstream.script(step)
+    gc.collect()
+    gc.disable()
+    try:
+        response = post(live_http, {"model": model, "messages": HELLO, "stream": stream})
+        freed = _contexts_freed()
+    finally:
+        gc.enable()
+    assert response.status_code == status, response.text
+    assert freed, f"a request that failed by {fault} is held in a reference cycle"
