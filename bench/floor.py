@@ -67,6 +67,13 @@ LEDGER = os.environ.get("FLOOR_LEDGER", "")  # a SQLite file, or "" for none
 _local: dict[str, Any] = {}  # per worker: the provider's connection, the writer thread and its database
 
 
+def _once(name: str, make: Any) -> Any:
+    """This worker's `name`, made on first use (setdefault would make one at every call)."""
+    if name not in _local:
+        _local[name] = make()
+    return _local[name]
+
+
 async def _provider() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     if "conn" not in _local:
         host, port = UPSTREAM.rsplit(":", 1)
@@ -76,7 +83,7 @@ async def _provider() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 
 
 async def _call(body: bytes) -> bytes:
-    async with _local.setdefault("turn", asyncio.Lock()):  # one request at a time on the one connection
+    async with _once("turn", asyncio.Lock):  # one request at a time on the one connection
         return await _exchange(body)
 
 
@@ -119,7 +126,7 @@ async def _relay(body: bytes, send: Any) -> dict[str, Any]:
 
 async def _meter(model: str, usage: dict[str, Any]) -> None:
     if LEDGER:
-        writer = _local.setdefault("writer", ThreadPoolExecutor(1))
+        writer = _once("writer", lambda: ThreadPoolExecutor(1))
         row = (model, 200, usage.get("prompt_tokens"), usage.get("completion_tokens"), time.time())
         await asyncio.get_running_loop().run_in_executor(writer, _commit, row)
 

@@ -87,7 +87,7 @@ class Collector:
         return 1
 
 
-_task: asyncio.Task[None] | None = None
+_task: asyncio.Task[None] | None = None  # held: the loop keeps only weak references to tasks
 
 
 def start(every: float = EVERY_SECONDS) -> Collector:

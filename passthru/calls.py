@@ -354,9 +354,8 @@ async def _drain(ctx: RequestContext, stream: upstream.Stream, pump: Pump, meter
         if not pump.task.done():
             pump.task.cancel()
             span.status, span.error_kind = "cancelled", "client_disconnected"
-        elif isinstance(pump.error, UpstreamError):
-            span.status, span.error_kind = "error", pump.error.kind
-        pump.error = None  # its traceback holds the pump's frames: a cycle, kept (streaming.Pump)
+        elif pump.error is not None and isinstance(error := pump.take_error(), UpstreamError):
+            span.status, span.error_kind = "error", error.kind
         try:
             await asyncio.wait([pump.task])  # its cancellation closes the upstream connection
         finally:

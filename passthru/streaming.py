@@ -146,7 +146,7 @@ class Pump:
                 return event
             if self.ended:
                 if self.error is not None:
-                    raise self._take_error()
+                    raise self.take_error()
                 return None
             self._waiter = asyncio.get_running_loop().create_future()
             try:
@@ -154,11 +154,12 @@ class Pump:
             finally:
                 self._waiter = None
 
-    def _take_error(self) -> BaseException:
-        """The source's error, raised once: its traceback holds the pump's frames,
-        which hold the pump, so kept here it made a cycle that held the request
-        until the collector's next pass. Taken, not named in a local of the
-        frame that raises it, for the same reason."""
+    def take_error(self) -> BaseException:
+        """The source's error, let go of as it is read (once the pump has ended
+        with one): its traceback holds the pump's frames, which hold the pump, so
+        kept here it made a cycle that held the request until the collector's
+        next pass. `next` raises it without naming it in a local, for the same
+        reason."""
         error, self.error = self.error, None
         assert error is not None
         return error

@@ -189,10 +189,7 @@ class _Connection(asyncio.Protocol):
 
     async def read_headers(self, timeout: float | None) -> None:
         while not self.headers_done:
-            if self.error is not None:
-                raise self.error
-            if self.closed:
-                raise httpx.ReadError("The connection to the provider was closed.")
+            self._raise_if_ended()
             await self._wait(timeout)
 
     async def next_chunk(self, timeout: float | None) -> bytes | None:
@@ -207,11 +204,15 @@ class _Connection(asyncio.Protocol):
                 return chunk
             if self.complete:
                 return None
-            if self.error is not None:
-                raise self.error
-            if self.closed:
-                raise httpx.ReadError("The connection to the provider was closed.")
+            self._raise_if_ended()
             await self._wait(timeout)
+
+    def _raise_if_ended(self) -> None:
+        """What ended the connection, raised: its error, or a closed one's (close() lets go of the error)."""
+        if self.error is not None:
+            raise self.error
+        if self.closed:
+            raise httpx.ReadError("The connection to the provider was closed.")
 
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.chunks and self.usable()
