@@ -19,7 +19,8 @@ Reported per target: time to first token (the first SSE event) and end time
 (`[DONE]`) at p50/p99/max, from the moment the burst began; streams completed;
 for Marina the streams metered (traces, priced spans and spend_daily calls in
 the ledger database), the largest resident memory and thread count of each
-worker, the client and upstream connections each worker held at its peak, and
+worker, the client and upstream connections each worker held midway through
+the streams (counted once: see Sampler), and
 a plain call made every half second meanwhile against the same call's usual
 latency (measured just before the burst).
 
