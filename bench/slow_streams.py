@@ -19,7 +19,8 @@ Reported per target: time to first token (the first SSE event) and end time
 (`[DONE]`) at p50/p99/max, from the moment the burst began; streams completed;
 for Marina the streams metered (traces, priced spans and spend_daily calls in
 the ledger database), the largest resident memory and thread count of each
-worker, the client and upstream connections each worker held at its peak, and
+worker, the client and upstream connections each worker held midway through
+the streams (counted once: see Sampler), and
 a plain call made every half second meanwhile against the same call's usual
 latency (measured just before the burst).
 
@@ -158,9 +159,12 @@ def _socket_ports() -> dict[int, tuple[int, int]]:
     return found
 
 
-def sample(workers: list[int], marina_port: int, upstream_port: int) -> Sample:
+def sample(workers: list[int], marina_port: int, upstream_port: int, *, connections: bool = True) -> Sample:
+    """Each worker's memory and threads; with `connections`, its client and upstream
+    connections too (every socket in /proc/net/tcp and every one of the worker's
+    descriptors read: see Sampler)."""
     s = Sample()
-    ports = _socket_ports()
+    ports = _socket_ports() if connections else {}
     for pid in workers:
         try:
             status = Path(f"/proc/{pid}/status").read_text()
@@ -172,6 +176,8 @@ def sample(workers: list[int], marina_port: int, upstream_port: int) -> Sample:
                 s.rss_mb[pid] = int(line.split()[1]) / 1024
             elif line.startswith("Threads:"):
                 s.threads[pid] = int(line.split()[1])
+        if not connections:
+            continue
         clients = upstreams = 0
         for fd in fds:
             try:
@@ -187,21 +193,33 @@ def sample(workers: list[int], marina_port: int, upstream_port: int) -> Sample:
 
 
 class Sampler(threading.Thread):
-    """Samples the workers once a second while the streams run, keeping each one's peak."""
+    """Samples the workers' memory once a second while the streams run, keeping each one's
+    peak, and counts their connections once, in the first sample `count_at` seconds after the
+    start (the middle of the streams' life: all are open, none is being taken in).
 
-    def __init__(self, server: Server, marina_port: int, upstream_port: int) -> None:
+    Once only: a count reads every socket of /proc/net/tcp and every descriptor of each worker.
+    With 20,000 of each that is ~0.45 s of a core, in the kernel; counted once a second while a
+    burst of 10,000 went in, it took that much each second from the server it measured, and
+    Marina began the last requests 1-3 s later (docs/performance.md)."""
+
+    def __init__(self, server: Server, marina_port: int, upstream_port: int, count_at: float = 0.0) -> None:
         super().__init__(daemon=True)
         self.server = server
         self.workers = children(server.proc.pid)
         self.marina_port, self.upstream_port = marina_port, upstream_port
+        self.count_at = count_at
         self.peak = Sample()
         self.rows: list[tuple[float, Sample]] = []  # (monotonic time, sample): the memory timeline
         self.stop = threading.Event()
         self.own_cpu = 0.0  # this thread's CPU seconds: the bench's, not the client's
 
     def run(self) -> None:
+        started = time.monotonic()
+        counted = False
         while not self.stop.wait(1.0):
-            s = sample(self.workers, self.marina_port, self.upstream_port)
+            connections = not counted and time.monotonic() - started >= self.count_at
+            counted = counted or connections
+            s = sample(self.workers, self.marina_port, self.upstream_port, connections=connections)
             self.rows.append((time.monotonic(), s))
             for name in ("rss_mb", "threads", "clients", "upstreams"):
                 peak, now = getattr(self.peak, name), getattr(s, name)
@@ -304,6 +322,7 @@ class Run:
     meter: Meter | None = None
     t0: float = 0.0  # monotonic start of the burst
     listen_drops: int = 0
+    sampler_cpu: float = 0.0  # the bench's sampling of the workers: CPU seconds of its thread
 
     def firsts(self) -> list[float]:
         return [o.first for o in self.outcomes if o.first is not None and not o.error]
@@ -376,7 +395,7 @@ async def run_target(target: str, port: int, key: str, model: str, n: int, timeo
         sampler.stop.set()
         sampler.join()
         run.peak, run.cpu_seconds = sampler.peak, sampler.server.cpu() - cpu0
-        run.samples = sampler.rows
+        run.samples, run.sampler_cpu = sampler.rows, sampler.own_cpu
     return run
 
 
@@ -441,7 +460,8 @@ def report(runs: list[Run], args: argparse.Namespace, metered: tuple[int, int, i
     marina = by.get("marina")
     if marina and marina.peak:
         p = marina.peak
-        print("\nMarina's workers at their peak (sampled once a second): "
+        print("\nMarina's workers at their peak (memory sampled once a second, connections counted once, "
+              f"midway through the streams; the sampling took {marina.sampler_cpu:.2f} s of this process's CPU): "
               + "; ".join(f"pid {pid}: {p.rss_mb.get(pid, 0):.0f} MB resident, {p.threads.get(pid, 0)} threads, "
                           f"{p.clients.get(pid, 0)} client connections, {p.upstreams.get(pid, 0)} upstream connections"
                           for pid in sorted(p.rss_mb)))
@@ -492,7 +512,7 @@ def report_cpu(runs: list[Run], marina: Run | None, args: argparse.Namespace) ->
                         for r0, r1 in zip(rows, rows[1:], strict=False)))
         print("\nWorkers each second (resident MB, client connections, upstream connections; one worker per column):")
         print(", ".join(f"{t - marina.t0:.0f}s " + " ".join(
-            f"{s.rss_mb.get(pid, 0):.0f}/{s.clients.get(pid, 0)}/{s.upstreams.get(pid, 0)}" for pid in sorted(s.rss_mb))
+            f"{s.rss_mb.get(pid, 0):.0f}/{s.clients.get(pid, '-')}/{s.upstreams.get(pid, '-')}" for pid in sorted(s.rss_mb))
             for t, s in marina.samples))
 
 
@@ -543,7 +563,7 @@ def run_floor(tmp: Path, up_port: int, upstream: Server, args: argparse.Namespac
                   env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/", log_dir=tmp, cwd=ROOT / "bench")
     print("floor ...", file=sys.stderr, flush=True)
     try:
-        sampler = Sampler(floor, port, up_port)
+        sampler = Sampler(floor, port, up_port, count_at=args.first_token + args.chunks * args.gap / 2)
         meter = Meter(floor, upstream)
         meter.sampler = sampler
         run = asyncio.run(run_target("floor", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler, meter, client))
@@ -615,7 +635,7 @@ def main() -> None:
                                env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/v1/health", log_dir=tmp)
                 servers.append(marina)
                 print("marina ...", file=sys.stderr, flush=True)
-                sampler = Sampler(marina, port, up_port)
+                sampler = Sampler(marina, port, up_port, count_at=args.first_token + args.chunks * args.gap / 2)
                 meter = Meter(marina, upstream)
                 meter.sampler = sampler
                 runs.append(asyncio.run(run_target("marina", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler,
