@@ -149,6 +149,9 @@ def main() -> None:
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)  # the upstream's port
     parser.add_argument("--under-callgrind", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    unknown = set(args.targets.split(",")) - {"marina", "floor"}
+    if unknown:
+        parser.error(f"--targets: no target {', '.join(sorted(unknown))} (marina, floor)")
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if args.child:

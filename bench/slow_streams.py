@@ -192,6 +192,11 @@ def sample(workers: list[int], marina_port: int, upstream_port: int, *, connecti
     return s
 
 
+def midway(args: argparse.Namespace) -> float:
+    """Seconds from the burst's start to the middle of a stream's life: its first token, then half its chunks."""
+    return float(args.first_token + args.chunks * args.gap / 2)
+
+
 class Sampler(threading.Thread):
     """Samples the workers' memory once a second while the streams run, keeping each one's
     peak, and counts their connections once, in the first sample `count_at` seconds after the
@@ -200,7 +205,7 @@ class Sampler(threading.Thread):
     Once only: a count reads every socket of /proc/net/tcp and every descriptor of each worker.
     With 20,000 of each that is ~0.45 s of a core, in the kernel; counted once a second while a
     burst of 10,000 went in, it took that much each second from the server it measured, and
-    Marina began the last requests 1-3 s later (docs/performance.md)."""
+    Marina began the last requests up to 3 s later (docs/performance.md)."""
 
     def __init__(self, server: Server, marina_port: int, upstream_port: int, count_at: float = 0.0) -> None:
         super().__init__(daemon=True)
@@ -563,7 +568,7 @@ def run_floor(tmp: Path, up_port: int, upstream: Server, args: argparse.Namespac
                   env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/", log_dir=tmp, cwd=ROOT / "bench")
     print("floor ...", file=sys.stderr, flush=True)
     try:
-        sampler = Sampler(floor, port, up_port, count_at=args.first_token + args.chunks * args.gap / 2)
+        sampler = Sampler(floor, port, up_port, count_at=midway(args))
         meter = Meter(floor, upstream)
         meter.sampler = sampler
         run = asyncio.run(run_target("floor", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler, meter, client))
@@ -635,7 +640,7 @@ def main() -> None:
                                env=env, base_url=f"http://127.0.0.1:{port}", ready_path="/v1/health", log_dir=tmp)
                 servers.append(marina)
                 print("marina ...", file=sys.stderr, flush=True)
-                sampler = Sampler(marina, port, up_port, count_at=args.first_token + args.chunks * args.gap / 2)
+                sampler = Sampler(marina, port, up_port, count_at=midway(args))
                 meter = Meter(marina, upstream)
                 meter.sampler = sampler
                 runs.append(asyncio.run(run_target("marina", port, KEY, f"openai/{MODEL}", args.streams, timeout, sampler,
