@@ -54,21 +54,59 @@ class Terminated(BaseException):
     """SIGTERM arrived: end like an interruption (τ² stopped, key revoked, experiment closed)."""
 
 
+# SIGTERM and Ctrl-C while an experiment runs end it as exceptions (Terminated, KeyboardInterrupt), so
+# that its clean-up runs. They are raised at once only while the kit waits (on τ², or for the server
+# to take the key: `stoppable`); a signal that comes while it reads or writes the ledger is held until
+# its next wait. Raised between any two bytecodes, the exception could land in Django's own
+# bookkeeping of a transaction (an atomic block half entered or left) and leave the connection out of
+# autocommit, and the clean-up's writes (the experiment closed as stopped) with it: a fresh-clone run
+# of tests/e2e/test_repro_tau2.py once found an interrupted experiment still `running`.
+_waiting = False
+_held: BaseException | None = None
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    global _held
+    stop = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    if _waiting:
+        raise stop
+    _held = _held or stop
+
+
+def raise_held() -> None:
+    """A signal held since the kit last waited ends the experiment now."""
+    global _held
+    if _held is not None:
+        stop, _held = _held, None
+        raise stop
+
+
 @contextlib.contextmanager
-def sigterm_as_exception() -> Iterator[None]:
-    """Turn SIGTERM into Terminated while the experiment runs, so its clean-up runs too."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminated(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, terminated)
+def stoppable() -> Iterator[None]:
+    """A wait that SIGTERM and Ctrl-C end at once; one that came before it ends it now."""
+    global _waiting
+    raise_held()
+    _waiting = True
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _waiting = False
+
+
+@contextlib.contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """SIGTERM and Ctrl-C as Terminated and KeyboardInterrupt while the experiment runs (`stoppable`)."""
+    global _held
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _held = None  # came during the clean-up or the last run's import: the experiment has ended
 
 
 class ReproError(RuntimeError):
@@ -169,7 +207,7 @@ class Runner:
 
     # -- the whole experiment --------------------------------------------------------
     def run(self) -> Report:
-        with sigterm_as_exception():
+        with signals_as_exceptions():
             return self._run()
 
     def _run(self) -> Report:
@@ -180,7 +218,8 @@ class Runner:
         except KeyRefused as exc:
             raise ReproError(f"cannot make the experiment's key: {exc}") from None
         try:
-            wait_for_key(plan.options.server_url, self._secret)
+            with stoppable():
+                wait_for_key(plan.options.server_url, self._secret)
             experiment = experiments.open_experiment(
                 name=plan.name, domain=",".join(plan.options.domain_list),
                 arms=list(dict.fromkeys(r.label for r in plan.runs)),
@@ -191,6 +230,7 @@ class Runner:
             report = Report(experiment)
             try:
                 for index, run in enumerate(plan.runs, 1):
+                    raise_held()  # no further run starts
                     if not self.stopped:
                         self.spent = spent_by_key(self.key_name, self.plan.fallback_per_mtok)
                         if self.spent >= plan.budget_nanousd:  # the last run spent it as it ended
@@ -295,7 +335,8 @@ class Runner:
             shown, shown_at, recorded = (-1, -1), 0.0, (-1, -1)
             while True:
                 try:
-                    proc.wait(timeout=self.poll)
+                    with stoppable():
+                        proc.wait(timeout=self.poll)
                     finished = True
                 except subprocess.TimeoutExpired:
                     finished = False

@@ -201,7 +201,7 @@ def test_budget_spent_stops_the_run_and_revokes_the_key(servers, oracle, tmp_pat
     assert re.search(r"\[single r1\] stopped: budget spent \(\$0\.0\d+ of \$0\.03000000\) after \d+ simulation", done.stdout)
     assert "[verify r1] stopped: not run: budget spent" in done.stdout
     ledger = server.ledger
-    assert ledger.one("SELECT status FROM ledger_experiment") == "stopped", err[-4000:]
+    assert ledger.one("SELECT status FROM ledger_experiment") == "stopped"
     assert ledger.one("SELECT COUNT(*) FROM ledger_benchmarkrun") == 0
     (_, revoked), = experiment_keys(server)
     assert revoked is not None
@@ -268,7 +268,7 @@ def test_interrupted_experiment_stops_tau2_and_revokes_its_key(servers, oracle, 
             proc.kill()
     assert proc.returncode != 0, f"the signal did not stop it:\n{out[-2000:]}\n{''.join(seen[-10:])}{err[-3000:]}"
     ledger = server.ledger
-    assert ledger.one("SELECT status FROM ledger_experiment") == "stopped"
+    assert ledger.one("SELECT status FROM ledger_experiment") == "stopped", err[-4000:]
     assert ledger.rows("SELECT outcome, detail FROM ledger_experimentrun ORDER BY id") == [
         ("stopped", f"not finished: {reason}"), ("stopped", f"not finished: {reason}")
     ]
