@@ -55,14 +55,17 @@ from common import (
     asgi_call,
     chat_scope,
     children,
+    count_instructions,
     cpu_seconds,
     ensure_wrk,
     free_port,
+    instructions_counted,
     marina_env,
     migrate,
     scratch_postgres,
     start,
     start_fake_upstream,
+    under_callgrind,
 )
 
 KEY = "sk-marina-bench-key-0000"
@@ -182,15 +185,14 @@ def inproc(args: argparse.Namespace, db_url: str, tmp: Path, up_port: int) -> di
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(args.requests), "--mode", args.mode, "--model", args.model]
     if args.callgrind:
         out_file = tmp / "callgrind.out"
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_file}", *cmd[:2],
+        cmd = [*under_callgrind(out_file), *cmd[:2],
                "--child", str(args.callgrind), "--mode", args.mode, "--model", args.model, "--under-callgrind"]
     done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"the in-process run failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if args.callgrind:
-        totals = [ln for ln in (tmp / "callgrind.out").read_text().splitlines() if ln.startswith(("summary:", "totals:"))]
-        result["instructions"] = int(totals[-1].split()[1]) / args.callgrind
+        result["instructions"] = instructions_counted(tmp / "callgrind.out") / args.callgrind
     return result
 
 
@@ -214,13 +216,13 @@ def child(n: int, mode: str, model: str, under_callgrind: bool) -> None:
         for _ in range(300 if not under_callgrind else 50):
             await one()
         if under_callgrind:
-            subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, check=True)
+            count_instructions(True)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         for _ in range(n):
             await one()
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         if under_callgrind:
-            subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True, check=True)
+            count_instructions(False)
         return {"requests": n, "cpu_ms": cpu * 1000 / n, "wall_ms": wall * 1000 / n, "statuses": dict(statuses)}
 
     import uvloop

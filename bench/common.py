@@ -232,6 +232,23 @@ def scratch_postgres(admin_url: str, prefix: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def under_callgrind(out_file: Path) -> list[str]:
+    """The words that run a program under valgrind's callgrind, writing to `out_file`, counting
+    nothing until the program switches counting on (`count_instructions`)."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_file}"]
+
+
+def count_instructions(on: bool) -> None:
+    """Switch callgrind's counting on or off for this process (run `under_callgrind`)."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], capture_output=True, check=True)
+
+
+def instructions_counted(out_file: Path) -> int:
+    """The instructions a callgrind run counted while counting was on."""
+    totals = [ln for ln in out_file.read_text().splitlines() if ln.startswith(("summary:", "totals:"))]
+    return int(totals[-1].split()[1])
+
+
 def run_child(script: str, database_url: str, *args: str) -> Any:
     """Run `script *args` in a process of its own on `database_url` (no .env);
     the JSON its last line of output holds."""

@@ -43,7 +43,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tau2_body
-from common import ROOT, asgi_call, chat_scope, marina_env, migrate, start_fake_upstream
+from common import (
+    ROOT,
+    asgi_call,
+    chat_scope,
+    count_instructions,
+    instructions_counted,
+    marina_env,
+    migrate,
+    start_fake_upstream,
+    under_callgrind,
+)
 
 KEY = "sk-marina-bench-key-0000"
 MODEL = "openai/gpt-4.1-mini"
@@ -93,7 +103,7 @@ async def burst(app: Any, written: Written, body: bytes, n: int, under_callgrind
     gc.collect()
     gc.disable()  # as a worker runs (kernel/collector.py defers collections in a burst)
     if under_callgrind:
-        subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, check=True)
+        count_instructions(True)
     cpu, usage = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     tasks = [asyncio.ensure_future(asgi_call(app, dict(scope), body, lambda message: None)) for _ in range(n)]
     answered = [0]  # requests answered before the round ends: each without its upstream, an error
@@ -106,7 +116,7 @@ async def burst(app: Any, written: Written, body: bytes, n: int, under_callgrind
         await asyncio.sleep(0.005)
     cpu, after = time.process_time() - cpu, resource.getrusage(resource.RUSAGE_SELF)
     if under_callgrind:
-        subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True, check=True)
+        count_instructions(False)
     gc.enable()
     for task in tasks:
         task.cancel()
@@ -175,10 +185,8 @@ def main() -> None:
         if args.callgrind:
             for target in args.targets.split(","):
                 out = tmp / f"callgrind-{target}.out"
-                _run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *me,
-                      "--targets", target, "--under-callgrind"], env, tmp)
-                totals = [ln for ln in out.read_text().splitlines() if ln.startswith(("summary:", "totals:"))]
-                instructions[target] = int(totals[-1].split()[1]) / args.streams
+                _run([*under_callgrind(out), *me, "--targets", target, "--under-callgrind"], env, tmp)
+                instructions[target] = instructions_counted(out) / args.streams
     finally:
         upstream.stop()
     print(f"\n## A burst of {args.streams} streams taken in, in one process ({args.rounds} rounds a target, "
